@@ -1,0 +1,66 @@
+"""Status packets: the device's answers, including the combined replies of Fast Sync/Bulk Read.
+
+A fast reply is one status frame with ID 0xFE. After the instruction byte come slots, one per device in the
+order of the request: ``error, id, data..., crc_l, crc_h``. Each slot's CRC is the running CRC of the frame up
+to that point, the way the chained devices build it; the last slot's CRC is the frame's own CRC. The host
+checks the frame CRC (which covers every slot) and does not depend on the intermediate ones.
+"""
+from __future__ import annotations
+
+from .crc import crc16
+from .errors import MalformedPacket
+from .instructions import BROADCAST_ID, HEADER, Instruction
+from .packets import HEADER_LEN, Packet, encode_packet
+
+_STATUS = int(Instruction.STATUS)
+
+
+def encode_status(packet_id: int, error: int = 0, data: bytes = b"") -> bytes:
+    return encode_packet(packet_id, _STATUS, bytes((error,)) + bytes(data))
+
+
+def encode_ping_reply(packet_id: int, model_number: int, firmware_version: int, error: int = 0) -> bytes:
+    return encode_status(packet_id, error, model_number.to_bytes(2, "little") + bytes((firmware_version,)))
+
+
+def encode_fast_reply(slots: list[tuple[int, int, bytes]]) -> bytes:
+    """One frame carrying ``(error, id, data)`` for each answering device, with running CRCs between slots."""
+    if not slots:
+        raise MalformedPacket("a fast reply needs at least one slot")
+    length = 1 + sum(len(data) + 4 for _, _, data in slots)
+    frame = bytearray(HEADER + bytes((BROADCAST_ID,)) + length.to_bytes(2, "little") + bytes((_STATUS,)))
+    crc = 0
+    checked = 0
+    for error, device_id, data in slots:
+        frame.append(error)
+        frame.append(device_id)
+        frame += data
+        crc = crc16(memoryview(frame)[checked:], crc)
+        frame += crc.to_bytes(2, "little")
+        checked = len(frame) - 2
+    return bytes(frame)
+
+
+def parse_fast_reply(packet: Packet, lengths: dict[int, int]) -> list[tuple[int, int, bytes]]:
+    """Split a fast reply into ``(error, id, data)`` slots; ``lengths`` maps each requested ID to its length."""
+    if packet.id != BROADCAST_ID or not packet.is_status:
+        raise MalformedPacket(f"id {packet.id}: not a fast reply (expected a status from id 0xFE)")
+    body = packet.params
+    slots = []
+    i = 0
+    end = len(body) + 2  # the last slot's CRC is the frame CRC, already removed from params
+    while i < end:
+        if end - i < 4:
+            raise MalformedPacket(f"fast reply: truncated slot at byte {i}")
+        error, device_id = body[i], body[i + 1]
+        if device_id not in lengths:
+            raise MalformedPacket(f"fast reply: slot at byte {i} is from id {device_id}, which was not asked")
+        n = lengths[device_id]
+        if i + 4 + n > end:
+            raise MalformedPacket(f"fast reply: slot of id {device_id} is truncated")
+        slots.append((error, device_id, bytes(body[i + 2:i + 2 + n])))
+        i += 4 + n
+    return slots
+
+
+__all__ = ["encode_status", "encode_ping_reply", "encode_fast_reply", "parse_fast_reply", "HEADER_LEN"]

@@ -1,0 +1,252 @@
+"""The device side of the bus: many parts behind one Dynamixel 2.0 endpoint.
+
+Bytes in (``receive``), replies out (``take_output``). Each reply carries the time it would reach the host
+under the wire-timing model (or "now" without one); transports hand it over when that time has come. The
+device never raises on bad input: garbage is skipped by the decoder, malformed instructions are answered with
+the protocol's error codes, and the counters say what happened.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Callable, Iterable
+
+from devices.protocol import (BROADCAST_ID, CrcMismatch, DataLengthError, DeviceCrcError, FrameError,
+                              InstructionError, MalformedPacket, Packet, StatusError, StreamDecoder, decode_request,
+                              encode_fast_reply, encode_ping_reply, encode_status)
+from devices.protocol import requests as rq
+from devices.protocol.instructions import KNOWN_INSTRUCTIONS
+
+from .faults import FaultInjector
+from .part import PartFirmware
+from .timing import WireTiming
+
+READ_LEVEL, ALL_LEVEL = 1, 2  # status return level needed for read replies / for every reply
+
+
+class VirtualBusDevice:
+    def __init__(self, parts: Iterable[PartFirmware], *, timing: WireTiming | None = None,
+                 faults: FaultInjector | None = None, clock: Callable[[], float] = time.perf_counter):
+        self.parts: list[PartFirmware] = list(parts)
+        self.timing = timing
+        self.faults = faults
+        self.clock = clock
+        self._decoder = StreamDecoder()
+        self._outbox: deque[tuple[float, bytes]] = deque()
+        self._line_free_at = 0.0
+        self.counters = {"packets": 0, "crc_errors": 0, "malformed": 0, "replies": 0}
+        self._by_id: dict[int, list[PartFirmware]] = {}
+        self._index()
+
+    # topology
+    def _index(self) -> None:
+        by_id: dict[int, list[PartFirmware]] = {}
+        for part in self.parts:
+            by_id.setdefault(part.id, []).append(part)
+        self._by_id = by_id
+
+    def part(self, device_id: int) -> PartFirmware:
+        return self._by_id[device_id][0]
+
+    def _present(self, device_id: int) -> list[PartFirmware]:
+        if self.faults is not None and device_id in self.faults.vanished:
+            return []
+        return self._by_id.get(device_id, [])
+
+    def _all_present(self) -> list[PartFirmware]:
+        vanished = self.faults.vanished if self.faults is not None else ()
+        return sorted((p for p in self.parts if p.id not in vanished), key=lambda p: p.id)
+
+    # byte interface
+    def receive(self, data: bytes) -> None:
+        """Take bytes from the wire; every complete instruction is executed and its replies queued."""
+        now = self.clock()
+        if self.faults is not None:
+            data = self.faults.corrupt(data)
+        arrival = self._arrival_time(now, len(data))
+        for event in self._decoder.feed(data):
+            if isinstance(event, FrameError):
+                self._on_bad_frame(event, arrival)
+            else:
+                self._execute(event, now, arrival)
+
+    def next_release_s(self) -> float | None:
+        """When the earliest queued reply reaches the host, or None if nothing is queued."""
+        return self._outbox[0][0] if self._outbox else None
+
+    def take_output(self, now: float | None = None) -> bytes:
+        """The reply bytes that have reached the host by ``now`` (all of them when ``now`` is None)."""
+        out = bytearray()
+        while self._outbox and (now is None or self._outbox[0][0] <= now):
+            out += self._outbox.popleft()[1]
+        return bytes(out)
+
+    # helpers
+    def _arrival_time(self, now: float, n_bytes: int) -> float:
+        """When the last byte of an instruction is on the device's side of the wire."""
+        if self.timing is None:
+            return now
+        start = max(now, self._line_free_at)
+        self._line_free_at = start + self.timing.wire_time_s(n_bytes)
+        return self._line_free_at
+
+    def _queue(self, reply: bytes, part: PartFirmware | None, after: float) -> float:
+        """Queue one reply sent by ``part`` no earlier than ``after``; returns when the line is free again."""
+        self.counters["replies"] += 1
+        if self.faults is not None:
+            if self.faults.drop():
+                return after
+            reply = self.faults.corrupt(reply)
+        timing = self.timing
+        if timing is None:
+            self._outbox.append((after, reply))
+            return after
+        start = max(after, self._line_free_at)
+        if timing.return_delay and part is not None:
+            start += part.return_delay_s
+        end = start + timing.wire_time_s(len(reply))
+        self._line_free_at = end
+        self._outbox.append((end + timing.adapter_latency_s, reply))
+        return end
+
+    def _on_bad_frame(self, error: FrameError, arrival: float) -> None:
+        if isinstance(error, CrcMismatch):
+            self.counters["crc_errors"] += 1
+            if error.packet_id is not None and error.packet_id != BROADCAST_ID:
+                for part in self._present(error.packet_id):
+                    if part.return_level >= ALL_LEVEL:
+                        self._queue(encode_status(part.id, DeviceCrcError.code), part, arrival)
+        else:
+            self.counters["malformed"] += 1
+
+    def _execute(self, packet: Packet, now: float, arrival: float) -> None:
+        if packet.is_status:
+            return  # another device's answer (or our own echo): not for us
+        self.counters["packets"] += 1
+        try:
+            request = decode_request(packet)
+        except MalformedPacket:
+            self.counters["malformed"] += 1
+            code = InstructionError.code if packet.instruction not in KNOWN_INSTRUCTIONS else DataLengthError.code
+            for part in self._present(packet.id):
+                if part.return_level >= ALL_LEVEL:
+                    self._queue(encode_status(part.id, code), part, arrival)
+            return
+        handler = _HANDLERS[type(request)]
+        handler(self, request, now, arrival)
+
+    def _unicast(self, request, now: float, arrival: float, action: Callable[[PartFirmware], bytes],
+                 level: int = ALL_LEVEL) -> None:
+        """Run ``action`` on the addressed part(s); reply with its data or its status error."""
+        targets = self._all_present() if request.id == BROADCAST_ID else self._present(request.id)
+        changed_ids = False
+        for part in targets:
+            old_id = part.id
+            part.advance(now)
+            error, data = 0, b""
+            try:
+                data = action(part)
+            except StatusError as exc:
+                error = exc.code
+            changed_ids |= part.id != old_id
+            if request.id != BROADCAST_ID and part.return_level >= level:
+                self._queue(encode_status(old_id, error, data), part, arrival)
+        if changed_ids:
+            self._index()
+
+    # instruction handlers
+    def _ping(self, request: rq.Ping, now: float, arrival: float) -> None:
+        targets = self._all_present() if request.id == BROADCAST_ID else self._present(request.id)
+        after = arrival
+        for part in targets:  # a broadcast ping is answered in ID order, one after the other
+            after = self._queue(encode_ping_reply(part.id, part.model_number, part.firmware_version), part, after)
+
+    def _read(self, request: rq.Read, now: float, arrival: float) -> None:
+        self._unicast(request, now, arrival, lambda p: p.read(request.address, request.length), READ_LEVEL)
+
+    def _write(self, request: rq.Write, now: float, arrival: float) -> None:
+        self._unicast(request, now, arrival, lambda p: p.write(request.address, request.data) or b"")
+
+    def _reg_write(self, request: rq.RegWrite, now: float, arrival: float) -> None:
+        self._unicast(request, now, arrival, lambda p: p.reg_write(request.address, request.data) or b"")
+
+    def _action(self, request: rq.Action, now: float, arrival: float) -> None:
+        self._unicast(request, now, arrival, lambda p: p.action() or b"")
+
+    def _reboot(self, request: rq.Reboot, now: float, arrival: float) -> None:
+        self._unicast(request, now, arrival, lambda p: p.reboot() or b"")
+
+    def _factory_reset(self, request: rq.FactoryReset, now: float, arrival: float) -> None:
+        self._unicast(request, now, arrival, lambda p: p.factory_reset(request.option) or b"")
+
+    def _clear(self, request: rq.Clear, now: float, arrival: float) -> None:
+        self._unicast(request, now, arrival, lambda p: p.clear(request.option, request.key) or b"")
+
+    def _read_slots(self, items: list[tuple[int, int, int]], now: float) -> list[tuple[PartFirmware, int, bytes]]:
+        """(part, error, data) for each present part asked, in the order asked."""
+        slots = []
+        for device_id, address, length in items:
+            for part in self._present(device_id):
+                if part.return_level < READ_LEVEL:
+                    continue
+                part.advance(now)
+                try:
+                    slots.append((part, 0, part.read(address, length)))
+                except StatusError as exc:
+                    slots.append((part, exc.code, bytes(length)))
+        return slots
+
+    def _group_read(self, items: list[tuple[int, int, int]], fast: bool, now: float, arrival: float) -> None:
+        slots = self._read_slots(items, now)
+        if not slots:
+            return
+        if fast:
+            # one frame from a chain of devices; timing uses the first device's return delay
+            self._queue(encode_fast_reply([(err, part.id, data) for part, err, data in slots]), slots[0][0], arrival)
+            return
+        after = arrival
+        for part, err, data in slots:
+            after = self._queue(encode_status(part.id, err, data), part, after)
+
+    def _sync_read(self, request: rq.SyncRead, now: float, arrival: float) -> None:
+        items = [(i, request.address, request.length) for i in request.ids]
+        self._group_read(items, request.fast, now, arrival)
+
+    def _bulk_read(self, request: rq.BulkRead, now: float, arrival: float) -> None:
+        self._group_read(list(request.items), request.fast, now, arrival)
+
+    def _group_write(self, items: Iterable[tuple[int, int, bytes]], now: float) -> None:
+        changed_ids = False
+        for device_id, address, data in items:
+            for part in self._present(device_id):
+                old_id = part.id
+                part.advance(now)
+                try:
+                    part.write(address, data)
+                except StatusError:
+                    pass  # no status packet for group writes: the part silently refuses
+                changed_ids |= part.id != old_id
+        if changed_ids:
+            self._index()
+
+    def _sync_write(self, request: rq.SyncWrite, now: float, arrival: float) -> None:
+        self._group_write(((i, request.address, d) for i, d in request.items), now)
+
+    def _bulk_write(self, request: rq.BulkWrite, now: float, arrival: float) -> None:
+        self._group_write(request.items, now)
+
+
+_HANDLERS = {
+    rq.Ping: VirtualBusDevice._ping,
+    rq.Read: VirtualBusDevice._read,
+    rq.Write: VirtualBusDevice._write,
+    rq.RegWrite: VirtualBusDevice._reg_write,
+    rq.Action: VirtualBusDevice._action,
+    rq.Reboot: VirtualBusDevice._reboot,
+    rq.FactoryReset: VirtualBusDevice._factory_reset,
+    rq.Clear: VirtualBusDevice._clear,
+    rq.SyncRead: VirtualBusDevice._sync_read,
+    rq.BulkRead: VirtualBusDevice._bulk_read,
+    rq.SyncWrite: VirtualBusDevice._sync_write,
+    rq.BulkWrite: VirtualBusDevice._bulk_write,
+}

@@ -1,0 +1,102 @@
+"""Firmware of an X-series-compatible servo, with a first-order response standing in for physics.
+
+Until the pybullet world drives the joints (issue 4), the present position follows the goal exponentially
+with time constant ``tau_s`` (position modes), integrates the goal velocity (velocity mode), or holds (torque
+off). The state is evaluated analytically at each access, so it is exact at any polling rate.
+"""
+from __future__ import annotations
+
+import math
+
+from devices.control_table import (CURRENT_MODE, EXTENDED_POSITION_MODE, POSITION_MODE, VELOCITY_MODE,
+                                   ControlTable, Register, RegisterMemory)
+from devices.protocol import DataLimitError, ResultFail
+
+from .part import PartFirmware
+
+TICKS_PER_REV = 4096
+VELOCITY_UNIT_RPM = 0.229
+MOVING_STATUS_IN_POSITION = 0x01
+
+
+def _ticks_per_s(raw_velocity: int) -> float:
+    return raw_velocity * VELOCITY_UNIT_RPM / 60.0 * TICKS_PER_REV
+
+
+def _limit_rule(limit_name: str, symmetric: bool):
+    def rule(memory: RegisterMemory, reg: Register, value: int) -> None:
+        limit = memory.get(limit_name)
+        if abs(value) > limit if symmetric else value > limit:
+            raise DataLimitError(memory.get("id"), DataLimitError.code,
+                                 f"{reg.name}={value} exceeds {limit_name}={limit}")
+    return rule
+
+
+def _goal_position_rule(memory: RegisterMemory, reg: Register, value: int) -> None:
+    if memory.get("operating_mode") != POSITION_MODE:
+        return  # extended modes take the whole static range
+    lo, hi = memory.get("min_position_limit"), memory.get("max_position_limit")
+    if not lo <= value <= hi:
+        raise DataLimitError(memory.get("id"), DataLimitError.code,
+                             f"goal_position={value} outside the position limits {lo}..{hi}")
+
+
+class ServoFirmware(PartFirmware):
+    def __init__(self, table: ControlTable, device_id: int, serial_number: int = 0, tau_s: float = 0.05):
+        rules = {"goal_position": _goal_position_rule, "goal_velocity": _limit_rule("velocity_limit", True),
+                 "goal_pwm": _limit_rule("pwm_limit", True)}
+        if "current_limit" in table:
+            rules["goal_current"] = _limit_rule("current_limit", True)
+        super().__init__(table, device_id, serial_number, rules)
+        self.tau_s = tau_s
+        self.position = float(self.memory.get("present_position"))
+        self.velocity = 0.0  # ticks/s
+
+    def advance(self, now_s: float) -> None:
+        dt = now_s - self.time_s
+        if dt > 0:
+            self._integrate(dt)
+        super().advance(now_s)
+        self._publish(now_s)
+
+    def _integrate(self, dt: float) -> None:
+        memory = self.memory
+        if not memory.get("torque_enable"):
+            self.velocity = 0.0
+            return
+        mode = memory.get("operating_mode")
+        if mode == VELOCITY_MODE:
+            self.velocity = _ticks_per_s(memory.get("goal_velocity"))
+            self.position += self.velocity * dt
+        elif mode in (POSITION_MODE, EXTENDED_POSITION_MODE) or mode == 5:
+            goal = float(memory.get("goal_position"))
+            decay = math.exp(-dt / self.tau_s)
+            self.position = goal + (self.position - goal) * decay
+            self.velocity = (goal - self.position) / self.tau_s
+        elif mode == CURRENT_MODE:
+            self.velocity = 0.0
+
+    def _publish(self, now_s: float) -> None:
+        memory = self.memory
+        memory.set("present_position", round(self.position))
+        raw_velocity = round(self.velocity * 60.0 / TICKS_PER_REV / VELOCITY_UNIT_RPM)
+        memory.set("present_velocity", raw_velocity)
+        moving = abs(raw_velocity) > memory.get("moving_threshold")
+        memory.set("moving", int(moving))
+        memory.set("moving_status", 0 if moving else MOVING_STATUS_IN_POSITION)
+        if "goal_current" in self.table and memory.get("operating_mode") == CURRENT_MODE and memory.get("torque_enable"):
+            memory.set("present_current", memory.get("goal_current"))
+        memory.set("realtime_tick", int(now_s * 1000) % 32768)
+
+    def on_written(self, names: list[str]) -> None:
+        if "torque_enable" in names and self.memory.get("torque_enable"):
+            self.velocity = 0.0
+
+    def on_reboot(self) -> None:
+        self.velocity = 0.0
+
+    def clear_multi_turn(self) -> None:
+        if self.memory.get("moving"):
+            raise ResultFail(self.id, ResultFail.code, "multi-turn clear refused while moving")
+        self.position = float(round(self.position) % TICKS_PER_REV)
+        self.memory.set("present_position", round(self.position))

@@ -1,0 +1,50 @@
+"""Wire-timing emulation: what a real half-duplex bus and USB adapter add to every transaction.
+
+Three effects, each switchable: the time the bytes take on the wire at the baud rate (10 bits per byte: start,
+8 data, stop), the part's return delay time (its control table, 2 us units), and the adapter's latency (an FTDI
+latency timer holds received bytes up to 1..16 ms before the host sees them). The device computes when each
+reply would reach the host; transports release it then.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+BITS_PER_BYTE = 10
+
+
+@dataclass
+class WireTiming:
+    baud: int = 1_000_000
+    wire: bool = True
+    return_delay: bool = True
+    adapter_latency_s: float = 0.0
+
+    def byte_time_s(self) -> float:
+        return BITS_PER_BYTE / self.baud if self.wire else 0.0
+
+    def wire_time_s(self, n_bytes: int) -> float:
+        return n_bytes * BITS_PER_BYTE / self.baud if self.wire else 0.0
+
+    @classmethod
+    def parse(cls, baud: int | None, latency_ms: float | None = None, wire: bool = True,
+              return_delay: bool = True) -> "WireTiming | None":
+        """The timing asked for on a command line or URL; None when nothing is emulated."""
+        if baud is None and not latency_ms:
+            return None
+        return cls(baud=baud or 1_000_000, wire=wire and baud is not None, return_delay=return_delay,
+                   adapter_latency_s=(latency_ms or 0.0) / 1000.0)
+
+
+def wire_time_s(n_bytes: int, baud: int) -> float:
+    """Physical limit: how long ``n_bytes`` take on a UART at ``baud`` (8N1)."""
+    return n_bytes * BITS_PER_BYTE / baud
+
+
+def sleep_until(deadline: float, clock=time.perf_counter) -> None:
+    """Sleep to ``deadline`` with sub-100 us accuracy: coarse sleep, then a short spin."""
+    remaining = deadline - clock()
+    if remaining > 0.0012:
+        time.sleep(remaining - 0.001)
+    while clock() < deadline:
+        pass

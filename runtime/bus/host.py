@@ -1,0 +1,318 @@
+"""The bus host controller: transactions with timeouts and bounded retries, group operations, statistics.
+
+Every method sends one instruction and waits for exactly the replies the protocol promises (none for
+broadcasts and group writes, one per ID for reads, one combined frame for the fast reads). A reply that fails
+the CRC, has the wrong ID or the wrong length, or does not come in time is retried up to ``retries`` times;
+then the call raises :class:`BusTimeout` or :class:`CorruptReply` naming the IDs. A device error code is
+raised at once as the protocol's typed :class:`StatusError` (except a device-side CRC error, which is retried).
+A value is returned only from a reply that passed every check.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterable, Mapping
+
+from devices.control_table import Register
+from devices.protocol import (BROADCAST_ID, CLEAR_KEY, CLEAR_MULTI_TURN, DeviceCrcError, FrameError, MalformedPacket,
+                              StreamDecoder, encode_request, parse_fast_reply, status_error)
+from devices.protocol import requests as rq
+
+from ..transports.base import Transport
+from .errors import BusError, BusTimeout, CorruptReply
+from .stats import BusStats
+
+PING_DATA_LEN = 3  # model number (2) + firmware version (1)
+STATUS_OVERHEAD = 11  # header 4, id, length 2, instruction, error, CRC 2
+ALERT = 0x80
+
+
+class _Silence(Exception):
+    def __init__(self, missing: tuple[int, ...]):
+        self.missing = missing
+
+
+class _Corrupt(Exception):
+    pass
+
+
+class BusHost:
+    """Host side of one bus. Not thread-safe: one controller loop owns it."""
+
+    def __init__(self, transport: Transport, *, timeout_s: float = 0.025, retries: int = 3,
+                 stats: BusStats | None = None):
+        self.transport = transport
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.stats = stats or BusStats()
+        self.return_levels: dict[int, int] = {}  # status return level per ID, 2 unless told otherwise
+        self._decoder = StreamDecoder()
+        self._dirty = False
+        self._frames: dict[rq.Request, bytes] = {}  # encoded read requests, reused every cycle
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> "BusHost":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # single-device instructions
+    def ping(self, device_id: int) -> tuple[int, int]:
+        """(model number, firmware version) of one device."""
+        data = self._one(rq.Ping(device_id), PING_DATA_LEN, level=0)
+        return int.from_bytes(data[:2], "little"), data[2]
+
+    def read(self, device_id: int, address: int, length: int) -> bytes:
+        return self._one(rq.Read(device_id, address, length), length, level=1, cache=True)
+
+    def write(self, device_id: int, address: int, data: bytes) -> None:
+        self._one(rq.Write(device_id, address, bytes(data)), 0)
+
+    def reg_write(self, device_id: int, address: int, data: bytes) -> None:
+        self._one(rq.RegWrite(device_id, address, bytes(data)), 0)
+
+    def action(self, device_id: int = BROADCAST_ID) -> None:
+        self._one(rq.Action(device_id), 0)
+
+    def reboot(self, device_id: int) -> None:
+        self._one(rq.Reboot(device_id), 0)
+
+    def factory_reset(self, device_id: int, option: int) -> None:
+        self._one(rq.FactoryReset(device_id, option), 0)
+
+    def clear(self, device_id: int, option: int = CLEAR_MULTI_TURN) -> None:
+        self._one(rq.Clear(device_id, option, CLEAR_KEY), 0)
+
+    # typed register access
+    def read_register(self, device_id: int, register: Register) -> int:
+        return register.decode(self.read(device_id, register.address, register.size))
+
+    def write_register(self, device_id: int, register: Register, value: int) -> None:
+        self.write(device_id, register.address, register.encode(value))
+
+    # group instructions
+    def sync_write(self, address: int, length: int, data_by_id: Mapping[int, bytes]) -> None:
+        self._transact(rq.SyncWrite(address, length, tuple((i, bytes(d)) for i, d in data_by_id.items())), ())
+
+    def sync_read(self, address: int, length: int, ids: Iterable[int], fast: bool = False) -> dict[int, bytes]:
+        ids = tuple(ids)
+        request = rq.SyncRead(address, length, ids, fast=fast)
+        slots = tuple((i, length) for i in ids if self._answers(i, 1))
+        return self._transact(request, slots, fast=fast, cache=True)
+
+    def bulk_write(self, items: Iterable[tuple[int, int, bytes]]) -> None:
+        self._transact(rq.BulkWrite(tuple((i, a, bytes(d)) for i, a, d in items)), ())
+
+    def bulk_read(self, items: Iterable[tuple[int, int, int]], fast: bool = False) -> dict[int, bytes]:
+        items = tuple(items)
+        ids = [i for i, _, _ in items]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"bulk read lists an ID twice: {ids}")
+        slots = tuple((i, n) for i, _, n in items if self._answers(i, 1))
+        return self._transact(rq.BulkRead(items, fast=fast), slots, fast=fast, cache=True)
+
+    def sync_write_register(self, register: Register, values: Mapping[int, int]) -> None:
+        self.sync_write(register.address, register.size, {i: register.encode(v) for i, v in values.items()})
+
+    def sync_read_register(self, register: Register, ids: Iterable[int], fast: bool = True) -> dict[int, int]:
+        raw = self.sync_read(register.address, register.size, ids, fast=fast)
+        return {i: register.decode(d) for i, d in raw.items()}
+
+    def ping_all(self, expected_ids: Iterable[int] | None = None, quiet_s: float = 0.02,
+                 max_wait_s: float = 1.0) -> dict[int, tuple[int, int]]:
+        """Broadcast ping: {id: (model number, firmware version)} of every device that answers.
+
+        Ends as soon as it can know it is done: every expected ID answered, the transport knows nothing more
+        can come (in-process), or the line stayed quiet for ``quiet_s`` after the last answer.
+        """
+        expected = set(expected_ids) if expected_ids is not None else None
+        self._prepare()
+        frame = encode_request(rq.Ping(BROADCAST_ID))
+        start = time.perf_counter()
+        self._send(frame)
+        found: dict[int, tuple[int, int]] = {}
+        deadline = start + max_wait_s
+        quiet_until = start + max(quiet_s, self.timeout_s)
+        while True:
+            now = time.perf_counter()
+            if (expected is not None and expected <= found.keys()) or self.transport.idle or now >= min(deadline, quiet_until):
+                break
+            data = self.transport.read(4096, min(deadline, quiet_until) - now)
+            if not data:
+                continue
+            self.stats.bytes_rx += len(data)
+            quiet_until = time.perf_counter() + quiet_s
+            for event in self._decoder.feed(data):
+                if isinstance(event, FrameError) or not event.is_status or len(event.data) != PING_DATA_LEN:
+                    self._count_bad(event)
+                    continue
+                found[event.id] = (int.from_bytes(event.data[:2], "little"), event.data[2])
+        self.stats.transactions += 1
+        self.stats.latencies_s.append(time.perf_counter() - start)
+        self._dirty = self._decoder.pending > 0
+        return dict(sorted(found.items()))
+
+    # machinery
+    def _answers(self, device_id: int, level: int) -> bool:
+        return device_id != BROADCAST_ID and self.return_levels.get(device_id, 2) >= level
+
+    def _one(self, request: rq.Request, data_len: int, level: int = 2, cache: bool = False) -> bytes:
+        if not self._answers(request.id, level):
+            self._transact(request, ())
+            return b""
+        return self._transact(request, ((request.id, data_len),), cache=cache)[request.id]
+
+    def _frame(self, request: rq.Request, cache: bool) -> bytes:
+        if not cache:
+            return encode_request(request)
+        frame = self._frames.get(request)
+        if frame is None:
+            if len(self._frames) > 256:
+                self._frames.clear()
+            frame = self._frames[request] = encode_request(request)
+        return frame
+
+    def _prepare(self) -> None:
+        if self._dirty:
+            self.transport.discard_input()
+            self._decoder.reset()
+            self._dirty = False
+
+    def _send(self, frame: bytes) -> None:
+        self.transport.write(frame)
+        self.stats.bytes_tx += len(frame)
+
+    def _timeout(self, frame_len: int, slots: tuple[tuple[int, int], ...]) -> float:
+        baud = self.transport.baud
+        if not baud:
+            return self.timeout_s
+        reply_bytes = sum(n + STATUS_OVERHEAD for _, n in slots)
+        return self.timeout_s + 10.0 * (frame_len + reply_bytes) / baud
+
+    def _transact(self, request: rq.Request, slots: tuple[tuple[int, int], ...], fast: bool = False,
+                  cache: bool = False) -> dict[int, bytes]:
+        frame = self._frame(request, cache)
+        timeout = self._timeout(len(frame), slots)
+        stats = self.stats
+        failure: Exception | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                stats.retries += 1
+            self._prepare()
+            start = time.perf_counter()
+            self._send(frame)
+            if not slots:
+                stats.transactions += 1
+                return {}
+            try:
+                replies = self._collect(slots, fast, start + timeout)
+                result = self._check_errors(request, replies)
+            except _Silence as exc:
+                stats.timeouts += 1
+                failure = BusTimeout(self._describe(request, f"no answer from id {_ids(exc.missing)} "
+                                                             f"within {1000 * timeout:.1f} ms"), exc.missing)
+            except _Corrupt as exc:
+                failure = CorruptReply(self._describe(request, str(exc)))
+            else:
+                stats.transactions += 1
+                stats.latencies_s.append(time.perf_counter() - start)
+                if self._decoder.pending:
+                    self._dirty = True
+                return result
+            self._dirty = True
+        stats.transactions += 1
+        stats.failures += 1
+        assert failure is not None
+        failure.args = (f"{failure.args[0]} (after {self.retries} retries)",)
+        raise failure
+
+    def _collect(self, slots: tuple[tuple[int, int], ...], fast: bool, deadline: float) -> dict[int, tuple[int, bytes]]:
+        lengths = dict(slots)
+        got: dict[int, tuple[int, bytes]] = {}
+        transport, decoder, stats = self.transport, self._decoder, self.stats
+        while True:
+            remaining = deadline - time.perf_counter()
+            data = transport.read(4096, remaining) if remaining > 0 else b""
+            if not data:
+                if remaining <= 0 or transport.idle:
+                    raise _Silence(tuple(i for i in lengths if i not in got))
+                continue
+            stats.bytes_rx += len(data)
+            for event in decoder.feed(data):
+                if isinstance(event, FrameError) or not event.is_status:
+                    self._count_bad(event)
+                    if isinstance(event, FrameError):
+                        raise _Corrupt(f"corrupted reply: {event}")
+                    continue
+                if fast:
+                    return self._fast_slots(event, lengths)
+                expected_len = lengths.get(event.id)
+                if expected_len is None or event.id in got or not event.params:
+                    stats.malformed += 1  # a stray or repeated answer: not ours, ignore it
+                    continue
+                error, payload = event.params[0], event.params[1:]
+                if not error & 0x7F and len(payload) != expected_len:
+                    stats.malformed += 1
+                    raise _Corrupt(f"id {event.id} answered {len(payload)} bytes, {expected_len} were asked")
+                got[event.id] = (error, payload)
+                if len(got) == len(lengths):
+                    return got
+
+    def _fast_slots(self, packet, lengths: dict[int, int]) -> dict[int, tuple[int, bytes]]:
+        try:
+            slots = parse_fast_reply(packet, lengths)
+        except MalformedPacket as exc:
+            self.stats.malformed += 1
+            raise _Corrupt(f"fast reply: {exc}") from None
+        got = {device_id: (error, data) for error, device_id, data in slots}
+        missing = tuple(i for i in lengths if i not in got)
+        if missing:
+            raise _Silence(missing)
+        return got
+
+    def _check_errors(self, request: rq.Request, replies: dict[int, tuple[int, bytes]]) -> dict[int, bytes]:
+        out = {}
+        for device_id, (error, data) in replies.items():
+            if error:
+                code = error & 0x7F
+                if code == DeviceCrcError.code:
+                    self.stats.device_crc_errors += 1
+                    raise _Corrupt(f"id {device_id} received a corrupted instruction")
+                if code:
+                    self.stats.status_errors += 1
+                    self.stats.transactions += 1
+                    raise status_error(device_id, error, self._describe(request, "", bare=True))
+                self.stats.alerts += 1
+            out[device_id] = data
+        return out
+
+    def _count_bad(self, event) -> None:
+        from devices.protocol import CrcMismatch
+
+        if isinstance(event, CrcMismatch):
+            self.stats.crc_errors += 1
+        else:
+            self.stats.malformed += 1
+
+    def _describe(self, request: rq.Request, what: str, bare: bool = False) -> str:
+        name = type(request).__name__
+        if isinstance(request, rq.SyncRead) and request.fast:
+            name = "FastSyncRead"
+        elif isinstance(request, rq.BulkRead) and request.fast:
+            name = "FastBulkRead"
+        address = getattr(request, "address", None)
+        detail = f"{name} id {request.id if request.id != BROADCAST_ID else 'broadcast'}"
+        if address is not None:
+            detail += f" address {address}"
+        if bare:
+            return f"{detail} on {self.transport.url}"
+        return f"{self.transport.url}: {detail}: {what}"
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return ", ".join(str(i) for i in ids) if ids else "?"
+
+
+__all__ = ["BusHost", "BusError", "BusTimeout", "CorruptReply"]

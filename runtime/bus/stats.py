@@ -1,0 +1,43 @@
+"""Per-bus statistics: what the host controller did, what failed, and how long transactions took."""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+LATENCY_WINDOW = 4096  # most recent transactions kept for percentiles
+
+
+@dataclass
+class BusStats:
+    transactions: int = 0
+    retries: int = 0
+    crc_errors: int = 0  # replies that failed our CRC check
+    device_crc_errors: int = 0  # instructions the device reported as corrupted
+    timeouts: int = 0  # attempts that ended in silence (or an incomplete reply)
+    malformed: int = 0  # replies with a valid CRC but the wrong shape or ID
+    status_errors: int = 0  # device error codes other than CRC, raised to the caller
+    alerts: int = 0  # replies with the hardware alert bit
+    failures: int = 0  # transactions that raised after all retries
+    bytes_tx: int = 0
+    bytes_rx: int = 0
+    latencies_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW), repr=False)
+
+    def latency_percentile_s(self, q: float) -> float:
+        if not self.latencies_s:
+            return float("nan")
+        ordered = sorted(self.latencies_s)
+        return ordered[min(len(ordered) - 1, int(q / 100.0 * len(ordered)))]
+
+    def as_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "latencies_s"}
+        for q in (50, 99):
+            out[f"latency_p{q}_ms"] = round(1000 * self.latency_percentile_s(q), 4)
+        out["latency_max_ms"] = round(1000 * max(self.latencies_s, default=float("nan")), 4)
+        return out
+
+    def summary(self) -> str:
+        d = self.as_dict()
+        return (f"{d['transactions']} transactions, {d['retries']} retries, {d['crc_errors']} CRC errors, "
+                f"{d['timeouts']} timeouts, {d['malformed']} malformed, {d['status_errors']} device errors, "
+                f"{d['failures']} failed; latency p50 {d['latency_p50_ms']:.3f} ms, p99 {d['latency_p99_ms']:.3f} ms, "
+                f"max {d['latency_max_ms']:.3f} ms; {d['bytes_tx']} B out, {d['bytes_rx']} B in")

@@ -1,0 +1,61 @@
+"""The ``hil`` command: one entry point, one subcommand per job."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_sim(args: argparse.Namespace) -> int:
+    from firmware_sim.cli import run  # the device side; the host never imports it otherwise
+
+    return run(args)
+
+
+def _cmd_ports(args: argparse.Namespace) -> int:
+    from .ports import format_adapters, list_adapters
+
+    adapters = list_adapters()
+    print(format_adapters(adapters))
+    return 1 if args.strict and any(a.warnings for a in adapters) else 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_servo_chain_demo
+
+    run_servo_chain_demo(duration_s=args.duration)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hil", description="hardware-in-the-loop bridge and robot runtime")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("sim", help="serve a virtual bus device on a pty or TCP")
+    from firmware_sim.cli import add_arguments
+
+    add_arguments(sim)
+    sim.set_defaults(func=_cmd_sim)
+
+    ports = sub.add_parser("ports", help="list serial adapters, their USB identity and latency timers")
+    ports.add_argument("--strict", action="store_true", help="exit 1 when an adapter has a warning")
+    ports.set_defaults(func=_cmd_ports)
+
+    demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware)")
+    demo.add_argument("--duration", type=float, default=3.0, help="seconds to run (default 3)")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except (OSError, ValueError) as exc:  # config, transport and protocol errors carry their own where/what
+        print(f"hil: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

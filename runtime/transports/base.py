@@ -1,0 +1,94 @@
+"""What every bus transport offers the host controller: bytes out, bytes in with a timeout, nothing more."""
+from __future__ import annotations
+
+import os
+import select
+import time
+from abc import ABC, abstractmethod
+
+
+class TransportError(OSError):
+    """The transport itself failed (port gone, connection closed)."""
+
+
+class Transport(ABC):
+    url: str = ""
+    baud: int | None = None  # for timeout estimates; None when there is no wire (in-process)
+
+    @abstractmethod
+    def write(self, data: bytes) -> None: ...
+
+    @abstractmethod
+    def read(self, max_bytes: int, timeout_s: float) -> bytes:
+        """Wait at most ``timeout_s`` for bytes; return those available (up to ``max_bytes``), b"" on timeout."""
+
+    def discard_input(self) -> None:
+        """Drop whatever has been received and not read (stale replies after a timeout)."""
+
+    @property
+    def idle(self) -> bool:
+        """True when the transport knows nothing more will arrive until the next write (in-process only)."""
+        return False
+
+    def close(self) -> None: ...
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class FdTransport(Transport):
+    """Byte I/O straight on a file descriptor with select(): no per-call reconfiguration, no extra copies.
+
+    pyserial opens and configures the port; the hot path then costs one select and one read per chunk.
+    """
+
+    def __init__(self, fd: int, url: str):
+        self._fd = fd
+        self.url = url
+        os.set_blocking(fd, False)
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self._fd, view)
+            except BlockingIOError:
+                select.select([], [self._fd], [], 0.05)
+                continue
+            except OSError as exc:
+                raise TransportError(exc.errno, f"{self.url}: write failed: {exc.strerror}") from None
+            view = view[n:]
+
+    def read(self, max_bytes: int, timeout_s: float) -> bytes:
+        fd = self._fd
+        try:
+            return os.read(fd, max_bytes)
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise TransportError(exc.errno, f"{self.url}: read failed: {exc.strerror}") from None
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return b""
+            try:
+                data = os.read(fd, max_bytes)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise TransportError(exc.errno, f"{self.url}: read failed: {exc.strerror}") from None
+            if not data:
+                raise TransportError(0, f"{self.url}: the other end closed the connection")
+            return data
+
+    def discard_input(self) -> None:
+        while select.select([self._fd], [], [], 0)[0]:
+            try:
+                if not os.read(self._fd, 65536):
+                    return
+            except (BlockingIOError, OSError):
+                return

@@ -1,0 +1,45 @@
+"""Serial ports through pyserial: ``/dev/ttyUSB0``, ``/dev/pts/N``, ``serial:///dev/ttyUSB0?baud=4000000``.
+
+pyserial opens and configures the port (raw 8N1, exclusive lock, low-latency mode where the driver has it);
+I/O then runs on the file descriptor directly.
+"""
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import serial
+
+from .base import FdTransport, TransportError
+
+DEFAULT_BAUD = 1_000_000
+
+
+class SerialTransport(FdTransport):
+    def __init__(self, url: str, baud: int | None = None):
+        path, query_baud = _parse(url)
+        self.baud = baud or query_baud or DEFAULT_BAUD
+        try:
+            self._serial = serial.Serial(path, baudrate=self.baud, timeout=0, exclusive=True)
+        except (serial.SerialException, ValueError) as exc:
+            raise TransportError(0, f"{url}: cannot open serial port: {exc}") from None
+        try:
+            self._serial.set_low_latency_mode(True)
+        except (ValueError, AttributeError, OSError):
+            pass  # ptys and some drivers have no ASYNC_LOW_LATENCY; the adapter's latency timer still applies
+        super().__init__(self._serial.fileno(), url)
+
+    def close(self) -> None:
+        self._serial.close()
+
+
+def _parse(url: str) -> tuple[str, int | None]:
+    if not url.startswith("serial://"):
+        return url, None
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    baud = int(query["baud"][0]) if "baud" in query else None
+    return parts.path, baud
+
+
+def open_transport(url: str, **options) -> SerialTransport:
+    return SerialTransport(url, baud=options.get("baud"))

@@ -1,0 +1,91 @@
+"""``sim://NAME``: the virtual bus device in this process, no serial port in between.
+
+NAME is an assembly under config/robots/ (or a path to one). Query options switch on wire timing and faults:
+``sim://servo_chain?baud=1000000&latency_ms=1&bitflip=1e-4&drop=0.01&seed=3``. Calls go straight into the
+device, so the transport knows when no more bytes can come (:attr:`idle`) and never waits for a timeout in vain.
+This is the one place the host imports firmware_sim, and it does so lazily.
+"""
+from __future__ import annotations
+
+import time
+from urllib.parse import parse_qs, urlsplit
+
+from .base import Transport, TransportError
+
+_OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "seed": int, "return_delay": int}
+
+
+class SimTransport(Transport):
+    def __init__(self, url: str, device=None):
+        from firmware_sim import FaultInjector, VirtualBusDevice, WireTiming, load_assembly
+
+        self.url = url
+        name, options = parse_sim_url(url)
+        self.baud = options.get("baud")
+        if device is None:
+            timing = WireTiming.parse(options.get("baud"), options.get("latency_ms"),
+                                      return_delay=bool(options.get("return_delay", 1)))
+            faults = None
+            if any(k in options for k in ("bitflip", "drop", "seed")):
+                faults = FaultInjector(seed=options.get("seed", 0), bit_flip_rate=options.get("bitflip", 0.0),
+                                       drop_rate=options.get("drop", 0.0))
+            device = VirtualBusDevice(load_assembly(name).parts, timing=timing, faults=faults)
+        self.device = device
+        self._pending = b""
+
+    def write(self, data: bytes) -> None:
+        self.device.receive(bytes(data))
+
+    def read(self, max_bytes: int, timeout_s: float) -> bytes:
+        if not self._pending:
+            release = self.device.next_release_s()
+            if release is None:
+                return b""
+            wait = release - self.device.clock()
+            if wait > timeout_s:
+                _sleep(timeout_s)
+                return b""
+            if wait > 0:
+                _sleep_until(release, self.device.clock)
+            self._pending = self.device.take_output(self.device.clock())
+        out, self._pending = self._pending[:max_bytes], self._pending[max_bytes:]
+        return out
+
+    def discard_input(self) -> None:
+        self._pending = b""
+        self.device.take_output(self.device.clock())
+
+    @property
+    def idle(self) -> bool:
+        return not self._pending and self.device.next_release_s() is None
+
+
+def _sleep(seconds: float) -> None:
+    if seconds > 0:
+        time.sleep(seconds)
+
+
+def _sleep_until(deadline: float, clock) -> None:
+    from firmware_sim.timing import sleep_until
+
+    sleep_until(deadline, clock)
+
+
+def parse_sim_url(url: str) -> tuple[str, dict]:
+    parts = urlsplit(url)
+    name = parts.netloc + parts.path
+    if not name:
+        raise TransportError(0, f"{url}: sim:// needs an assembly name, e.g. sim://servo_chain")
+    options = {}
+    for key, values in parse_qs(parts.query).items():
+        if key not in _OPTIONS:
+            raise TransportError(0, f"{url}: unknown option {key!r}; known: {', '.join(_OPTIONS)}")
+        try:
+            options[key] = _OPTIONS[key](values[-1])
+        except ValueError:
+            raise TransportError(0, f"{url}: option {key}={values[-1]!r} is not a {_OPTIONS[key].__name__}") from None
+    return name, options
+
+
+def open_transport(url: str, **options) -> SimTransport:
+    return SimTransport(url, device=options.get("device"))
