@@ -1,0 +1,164 @@
+"""Shared fixtures: the virtual bus device as a real subprocess (pty or TCP), and our host over every transport.
+
+Every fixture here is function-scoped: each test gets a freshly started device (17 XM430-compatible servos,
+IDs 1..17, factory state), so no test depends on what another one wrote. Starting ``hil sim`` takes well under
+a tenth of a second, which keeps that affordable.
+
+Nothing may hang: the first stdout line is awaited with a deadline, a device that does not say where it
+listens is killed, and teardown escalates from SIGTERM to SIGKILL with bounded waits.
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.bus import BusHost
+from runtime.transports import open_transport
+
+ASSEMBLY = "servo_chain"
+SERVO_IDS = tuple(range(1, 18))
+XM430_MODEL = 1020
+FIRMWARE_VERSION = 46
+
+STARTUP_TIMEOUT_S = 15.0  # generous: a loaded CI machine may be slow to import; a healthy start takes ~0.1 s
+STOP_TIMEOUT_S = 5.0
+HOST_TIMEOUT_S = 0.1  # per attempt; the device answers in well under a millisecond when nothing is emulated
+
+
+def hil_command() -> list[str]:
+    """The ``hil`` entry point of this interpreter (the package is installed in editable mode)."""
+    script = Path(sys.executable).with_name("hil")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "runtime.cli"]
+
+
+class SimProcess:
+    """One ``hil sim`` subprocess; :attr:`where` is the first line it printed (pty path or socket:// URL)."""
+
+    def __init__(self, *args: str):
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([*hil_command(), "sim", ASSEMBLY, *args], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=self._stderr)
+        try:
+            self.where = self._first_line(STARTUP_TIMEOUT_S)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _first_line(self, timeout_s: float) -> str:
+        fd = self.proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        buf = b""
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in buf:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RuntimeError(f"hil sim printed no address within {timeout_s} s; stderr: {self.stderr()!r}")
+                if not sel.select(remaining):
+                    continue
+                try:
+                    chunk = os.read(fd, 4096)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    self.proc.wait(timeout=STOP_TIMEOUT_S)
+                    raise RuntimeError(f"hil sim exited with {self.proc.returncode} before printing an address; "
+                                       f"stderr: {self.stderr()!r}")
+                buf += chunk
+        line = buf.split(b"\n", 1)[0].decode().strip()
+        if not line:
+            raise RuntimeError(f"hil sim printed an empty first line; stderr: {self.stderr()!r}")
+        return line
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL if it has not exited in time; returns the exit code."""
+        proc = self.proc
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=STOP_TIMEOUT_S)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        self._stderr.close()
+        return proc.returncode
+
+
+@pytest.fixture
+def sim_pty_process():
+    """A fresh ``hil sim servo_chain --pty`` subprocess (the :class:`SimProcess`)."""
+    sim = SimProcess("--pty")
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def sim_tcp_process():
+    """A fresh ``hil sim servo_chain --tcp 0`` subprocess (the :class:`SimProcess`)."""
+    sim = SimProcess("--tcp", "0")
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def sim_pty(sim_pty_process) -> str:
+    """Path of the pty a fresh virtual device serves (a real serial path, e.g. /dev/pts/3)."""
+    path = sim_pty_process.where
+    assert path.startswith("/dev/"), path
+    return path
+
+
+@pytest.fixture
+def sim_tcp(sim_tcp_process) -> str:
+    """socket://127.0.0.1:PORT URL of a fresh virtual device served on TCP."""
+    url = sim_tcp_process.where
+    assert url.startswith("socket://127.0.0.1:"), url
+    return url
+
+
+TRANSPORTS = ("sim", "pty", "tcp")
+
+
+@pytest.fixture(params=TRANSPORTS)
+def bus_url(request) -> str:
+    """The URL of a fresh device, over each transport our host supports: in-process, pty, TCP."""
+    if request.param == "sim":
+        return f"sim://{ASSEMBLY}"  # open_transport builds a new in-process device for every open
+    if request.param == "pty":
+        return request.getfixturevalue("sim_pty")
+    return request.getfixturevalue("sim_tcp")
+
+
+@pytest.fixture
+def bus(bus_url):
+    """Our host controller on a fresh device, over each of the three transports."""
+    host = BusHost(open_transport(bus_url), timeout_s=HOST_TIMEOUT_S)
+    try:
+        yield host
+    finally:
+        host.close()
