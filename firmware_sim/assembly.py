@@ -1,20 +1,27 @@
 """Robot assemblies (config/robots/*.yaml) turned into the firmware of their parts.
 
-An assembly names parts by model and bus ID. For now the models are the servo control tables of devices/;
-self-describing parts and their port tables arrive with the part catalog.
+An assembly lists parts by bus ID. A self-describing part names its catalog entry (``part:``) and, unless it
+is the root on the host's connector, the part and port it hangs from; the virtual device writes the port
+tables from that. A plain Dynamixel servo names its model (``model:``) and has no port table of its own.
 
-    name: servo_chain
+    name: commbot
     parts:
-      - {id: 1, model: XM430-W350}
+      - {id: 1, part: carriage}
+      - {id: 2, part: wheel_motor, parent: 1, port: wheel_left}
+      - {id: 40, model: XM430-W350, parent: 12, port: horn}
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from devices.catalog import compiled_part, load_part, part_names
 from devices.control_table import XL430_W250, XM430_W350
-from devices.yaml_source import ConfigError, load_yaml_file, require
+from devices.descriptor import PartDescriptor
+from devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require
 
+from .cpc_part import CpcBuildError, build_cpc_part
 from .part import PartFirmware
 from .servo import ServoFirmware
 
@@ -30,7 +37,7 @@ class Assembly:
 
 
 def resolve_assembly_path(name_or_path: str) -> Path:
-    """A name under config/robots/ (``servo_chain``) or a path to a YAML file."""
+    """A name under config/robots/ (``commbot``) or a path to a YAML file."""
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
         return candidate
@@ -41,25 +48,77 @@ def resolve_assembly_path(name_or_path: str) -> Path:
     return path
 
 
+def default_serial(assembly: str, device_id: int) -> int:
+    """A stable 64-bit serial for a virtual part (real parts carry theirs from the factory)."""
+    return int.from_bytes(hashlib.sha256(f"{assembly}:{device_id}".encode()).digest()[:8], "little")
+
+
 def load_assembly(name_or_path: str) -> Assembly:
     path = resolve_assembly_path(name_or_path)
     doc = load_yaml_file(path)
     name = require(doc, "name", str, "assembly")
     entries = require(doc, "parts", list, "assembly")
-    parts: list[PartFirmware] = []
-    seen: dict[int, int] = {}
+    seen: dict[int, SourceDict] = {}
     for index, entry in enumerate(entries):
         what = f"part #{index + 1}"
         device_id = require(entry, "id", int, what)
-        model = require(entry, "model", str, what)
         if not 0 <= device_id <= 252:
             raise entry.error("id", f"{what}: id {device_id} is outside 0..252")
         if device_id in seen:
-            raise entry.error("id", f"{what}: id {device_id} is already used by the part on line {seen[device_id]}")
-        seen[device_id] = entry.line
-        table = SERVO_MODELS.get(model)
-        if table is None:
-            raise entry.error("model", f"{what}: unknown model {model!r}; known: {', '.join(sorted(SERVO_MODELS))}")
-        serial = entry.get("serial", (table.model_number << 32) | device_id)
-        parts.append(ServoFirmware(table, device_id, serial_number=serial))
+            raise entry.error("id", f"{what}: id {device_id} is already used by the part on line {seen[device_id].line}")
+        if ("part" in entry) == ("model" in entry):
+            raise entry.error(None, f"{what}: give exactly one of 'part' (catalog) or 'model' (plain Dynamixel)")
+        seen[device_id] = entry
+    children = _port_tables(entries, seen)
+    parts = [_build(entry, name, children.get(entry["id"], {})) for entry in entries]
     return Assembly(name=name, source=str(path), parts=tuple(parts))
+
+
+def _descriptor(entry: SourceDict) -> PartDescriptor:
+    try:
+        return load_part(entry["part"])
+    except KeyError:
+        raise entry.error("part", f"unknown catalog part {entry['part']!r}; known: {', '.join(part_names())}") from None
+
+
+def _port_tables(entries: list, by_id: dict[int, SourceDict]) -> dict[int, dict[str, int]]:
+    """parent ID -> {port name: child ID}, checked against the parents' descriptors."""
+    tables: dict[int, dict[str, int]] = {}
+    for entry in entries:
+        if "parent" not in entry and "port" not in entry:
+            continue
+        parent_id = require(entry, "parent", int, f"part id {entry['id']}")
+        port = require(entry, "port", str, f"part id {entry['id']}")
+        parent = by_id.get(parent_id)
+        if parent is None:
+            raise entry.error("parent", f"part id {entry['id']}: parent id {parent_id} is not in the assembly")
+        if "part" not in parent:
+            raise entry.error("parent", f"part id {entry['id']}: parent id {parent_id} is a plain servo, which has "
+                                        "no port table; mount the child on a self-describing part")
+        desc = _descriptor(parent)
+        child_ports = [p.name for p in desc.child_ports]
+        if port not in child_ports:
+            raise entry.error("port", f"part id {entry['id']}: {desc.name} (id {parent_id}) has no child port "
+                                      f"{port!r}; ports: {', '.join(child_ports)}")
+        table = tables.setdefault(parent_id, {})
+        if port in table:
+            raise entry.error("port", f"part id {entry['id']}: port {port!r} of id {parent_id} already holds id {table[port]}")
+        table[port] = entry["id"]
+    return tables
+
+
+def _build(entry: SourceDict, assembly: str, children: dict[str, int]) -> PartFirmware:
+    device_id = entry["id"]
+    serial = entry.get("serial", default_serial(assembly, device_id))
+    if "model" in entry:
+        table = SERVO_MODELS.get(entry["model"])
+        if table is None:
+            raise entry.error("model", f"part id {device_id}: unknown model {entry['model']!r}; "
+                                       f"known: {', '.join(sorted(SERVO_MODELS))}")
+        return ServoFirmware(table, device_id, serial_number=serial)
+    desc = _descriptor(entry)
+    data, sha = compiled_part(desc.name)
+    try:
+        return build_cpc_part(desc, data, sha, device_id, serial, children)
+    except CpcBuildError as exc:
+        raise entry.error("part", str(exc)) from None

@@ -34,7 +34,7 @@ class VirtualBusDevice:
         self._decoder = StreamDecoder()
         self._outbox: deque[tuple[float, bytes]] = deque()
         self._line_free_at = 0.0
-        self.counters = {"packets": 0, "crc_errors": 0, "malformed": 0, "replies": 0}
+        self.counters = {"packets": 0, "crc_errors": 0, "malformed": 0, "replies": 0, "incomplete": 0}
         self._by_id: dict[int, list[PartFirmware]] = {}
         self._index()
 
@@ -69,6 +69,16 @@ class VirtualBusDevice:
                 self._on_bad_frame(event, arrival)
             else:
                 self._execute(event, now, arrival)
+
+    def line_idle(self) -> None:
+        """The line stayed silent (the host waited out a timeout): give up on a partial instruction.
+
+        A real receiver does the same; without it a corrupted length field would make the device swallow the
+        instructions that follow and answer them late, where the host takes them for answers to newer requests.
+        """
+        if self._decoder.pending:
+            self.counters["incomplete"] += 1
+            self._decoder.reset()
 
     def next_release_s(self) -> float | None:
         """When the earliest queued reply reaches the host, or None if nothing is queued."""

@@ -24,6 +24,8 @@ class RegisterMemory:
         self.table = table
         self.rules = dict(rules or {})
         self.data = table.defaults()
+        # name -> (address, end, signed): get/set are the firmware's hot path (every access publishes state)
+        self._spans = {reg.name: (reg.address, reg.end, reg.signed) for reg in table.registers}
 
     @property
     def _device_id(self) -> int:
@@ -31,12 +33,18 @@ class RegisterMemory:
 
     # device-side access: no rules, used by the firmware to publish measurements
     def get(self, name: str) -> int:
-        reg = self.table[name]
-        return reg.decode(self.data[reg.address:reg.end])
+        span = self._spans.get(name)
+        if span is None:
+            self.table[name]  # raises the table's KeyError, with close names
+        address, end, signed = span
+        return int.from_bytes(self.data[address:end], "little", signed=signed)
 
     def set(self, name: str, value: int) -> None:
-        reg = self.table[name]
-        self.data[reg.address:reg.end] = reg.encode(value)
+        span = self._spans.get(name)
+        if span is None:
+            self.table[name]
+        address, end, signed = span
+        self.data[address:end] = int(value).to_bytes(end - address, "little", signed=signed)
 
     # host-side access: what a Read or Write instruction may do
     def read(self, address: int, length: int) -> bytes:

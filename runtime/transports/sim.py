@@ -40,6 +40,7 @@ class SimTransport(Transport):
         if not self._pending:
             release = self.device.next_release_s()
             if release is None:
+                self.device.line_idle()  # nothing can come: the host waits out its timeout on a silent line
                 return b""
             wait = release - self.device.clock()
             if wait > timeout_s:
