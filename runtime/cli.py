@@ -19,6 +19,35 @@ def _cmd_ports(args: argparse.Namespace) -> int:
     return 1 if args.strict and any(a.warnings for a in adapters) else 0
 
 
+def _scan(url: str, cache_dir: str | None, no_cache: bool, quiet: bool = False):
+    from .bus import BusHost
+    from .scan import DescriptorCache, NoCache, scan_bus
+    from .transports import open_transport
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if not quiet:
+            print(f"\rreading {stage}: {done}/{total} bytes", end="" if done < total else "\n",
+                  file=sys.stderr, flush=True)
+
+    cache = NoCache() if no_cache else DescriptorCache(cache_dir)
+    with BusHost(open_transport(url)) as bus:
+        return scan_bus(bus, cache, progress=progress)
+
+
+def _cmd_scan(args: argparse.Namespace) -> int:
+    from .scan.format import robot_json_text, robot_tree_text
+
+    robot = _scan(args.bus, args.cache_dir, args.no_cache, quiet=args.json)
+    print(robot_json_text(robot) if args.json else robot_tree_text(robot))
+    return 1 if robot.root_id is None else 0
+
+
+def _add_bus_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bus", required=True, help="bus URL: sim://commbot, /dev/ttyUSB0, socket://host:port")
+    parser.add_argument("--cache-dir", help="descriptor cache (default $HIL_CACHE_DIR or ~/.cache/hil/descriptors)")
+    parser.add_argument("--no-cache", action="store_true", help="read every descriptor from the parts")
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_servo_chain_demo
 
@@ -39,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     ports = sub.add_parser("ports", help="list serial adapters, their USB identity and latency timers")
     ports.add_argument("--strict", action="store_true", help="exit 1 when an adapter has a warning")
     ports.set_defaults(func=_cmd_ports)
+
+    scan = sub.add_parser("scan", help="scan a bus: parts, descriptors and the tree they form")
+    _add_bus_arguments(scan)
+    scan.add_argument("--json", action="store_true", help="machine-readable output")
+    scan.set_defaults(func=_cmd_scan)
 
     demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware)")
     demo.add_argument("--duration", type=float, default=3.0, help="seconds to run (default 3)")

@@ -5,6 +5,7 @@ The error raised is the status error the device puts on the wire (Access, Data R
 """
 from __future__ import annotations
 
+import struct
 from typing import Callable
 
 from ..protocol.errors import AccessError, DataLengthError, DataRangeError, StatusError
@@ -15,6 +16,9 @@ from .registers import Access, Area, ControlTable, Register
 WriteRule = Callable[["RegisterMemory", Register, int], None]
 
 TORQUE_ENABLE = "torque_enable"
+# Little-endian codecs for the usual register sizes, by (size, signed); other sizes go through Register.decode.
+_STRUCTS = {(size, signed): struct.Struct("<" + (code if signed else code.upper()))
+            for size, code in ((1, "b"), (2, "h"), (4, "i"), (8, "q")) for signed in (False, True)}
 
 
 class RegisterMemory:
@@ -24,8 +28,8 @@ class RegisterMemory:
         self.table = table
         self.rules = dict(rules or {})
         self.data = table.defaults()
-        # name -> (address, end, signed): get/set are the firmware's hot path (every access publishes state)
-        self._spans = {reg.name: (reg.address, reg.end, reg.signed) for reg in table.registers}
+        # get/set are the firmware's hot path (every access publishes its state): name -> (struct, address, reg)
+        self._fields = {reg.name: (_STRUCTS.get((reg.size, reg.signed)), reg.address, reg) for reg in table.registers}
 
     @property
     def _device_id(self) -> int:
@@ -33,18 +37,33 @@ class RegisterMemory:
 
     # device-side access: no rules, used by the firmware to publish measurements
     def get(self, name: str) -> int:
-        span = self._spans.get(name)
-        if span is None:
-            self.table[name]  # raises the table's KeyError, with close names
-        address, end, signed = span
-        return int.from_bytes(self.data[address:end], "little", signed=signed)
+        field = self._fields.get(name)
+        if field is None:
+            raise self._unknown(name)
+        codec, address, reg = field
+        if codec is None:
+            return reg.decode(self.data[address:reg.end])
+        return codec.unpack_from(self.data, address)[0]
 
     def set(self, name: str, value: int) -> None:
-        span = self._spans.get(name)
-        if span is None:
+        field = self._fields.get(name)
+        if field is None:
+            raise self._unknown(name)
+        codec, address, reg = field
+        if codec is not None:
+            try:
+                codec.pack_into(self.data, address, value)
+                return
+            except struct.error:
+                pass  # not an int, or out of range: Register.encode converts it or raises OverflowError
+        self.data[address:reg.end] = reg.encode(value)
+
+    def _unknown(self, name: str) -> KeyError:
+        try:
             self.table[name]
-        address, end, signed = span
-        self.data[address:end] = int(value).to_bytes(end - address, "little", signed=signed)
+        except KeyError as exc:  # the table's message, with close names
+            return exc
+        return KeyError(name)
 
     # host-side access: what a Read or Write instruction may do
     def read(self, address: int, length: int) -> bytes:

@@ -6,7 +6,8 @@ from enum import IntEnum
 HEADER = b"\xff\xff\xfd\x00"
 BROADCAST_ID = 0xFE
 MAX_ID = 0xFC  # 253 (0xFD) is reserved, 254 is broadcast
-MAX_PACKET_BYTES = 1024 * 4  # generous bound on one frame; longer length fields are treated as garbage
+MAX_PACKET_BYTES = 1024 * 4  # bound on one frame (the length field allows 64 KiB; longer is treated as garbage so
+# a corrupted length cannot stall a decoder); readers batch bigger transfers, see runtime/scan
 
 
 class Instruction(IntEnum):

@@ -122,7 +122,12 @@ class BusHost:
 
     def ping_all(self, expected_ids: Iterable[int] | None = None, quiet_s: float = 0.02,
                  max_wait_s: float = 1.0) -> dict[int, tuple[int, int]]:
-        """Broadcast ping: {id: (model number, firmware version)} of every device that answers.
+        """Broadcast ping: {id: (model number, firmware version)} of every device that answers."""
+        return {i: (model, fw) for i, model, fw in sorted(self.ping_replies(expected_ids, quiet_s, max_wait_s))}
+
+    def ping_replies(self, expected_ids: Iterable[int] | None = None, quiet_s: float = 0.02,
+                     max_wait_s: float = 1.0) -> list[tuple[int, int, int]]:
+        """Broadcast ping: every (id, model number, firmware version) answer in arrival order, duplicates kept.
 
         Ends as soon as it can know it is done: every expected ID answered, the transport knows nothing more
         can come (in-process), or the line stayed quiet for ``quiet_s`` after the last answer.
@@ -132,12 +137,13 @@ class BusHost:
         frame = encode_request(rq.Ping(BROADCAST_ID))
         start = time.perf_counter()
         self._send(frame)
-        found: dict[int, tuple[int, int]] = {}
+        replies: list[tuple[int, int, int]] = []
         deadline = start + max_wait_s
         quiet_until = start + max(quiet_s, self.timeout_s)
         while True:
             now = time.perf_counter()
-            if (expected is not None and expected <= found.keys()) or self.transport.idle or now >= min(deadline, quiet_until):
+            if (expected is not None and expected <= {r[0] for r in replies}) or self.transport.idle \
+                    or now >= min(deadline, quiet_until):
                 break
             data = self.transport.read(4096, min(deadline, quiet_until) - now)
             if not data:
@@ -148,11 +154,22 @@ class BusHost:
                 if isinstance(event, FrameError) or not event.is_status or len(event.data) != PING_DATA_LEN:
                     self._count_bad(event)
                     continue
-                found[event.id] = (int.from_bytes(event.data[:2], "little"), event.data[2])
+                replies.append((event.id, int.from_bytes(event.data[:2], "little"), event.data[2]))
         self.stats.transactions += 1
         self.stats.latencies_s.append(time.perf_counter() - start)
         self._dirty = self._decoder.pending > 0
-        return dict(sorted(found.items()))
+        return replies
+
+    def read_status(self, device_id: int, address: int, length: int) -> tuple[int, bytes]:
+        """(error byte, data) of a read, without raising on a device error code (for probing)."""
+        reply = self._transact(rq.Read(device_id, address, length), ((device_id, length),), check=False)
+        return reply[device_id]
+
+    def bulk_read_status(self, items: Iterable[tuple[int, int, int]], fast: bool = True) -> dict[int, tuple[int, bytes]]:
+        """{id: (error byte, data)} of a bulk read, without raising on device error codes (for probing)."""
+        items = tuple(items)
+        slots = tuple((i, n) for i, _, n in items if self._answers(i, 1))
+        return self._transact(rq.BulkRead(items, fast=fast), slots, fast=fast, check=False)
 
     # machinery
     def _answers(self, device_id: int, level: int) -> bool:
@@ -192,7 +209,7 @@ class BusHost:
         return self.timeout_s + 10.0 * (frame_len + reply_bytes) / baud
 
     def _transact(self, request: rq.Request, slots: tuple[tuple[int, int], ...], fast: bool = False,
-                  cache: bool = False) -> dict[int, bytes]:
+                  cache: bool = False, check: bool = True) -> dict:
         frame = self._frame(request, cache)
         timeout = self._timeout(len(frame), slots)
         stats = self.stats
@@ -208,7 +225,7 @@ class BusHost:
                 return {}
             try:
                 replies = self._collect(slots, fast, start + timeout)
-                result = self._check_errors(request, replies)
+                result = self._check_errors(request, replies) if check else self._check_crc_only(replies)
             except _Silence as exc:
                 stats.timeouts += 1
                 failure = BusTimeout(self._describe(request, f"no answer from id {_ids(exc.missing)} "
@@ -287,6 +304,13 @@ class BusHost:
                 self.stats.alerts += 1
             out[device_id] = data
         return out
+
+    def _check_crc_only(self, replies: dict[int, tuple[int, bytes]]) -> dict[int, tuple[int, bytes]]:
+        for device_id, (error, _) in replies.items():
+            if error & 0x7F == DeviceCrcError.code:
+                self.stats.device_crc_errors += 1
+                raise _Corrupt(f"id {device_id} received a corrupted instruction")
+        return replies
 
     def _count_bad(self, event) -> None:
         from devices.protocol import CrcMismatch

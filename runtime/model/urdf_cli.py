@@ -1,0 +1,43 @@
+"""``hil urdf``: write the URDF of a scanned robot.
+
+Kept out of runtime/cli.py so the model owns its command; cli.py wires it next to ``hil scan`` (which supplies
+the bus arguments and the scan), e.g.::
+
+    urdf = sub.add_parser("urdf", help="scan a bus and write the robot's URDF")
+    urdf.add_argument("--bus", required=True, help="bus URL (sim://commbot, /dev/ttyUSB0, socket://...)")
+    runtime.model.urdf_cli.add_arguments(urdf)
+    urdf.set_defaults(func=lambda args: runtime.model.urdf_cli.run(args, scan_bus(args.bus)))
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from runtime.scan.robot import VirtualRobot
+
+from .model import build_model
+from .urdf import to_urdf
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``hil urdf`` other than how to reach the bus."""
+    parser.add_argument("-o", "--output", default="-", help="URDF file to write ('-' for stdout, the default)")
+    parser.add_argument("--name", default=None, help="robot name in the URDF (default: from the bus URL)")
+    parser.add_argument("--mesh-dir", default=None,
+                        help="write mesh shapes there as OBJ files (default: meshes become bounding boxes)")
+
+
+def run(args: argparse.Namespace, robot: VirtualRobot) -> int:
+    """Build the model of ``robot`` and write its URDF to ``args.output``; 0 on success."""
+    model = build_model(robot, name=args.name)
+    text = to_urdf(model, mesh_dir=args.mesh_dir)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}: {len(model.links)} links, {model.nq} moving joints, "
+              f"{sum(link.inertia.mass for link in model.links):.3f} kg", file=sys.stderr)
+    for problem in robot.problems:
+        print(f"hil urdf: note: {problem}", file=sys.stderr)
+    return 0
