@@ -1,0 +1,396 @@
+"""The robot model (runtime.model) against pybullet, an independent implementation of the same mechanics.
+
+The robot under test is built directly from descriptors (the bus scan is tested elsewhere): a tree of catalog
+cpc_servo parts, each hanging from the previous one's horn, with test-only brackets that turn the next part by
+90 degrees and branch the tree, a test-only part with prismatic, continuous and fixed joints and an off-diagonal
+inertia, and a plain XM430-W350 servo (no CPC block, descriptor from the catalog) as a leaf.
+
+Tolerances (stated once, used by every comparison with pybullet): pybullet reads the URDF we write, whose floats
+are written with full precision, and computes in double precision, so the two sides differ by rounding only.
+- inertial data: 1e-12 relative to the largest value (pybullet diagonalises the tensor; measured ~1e-18 kg m^2);
+- link poses and CoM: 1e-9 m / 1e-9 in rotation-matrix entries (measured ~1e-16);
+- joint efforts: 1e-9 N m absolute (the brief allowed 1e-6; efforts here are up to ~1 N m and agree to ~1e-15,
+  so a thousandth of the allowance still leaves rounding room while catching any modelling error, which would
+  show at the 1e-4 level and above).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pybullet as p
+import pytest
+
+from devices.catalog import load_part, plain_servo
+from devices.descriptor import descriptor_from_dict
+from runtime.model import (SE3, Data, Model, ModelError, build_model, center_of_mass, composite_inertia,
+                           connection_transforms, create_data, forward_dynamics, forward_kinematics, mass_matrix,
+                           matrix_to_rpy, rnea, rpy_to_matrix, to_urdf, total_mass)
+from runtime.model import urdf_cli
+from runtime.scan import ScannedPart, VirtualRobot
+
+GRAVITY = (0.0, 0.0, -9.80665)
+INERTIA_RTOL = 1e-7
+POSE_ATOL = 1e-9
+TAU_ATOL = 1e-9
+N_SAMPLES = 20
+
+BRACKET = descriptor_from_dict({
+    "schema": 1, "name": "test_bracket", "kind": "bracket",
+    "bodies": [{"name": "plate", "mass": 0.021, "com": [0.004, -0.002, 0.011],
+                "inertia": {"ixx": 2.1e-6, "iyy": 1.7e-6, "izz": 1.4e-6, "ixy": 2.0e-7, "ixz": -1.5e-7, "iyz": 1.0e-7},
+                "visuals": [{"box": [0.03, 0.03, 0.02], "xyz": [0, 0, 0.01]}],
+                "collisions": [{"box": [0.03, 0.03, 0.02], "xyz": [0, 0, 0.01]}]}],
+    "ports": [{"name": "mount", "body": "plate", "parent": True, "xyz": [0.001, 0.0, -0.002], "rpy": [0, 0, 0.2]},
+              {"name": "out", "body": "plate", "xyz": [0.0, 0.012, 0.02], "rpy": [math.pi / 2, 0, 0]},
+              {"name": "side", "body": "plate", "xyz": [0.015, 0.0, 0.01], "rpy": [0, math.pi / 2, 0]}],
+})
+
+SLIDER = descriptor_from_dict({
+    "schema": 1, "name": "test_slider", "kind": "link",
+    "bodies": [
+        {"name": "rail", "mass": 0.05, "com": [0.02, 0, 0.005], "inertia": {"ixx": 4e-6, "iyy": 9e-6, "izz": 1.1e-5},
+         "collisions": [{"cylinder": [0.005, 0.04], "xyz": [0.02, 0, 0.005], "rpy": [0, math.pi / 2, 0]}]},
+        {"name": "carriage", "mass": 0.03, "com": [0, 0.001, 0.004],
+         "inertia": {"ixx": 3e-6, "iyy": 2.5e-6, "izz": 2e-6, "ixy": -1e-7, "ixz": 5e-8, "iyz": 2e-7},
+         "visuals": [{"sphere": [0.008]}]},
+        {"name": "tip", "mass": 0.01, "com": [0.003, 0, 0], "inertia": {"ixx": 5e-7, "iyy": 6e-7, "izz": 7e-7},
+         "collisions": [{"capsule": [0.003, 0.01]}]},
+        {"name": "roller", "mass": 0.008, "com": [0, 0, 0], "inertia": {"ixx": 3e-7, "iyy": 5e-7, "izz": 3e-7},
+         "visuals": [{"mesh": {"vertices": [[0, 0, 0], [0.01, 0, 0], [0, 0.01, 0], [0, 0, 0.01]],
+                               "triangles": [[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]]}}]},
+    ],
+    "joints": [
+        {"name": "slide", "type": "prismatic", "parent": "rail", "child": "carriage", "xyz": [0.01, 0, 0.01],
+         "rpy": [0.1, 0, 0], "axis": [1, 1, 0], "limits": {"lower": -0.02, "upper": 0.03, "effort": 20, "velocity": 0.5}},
+        {"name": "tip_fix", "type": "fixed", "parent": "carriage", "child": "tip", "xyz": [0, 0, 0.012],
+         "rpy": [0.3, -0.4, 1.1]},
+        {"name": "roll", "type": "continuous", "parent": "carriage", "child": "roller", "xyz": [0, -0.01, 0],
+         "axis": [0, 1, 0], "limits": {"effort": 1, "velocity": 10}},
+    ],
+    "ports": [{"name": "mount", "body": "rail", "parent": True},
+              {"name": "end", "body": "tip", "xyz": [0.006, 0, 0], "rpy": [0, math.pi / 2, 0]}],
+})
+
+# (bus ID, descriptor, parent ID, parent's port, self-describing); parents before children
+CHAIN = [
+    (1, "cpc_servo", None, None, True),
+    (2, BRACKET, 1, "horn", True),
+    (3, "cpc_servo", 2, "out", True),  # turned 90 degrees by the bracket
+    (4, "cpc_servo", 3, "horn", True),
+    (5, BRACKET, 4, "horn", True),
+    (6, SLIDER, 5, "out", True),
+    (7, "cpc_servo", 6, "end", True),
+    (8, "XM430-W350", 7, "horn", False),  # plain servo: descriptor from the catalog
+    (9, "cpc_servo", 2, "side", True),  # a branch
+    (10, "cpc_servo", 9, "horn", True),
+]
+
+
+def _descriptor(spec):
+    if spec == "XM430-W350":
+        return plain_servo(1020)
+    return load_part(spec) if isinstance(spec, str) else spec
+
+
+def virtual_robot(entries, bus_url: str = "test://chain") -> VirtualRobot:
+    """A VirtualRobot as the scan would build it: parent links, port names, children tables."""
+    children: dict[int, dict[str, int]] = {}
+    for bus_id, _, parent, port, _ in entries:
+        if parent is not None:
+            children.setdefault(parent, {})[port] = bus_id
+    parts = {}
+    for bus_id, spec, parent, port, self_describing in entries:
+        desc = _descriptor(spec)
+        parts[bus_id] = ScannedPart(bus_id, desc.model_number, 46, desc, "ab" * 32 if self_describing else "",
+                                    1000 + bus_id if self_describing else None, self_describing, parent, port,
+                                    children.get(bus_id, {}))
+    root = next(bus_id for bus_id, _, parent, _, _ in entries if parent is None)
+    return VirtualRobot(bus_url, parts, root)
+
+
+@pytest.fixture(scope="module")
+def model() -> Model:
+    return build_model(virtual_robot(CHAIN))
+
+
+@pytest.fixture
+def bullet(model, tmp_path):
+    """The model's URDF loaded in pybullet (DIRECT), fixed base; plus a floating-base copy whose only use is
+    reading the base link's inertial data (pybullet reports a fixed base's mass and inertia as zero)."""
+    path = tmp_path / "robot.urdf"
+    path.write_text(to_urdf(model, mesh_dir=tmp_path / "meshes"))
+    client = p.connect(p.DIRECT)
+    try:
+        flags = p.URDF_MAINTAIN_LINK_ORDER | p.URDF_USE_INERTIA_FROM_FILE
+        body = p.loadURDF(str(path), useFixedBase=True, flags=flags, physicsClientId=client)
+        floating = p.loadURDF(str(path), basePosition=(5, 0, 0), useFixedBase=False, flags=flags,
+                              physicsClientId=client)
+        p.setGravity(*GRAVITY, physicsClientId=client)
+        yield Bullet(client, body, floating)
+    finally:
+        p.disconnect(client)
+
+
+class Bullet:
+    """The loaded robot, with link and movable-joint indices looked up by name."""
+
+    def __init__(self, client: int, body: int, floating: int):
+        self.client, self.body, self.floating = client, body, floating
+        infos = [p.getJointInfo(body, j, physicsClientId=client) for j in range(p.getNumJoints(body, physicsClientId=client))]
+        self.link_index = {p.getBodyInfo(body, physicsClientId=client)[0].decode(): -1}
+        self.link_index.update({info[12].decode(): info[0] for info in infos})
+        self.movable = [info[1].decode() for info in infos if info[3] > -1]  # q index > -1: a movable joint
+        self.joint_index = {info[1].decode(): info[0] for info in infos}
+
+    def dynamics(self, link: int) -> tuple[float, np.ndarray, np.ndarray]:
+        """(mass, CoM in the link frame, full inertia tensor about the CoM in the link frame)."""
+        body = self.floating if link == -1 else self.body
+        info = p.getDynamicsInfo(body, link, physicsClientId=self.client)
+        mass, diagonal, pos, orn = info[0], np.array(info[2]), np.array(info[3]), info[4]
+        rot = np.array(p.getMatrixFromQuaternion(orn)).reshape(3, 3)
+        return mass, pos, rot @ np.diag(diagonal) @ rot.T
+
+    def set_q(self, model: Model, q: np.ndarray) -> None:
+        for name, value in zip(model.joint_names, q):
+            p.resetJointState(self.body, self.joint_index[name], float(value), physicsClientId=self.client)
+
+    def link_frame(self, link: int) -> SE3:
+        if link == -1:
+            pos, orn = p.getBasePositionAndOrientation(self.body, physicsClientId=self.client)
+        else:
+            state = p.getLinkState(self.body, link, computeForwardKinematics=True, physicsClientId=self.client)
+            pos, orn = state[4], state[5]
+        return SE3(np.array(p.getMatrixFromQuaternion(orn)).reshape(3, 3), pos)
+
+    def link_com(self, link: int) -> np.ndarray:
+        if link == -1:  # base: its inertial frame offset applied to the base link frame
+            return self.link_frame(-1).act_point(self.dynamics(-1)[1])
+        state = p.getLinkState(self.body, link, computeForwardKinematics=True, physicsClientId=self.client)
+        return np.array(state[0])
+
+
+def random_state(model: Model, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    q = []
+    for joint in model.moving_joints:
+        lo, hi = (joint.limits.lower, joint.limits.upper) if joint.type != "continuous" else (-2 * math.pi, 2 * math.pi)
+        q.append(rng.uniform(lo, hi))
+    return np.array(q), rng.uniform(-3.0, 3.0, model.nq), rng.uniform(-10.0, 10.0, model.nq)
+
+
+# --- structure ---------------------------------------------------------------------------------------------
+
+
+def test_every_body_of_every_part_is_a_link_in_depth_first_order(model):
+    assert len(model.links) == sum(len(_descriptor(spec).bodies) for _, spec, *_ in CHAIN)
+    assert [part.bus_id for part in model.parts] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert model.joint_names == ("cpc_servo_1_horn", "cpc_servo_3_horn", "cpc_servo_4_horn", "test_slider_6_slide",
+                                 "test_slider_6_roll", "cpc_servo_7_horn", "XM430_W350_8_horn", "cpc_servo_9_horn",
+                                 "cpc_servo_10_horn")
+    assert model.nq == 9
+    assert all(link.parent < i for i, link in enumerate(model.links))
+    assert model.links[model.link_index("XM430_W350_8_horn")].bus_id == 8
+
+
+def test_moving_joints_name_their_part_and_descriptor_joint(model):
+    for k, joint in enumerate(model.moving_joints):
+        assert joint.idx_q == k
+        assert model.q_index(joint.bus_id, joint.part_joint) == k
+        desc = _descriptor(next(spec for bus_id, spec, *_ in CHAIN if bus_id == joint.bus_id))
+        assert joint.part_joint in [j.name for j in desc.moving_joints]
+    assert model.q_index(8, "horn") == 6
+    assert not model.part(8).self_describing
+    with pytest.raises(KeyError):
+        model.q_index(2, "horn")  # the bracket has no joint
+
+
+def test_connection_transform_is_port_times_inverse_connector(model):
+    """Reference 002's claim, by hand for the bracket: the servo on its 'out' port is turned 90 degrees about x."""
+    connection = model.part(3).parent
+    assert (connection.parent_id, connection.port, connection.child_id) == (2, "out", 3)
+    out = SE3(rpy_to_matrix((math.pi / 2, 0, 0)), (0.0, 0.012, 0.02))
+    case = SE3.identity()  # cpc_servo's 'case' connector is its base frame
+    assert connection.transform.isclose(out * case.inverse(), atol=1e-15)
+    np.testing.assert_allclose(connection.transform.rotation @ [0, 0, 1], [0, -1, 0], atol=1e-15)
+    # the bracket's own parent connector is offset and turned: its inverse appears in the horn -> bracket mount
+    bracket = model.part(2).parent
+    horn_port = SE3(np.eye(3), (0.0, 0.0, 0.004))
+    expected = horn_port * SE3(rpy_to_matrix((0, 0, 0.2)), (0.001, 0.0, -0.002)).inverse()
+    assert bracket.transform.isclose(expected, atol=1e-15)
+    assert [c.child_id for c in model.part(2).children] == [3, 9]  # port order
+    assert len(model.connections) == len(CHAIN) - 1
+
+
+def test_connected_ports_coincide_in_the_world_at_any_configuration(model):
+    data = create_data(model)
+    rng = np.random.default_rng(7)
+    descriptors = {bus_id: _descriptor(spec) for bus_id, spec, *_ in CHAIN}
+    for _ in range(5):
+        forward_kinematics(model, data, random_state(model, rng)[0])
+        for c in model.connections:
+            port = next(x for x in descriptors[c.parent_id].ports if x.name == c.port)
+            connector = descriptors[c.child_id].parent_port
+            at_parent = data.oMi[c.parent_link] * SE3.from_pose(port.pose.xyz, port.pose.rpy)
+            at_child = data.oMi[c.child_link] * SE3.from_pose(connector.pose.xyz, connector.pose.rpy)
+            assert at_parent.isclose(at_child, atol=1e-12), (c.parent_id, c.port, c.child_id)
+        for c, relative in connection_transforms(model, data):
+            if model.links[c.parent_link].parent < 0 or model.part(c.parent_id).base_link == c.parent_link:
+                assert relative.isclose(c.transform, atol=1e-12)
+
+
+def test_rpy_round_trips_including_gimbal_lock():
+    rng = np.random.default_rng(3)
+    cases = [rng.uniform(-math.pi, math.pi, 3) for _ in range(50)]
+    cases += [np.array([r, s * math.pi / 2, y]) for r in (0.3, -2.0) for s in (1, -1) for y in (0.0, 0.7)]
+    for rpy in cases:
+        rot = rpy_to_matrix(rpy)
+        np.testing.assert_allclose(rpy_to_matrix(matrix_to_rpy(rot)), rot, atol=1e-12)
+
+
+def test_model_is_immutable_and_data_is_separate(model):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.name = "other"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.links[0].parent = 3
+    with pytest.raises(ValueError):
+        model.joints[0].placement.translation[0] = 1.0
+    with pytest.raises(ValueError):
+        model.links[1].inertia.inertia[0, 0] = 1.0
+    with pytest.raises(TypeError):
+        model.links[0] = model.links[1]
+    a, b = create_data(model), create_data(model)
+    assert isinstance(a, Data) and a is not b
+    forward_kinematics(model, a, np.full(model.nq, 0.5))
+    forward_kinematics(model, b, np.zeros(model.nq))
+    assert not a.oMi[-1].isclose(b.oMi[-1])
+    a.q[0] = 9.0  # Data is the mutable side
+    assert b.q[0] == 0.0
+
+
+def test_bad_robots_are_refused_with_the_reason():
+    robot = virtual_robot(CHAIN[:3])
+    with pytest.raises(ModelError, match="no root"):
+        build_model(VirtualRobot("test://x", robot.parts, None))
+    bad = dict(robot.parts)
+    bad[2] = dataclasses.replace(bad[2], children={"nowhere": 3})
+    with pytest.raises(ModelError, match="nowhere"):
+        build_model(VirtualRobot("test://x", bad, 1))
+    loop = dict(robot.parts)
+    loop[3] = dataclasses.replace(loop[3], children={"horn": 1})
+    with pytest.raises(ModelError, match="cycle"):
+        build_model(VirtualRobot("test://x", loop, 1))
+    wrong = dict(robot.parts)
+    wrong[3] = dataclasses.replace(wrong[3], parent_port="side")
+    with pytest.raises(ModelError, match="side"):
+        build_model(VirtualRobot("test://x", wrong, 1))
+
+
+# --- against pybullet ----------------------------------------------------------------------------------------
+
+
+def test_urdf_loads_with_every_link_mass_com_and_inertia(model, bullet):
+    num_joints = p.getNumJoints(bullet.body, physicsClientId=bullet.client)
+    assert num_joints == len(model.links) - 1  # nothing merged, nothing dropped
+    assert len(bullet.movable) == model.nq
+    assert sorted(bullet.movable) == sorted(model.joint_names)
+    masses = []
+    for link in model.links:
+        mass, com, inertia = bullet.dynamics(bullet.link_index[link.name])
+        masses.append(mass)
+        assert mass == pytest.approx(link.inertia.mass, rel=1e-15)
+        np.testing.assert_allclose(com, link.inertia.com, atol=1e-15)
+        scale = np.abs(link.inertia.inertia).max()
+        np.testing.assert_allclose(inertia, link.inertia.inertia, rtol=0, atol=INERTIA_RTOL * scale)
+    assert sum(masses) == pytest.approx(total_mass(model), rel=1e-14)
+
+
+def test_forward_kinematics_and_com_match_pybullet(model, bullet):
+    data = create_data(model)
+    rng = np.random.default_rng(11)
+    masses = {name: bullet.dynamics(index)[0] for name, index in bullet.link_index.items()}
+    worst = 0.0
+    for _ in range(N_SAMPLES):
+        q = random_state(model, rng)[0]
+        bullet.set_q(model, q)
+        forward_kinematics(model, data, q)
+        for i, link in enumerate(model.links):
+            theirs = bullet.link_frame(bullet.link_index[link.name])
+            np.testing.assert_allclose(data.oMi[i].translation, theirs.translation, atol=POSE_ATOL)
+            np.testing.assert_allclose(data.oMi[i].rotation, theirs.rotation, atol=POSE_ATOL)
+            worst = max(worst, np.abs(data.oMi[i].translation - theirs.translation).max())
+        weighted = sum(masses[name] * bullet.link_com(index) for name, index in bullet.link_index.items())
+        np.testing.assert_allclose(center_of_mass(model, data, q), weighted / sum(masses.values()), atol=POSE_ATOL)
+    assert worst < POSE_ATOL
+
+
+def test_composite_inertia_matches_pybullet_links_summed_about_the_com(model, bullet):
+    data = create_data(model)
+    q = random_state(model, np.random.default_rng(5))[0]
+    bullet.set_q(model, q)
+    links = list(bullet.link_index.values())
+    parts = []
+    for index in links:
+        mass, com_local, inertia_local = bullet.dynamics(index)
+        frame = bullet.link_frame(index)
+        parts.append((mass, frame.act_point(com_local), frame.rotation @ inertia_local @ frame.rotation.T))
+    mass = sum(m for m, _, _ in parts)
+    com = sum(m * c for m, c, _ in parts) / mass
+    inertia = sum(i + m * ((c - com) @ (c - com) * np.eye(3) - np.outer(c - com, c - com)) for m, c, i in parts)
+    ours = composite_inertia(model, data, q)
+    assert ours.mass == pytest.approx(mass, rel=1e-14)
+    np.testing.assert_allclose(ours.com, com, atol=POSE_ATOL)
+    np.testing.assert_allclose(ours.inertia, inertia, rtol=0, atol=INERTIA_RTOL * np.abs(inertia).max())
+    np.testing.assert_allclose(data.com, com, atol=POSE_ATOL)
+
+
+def test_inverse_dynamics_matches_pybullet(model, bullet):
+    """rnea(q, qd, qdd) against pybullet.calculateInverseDynamics for 20 seeded random states, to 1e-9 N m
+    absolute (see the module docstring for why that bound)."""
+    data = create_data(model)
+    rng = np.random.default_rng(2024)
+    order = [model.joint_names.index(name) for name in bullet.movable]  # pybullet's q order -> ours
+    worst, largest = 0.0, 0.0
+    for _ in range(N_SAMPLES):
+        q, qd, qdd = random_state(model, rng)
+        ours = rnea(model, data, q, qd, qdd, GRAVITY)
+        theirs = p.calculateInverseDynamics(bullet.body, q[order].tolist(), qd[order].tolist(), qdd[order].tolist(),
+                                            physicsClientId=bullet.client)
+        np.testing.assert_allclose(ours[order], theirs, rtol=0, atol=TAU_ATOL)
+        worst = max(worst, np.abs(ours[order] - np.array(theirs)).max())
+        largest = max(largest, np.abs(ours).max())
+    assert largest > 0.01  # the comparison is not between zeros
+    assert worst < TAU_ATOL
+
+
+def test_mass_matrix_matches_pybullet_and_forward_dynamics_inverts_rnea(model, bullet):
+    data = create_data(model)
+    rng = np.random.default_rng(99)
+    order = [model.joint_names.index(name) for name in bullet.movable]
+    for _ in range(5):
+        q, qd, qdd = random_state(model, rng)
+        h = mass_matrix(model, data, q)
+        theirs = np.array(p.calculateMassMatrix(bullet.body, q[order].tolist(), physicsClientId=bullet.client))
+        np.testing.assert_allclose(h[np.ix_(order, order)], theirs, rtol=0, atol=1e-12)
+        tau = rnea(model, data, q, qd, qdd, GRAVITY)
+        np.testing.assert_allclose(forward_dynamics(model, data, q, qd, tau, GRAVITY), qdd, rtol=1e-8, atol=1e-8)
+
+
+# --- hil urdf ---------------------------------------------------------------------------------------------------
+
+
+def test_urdf_command_writes_the_scanned_robot(tmp_path, model):
+    parser = argparse.ArgumentParser()
+    urdf_cli.add_arguments(parser)
+    out = tmp_path / "chain.urdf"
+    args = parser.parse_args(["--output", str(out), "--name", "my_chain"])
+    assert urdf_cli.run(args, virtual_robot(CHAIN)) == 0
+    root = ET.parse(out).getroot()
+    assert root.get("name") == "my_chain"
+    assert [el.get("name") for el in root.findall("link")] == [link.name for link in model.links]
+    moving = [el.get("name") for el in root.findall("joint") if el.get("type") != "fixed"]
+    assert moving == list(model.joint_names)
+    boxed = to_urdf(model)  # without a mesh directory the roller's mesh becomes a box
+    assert "bounding box" in boxed and "<mesh" not in boxed
