@@ -48,6 +48,18 @@ def _add_bus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="read every descriptor from the parts")
 
 
+def _cmd_trust(args: argparse.Namespace) -> int:
+    from .drivers import TrustStore
+
+    store = TrustStore.load(args.file)
+    if len(args.sha256) != 64 or any(c not in "0123456789abcdefABCDEF" for c in args.sha256):
+        print(f"hil: error: {args.sha256!r} is not a 64-character hex SHA-256", file=sys.stderr)
+        return 2
+    path = store.add_hash(args.sha256, args.file)
+    print(f"trusted driver code {args.sha256[:16]}... in {path}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_servo_chain_demo
 
@@ -73,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bus_arguments(scan)
     scan.add_argument("--json", action="store_true", help="machine-readable output")
     scan.set_defaults(func=_cmd_scan)
+
+    trust = sub.add_parser("trust", help="allow-list the SHA-256 of driver code carried by a part")
+    trust.add_argument("sha256", help="the hash printed in the message of the part whose code did not run")
+    trust.add_argument("--file", help="trust file (default $HIL_TRUST_FILE or ~/.config/hil/trust.yaml)")
+    trust.set_defaults(func=_cmd_trust)
 
     demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware)")
     demo.add_argument("--duration", type=float, default=3.0, help="seconds to run (default 3)")
