@@ -146,12 +146,17 @@ class VirtualBusDevice:
         handler(self, request, now, arrival)
 
     def _unicast(self, request, now: float, arrival: float, action: Callable[[PartFirmware], bytes],
-                 level: int = ALL_LEVEL) -> None:
-        """Run ``action`` on the addressed part(s); reply with its data or its status error."""
+                 level: int = ALL_LEVEL, level_before: bool = False) -> None:
+        """Run ``action`` on the addressed part(s); reply with its data or its status error.
+
+        ``level_before``: the status return level in force before the action decides (Reboot and Factory Reset
+        answer before they reset the part, so a part at level 0 or 1 stays silent).
+        """
         targets = self._all_present() if request.id == BROADCAST_ID else self._present(request.id)
         changed_ids = False
         for part in targets:
             old_id = part.id
+            old_level = part.return_level
             part.advance(now)
             error, data = 0, b""
             try:
@@ -159,7 +164,7 @@ class VirtualBusDevice:
             except StatusError as exc:
                 error = exc.code
             changed_ids |= part.id != old_id
-            if request.id != BROADCAST_ID and part.return_level >= level:
+            if request.id != BROADCAST_ID and (old_level if level_before else part.return_level) >= level:
                 self._queue(encode_status(old_id, error, data), part, arrival)
         if changed_ids:
             self._index()
@@ -184,10 +189,10 @@ class VirtualBusDevice:
         self._unicast(request, now, arrival, lambda p: p.action() or b"")
 
     def _reboot(self, request: rq.Reboot, now: float, arrival: float) -> None:
-        self._unicast(request, now, arrival, lambda p: p.reboot() or b"")
+        self._unicast(request, now, arrival, lambda p: p.reboot() or b"", level_before=True)
 
     def _factory_reset(self, request: rq.FactoryReset, now: float, arrival: float) -> None:
-        self._unicast(request, now, arrival, lambda p: p.factory_reset(request.option) or b"")
+        self._unicast(request, now, arrival, lambda p: p.factory_reset(request.option) or b"", level_before=True)
 
     def _clear(self, request: rq.Clear, now: float, arrival: float) -> None:
         self._unicast(request, now, arrival, lambda p: p.clear(request.option, request.key) or b"")

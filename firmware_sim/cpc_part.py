@@ -6,9 +6,10 @@ its descriptor declares, and the CPC block.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from devices.control_table import TABLES_BY_MODEL, Access, Area, ControlTable, Register
-from devices.control_table.cpc import (DESCRIPTOR_ADDRESS, MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS, cpc_registers,
-                                       identity_registers)
+from devices.control_table.cpc import MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS, cpc_registers, identity_registers
 from devices.descriptor import PartDescriptor, RegisterSpec
 
 from .part import PartFirmware
@@ -27,14 +28,18 @@ def _register(spec: RegisterSpec) -> Register:
 
 
 def table_for(desc: PartDescriptor, descriptor_len: int) -> ControlTable:
-    """The control table of a part built from ``desc`` (its function registers + the CPC block)."""
+    """The control table of a part built from ``desc`` (its function registers + the CPC block).
+
+    The descriptor's register defaults are the part's factory defaults, also on a Dynamixel-compatible table (a
+    wheel comes up, and comes back from a factory reset, in velocity mode)."""
     base = TABLES_BY_MODEL.get(desc.model_number) if desc.kind in SERVO_KINDS else None
     if base is not None:
         for spec in desc.registers:
             reg = base.by_name.get(spec.name)
             if reg is None or (reg.address, reg.size, reg.signed) != (spec.address, spec.size, spec.signed):
                 raise CpcBuildError(f"part {desc.name}: register {spec.name} does not match the {base.model_name} table")
-        registers = base.registers
+        defaults = {spec.name: spec.default for spec in desc.registers if spec.default}
+        registers = tuple(replace(r, default=defaults[r.name]) if r.name in defaults else r for r in base.registers)
     else:
         registers = identity_registers(desc.model_number) + tuple(_register(s) for s in desc.registers)
     return ControlTable(desc.name, desc.model_number, tuple(registers) + cpc_registers(descriptor_len))
@@ -42,30 +47,35 @@ def table_for(desc: PartDescriptor, descriptor_len: int) -> ControlTable:
 
 def build_cpc_part(desc: PartDescriptor, data: bytes, sha256: bytes, device_id: int, serial_number: int,
                    port_table: dict[str, int] | None = None) -> PartFirmware:
-    """Firmware for one part storing ``data`` (its compiled descriptor); ``port_table`` maps port -> child ID."""
+    """Firmware for one part storing ``data`` (its compiled descriptor); ``port_table`` maps port -> child ID.
+
+    The CPC block is factory data: it is part of the table's defaults, so a FactoryReset leaves the descriptor,
+    the serial number and the port table (the connections the part's hub sees) as they are."""
     table = table_for(desc, len(data))
+    factory = {"port_count": len(desc.ports), "serial_number": serial_number,
+               "descriptor_sha256": int.from_bytes(sha256, "little"), "descriptor": int.from_bytes(data, "little"),
+               "port_table": int.from_bytes(_port_entries(desc, port_table or {}), "little")}
+    table = ControlTable(table.model_name, table.model_number,
+                         tuple(replace(r, default=factory[r.name]) if r.name in factory else r for r in table.registers),
+                         table.size)
     cls = ServoFirmware if desc.kind in SERVO_KINDS and desc.model_number in TABLES_BY_MODEL else PartFirmware
     part = cls(table, device_id, serial_number=serial_number)
     memory = part.memory
-    for spec in desc.registers:  # the descriptor's defaults (a wheel starts in velocity mode)
-        if spec.default and spec.name in table:
-            memory.set(spec.name, spec.default)
-    memory.set("port_count", len(desc.ports))
-    memory.set("serial_number", serial_number)
-    memory.data[0x1012:0x1032] = sha256
-    memory.data[DESCRIPTOR_ADDRESS:DESCRIPTOR_ADDRESS + len(data)] = data
-    set_port_table(part, desc, port_table or {})
     if cls is ServoFirmware:
         part.position = float(memory.get("present_position"))
     part.descriptor = desc
     return part
 
 
-def set_port_table(part: PartFirmware, desc: PartDescriptor, children: dict[str, int]) -> None:
+def _port_entries(desc: PartDescriptor, children: dict[str, int]) -> bytes:
     names = [p.name for p in desc.ports]
     entries = bytearray([NO_PART] * MAX_PORTS)
     for port, child_id in children.items():
         if port not in names:
             raise CpcBuildError(f"part {desc.name}: no port {port!r} (ports: {', '.join(names)})")
         entries[names.index(port)] = child_id
-    part.memory.data[PORT_TABLE_ADDRESS:PORT_TABLE_ADDRESS + MAX_PORTS] = entries
+    return bytes(entries)
+
+
+def set_port_table(part: PartFirmware, desc: PartDescriptor, children: dict[str, int]) -> None:
+    part.memory.data[PORT_TABLE_ADDRESS:PORT_TABLE_ADDRESS + MAX_PORTS] = _port_entries(desc, children)

@@ -24,10 +24,16 @@ def _scan(url: str, cache_dir: str | None, no_cache: bool, quiet: bool = False):
     from .scan import DescriptorCache, NoCache, scan_bus
     from .transports import open_transport
 
+    interactive = sys.stderr.isatty()
+
     def progress(stage: str, done: int, total: int) -> None:
-        if not quiet:
-            print(f"\rreading {stage}: {done}/{total} bytes", end="" if done < total else "\n",
-                  file=sys.stderr, flush=True)
+        if quiet:
+            return
+        if interactive:  # a live counter on a terminal, one line when done elsewhere (logs, CI)
+            print(f"\rreading {stage}: {done}/{total} bytes", end="" if done < total else "\n", file=sys.stderr,
+                  flush=True)
+        elif done == total:
+            print(f"read {stage}: {total} bytes", file=sys.stderr, flush=True)
 
     cache = NoCache() if no_cache else DescriptorCache(cache_dir)
     with BusHost(open_transport(url)) as bus:
@@ -46,6 +52,12 @@ def _add_bus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bus", required=True, help="bus URL: sim://commbot, /dev/ttyUSB0, socket://host:port")
     parser.add_argument("--cache-dir", help="descriptor cache (default $HIL_CACHE_DIR or ~/.cache/hil/descriptors)")
     parser.add_argument("--no-cache", action="store_true", help="read every descriptor from the parts")
+
+
+def _cmd_urdf(args: argparse.Namespace) -> int:
+    from .model import urdf_cli
+
+    return urdf_cli.run(args, _scan(args.bus, args.cache_dir, args.no_cache, quiet=args.output == "-"))
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
@@ -85,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bus_arguments(scan)
     scan.add_argument("--json", action="store_true", help="machine-readable output")
     scan.set_defaults(func=_cmd_scan)
+
+    urdf = sub.add_parser("urdf", help="scan a bus and write the robot's URDF")
+    _add_bus_arguments(urdf)
+    from .model.urdf_cli import add_arguments as add_urdf_arguments
+
+    add_urdf_arguments(urdf)
+    urdf.set_defaults(func=_cmd_urdf)
 
     trust = sub.add_parser("trust", help="allow-list the SHA-256 of driver code carried by a part")
     trust.add_argument("sha256", help="the hash printed in the message of the part whose code did not run")

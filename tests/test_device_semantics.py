@@ -209,6 +209,17 @@ def test_factory_reset_all_but_id_and_baud():
     assert get(device, 5, "led") == 0
 
 
+def test_reboot_and_factory_reset_answer_under_the_level_in_force_before_them():
+    device = make_device(ids=(5, 6))
+    for i in (5, 6):
+        send(device, Write(i, 68, b"\x00"))  # status return level 0: only pings answer
+    assert send(device, Reboot(5)) == []
+    assert get(device, 5, "status_return_level") == 2  # ...although the reboot put level 2 back
+    assert send(device, FactoryReset(6, RESET_ALL_BUT_ID)) == []
+    assert get(device, 6, "status_return_level") == 2
+    assert one(device, Reboot(6)).error == OK
+
+
 def test_factory_reset_refusals():
     device = make_device(ids=(5,))
     write(device, 5, "return_delay_time", 0)

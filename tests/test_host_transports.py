@@ -127,6 +127,16 @@ def test_write_and_read_of_a_stuffed_value(bus):
     assert bus.read(STUFFED_ID, T["goal_position"].address, 4) == STUFFED_BYTES
 
 
+def test_stuffing_at_the_end_of_packets(bus):
+    extended_mode(bus, STUFFED_ID)
+    bus.write(STUFFED_ID, T["goal_position"].address, STUFFED_BYTES)
+    assert bus.read(STUFFED_ID, T["goal_position"].address, 3) == STUFFED_BYTES[:3]  # reply ends in FF FF FD
+    with pytest.raises(DataRangeError):  # parameters end in FF FF FD: parsed, then refused
+        bus.write(STUFFED_ID, T["goal_position"].address, b"\x00\xff\xff\xfd")
+    assert bus.read(STUFFED_ID, T["goal_position"].address, 4) == STUFFED_BYTES
+    assert bus.stats.retries == 0 and bus.stats.crc_errors == 0
+
+
 # group instructions ---------------------------------------------------------------------------------------------
 
 def test_sync_write_with_stuffed_value(bus):

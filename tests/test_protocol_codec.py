@@ -235,16 +235,51 @@ def test_unstuff_inverts_stuff(body):
     assert HEADER not in stuffed
 
 
+def _reference_stuff(body: bytes) -> bytes:
+    """The e-manual's byte loop: after every FF FF FD of the input, insert an FD."""
+    out = bytearray()
+    for i, byte in enumerate(body):
+        out.append(byte)
+        if i >= 2 and body[i - 2:i + 1] == PATTERN:
+            out.append(0xFD)
+    return bytes(out)
+
+
+def _reference_unstuff(stuffed: bytes) -> bytes:
+    """The inverse byte loop: drop the FD that follows every FF FF FD of the (stuffed) input."""
+    out = bytearray()
+    i = 0
+    while i < len(stuffed):
+        out.append(stuffed[i])
+        if i >= 2 and stuffed[i - 2:i + 1] == PATTERN and stuffed[i + 1:i + 2] == b"\xfd":
+            i += 2
+        else:
+            i += 1
+    return bytes(out)
+
+
 @SETTINGS
 @given(any_ids, u16, st.lists(st.sampled_from([0xFF, 0xFD, 0x00, 0x55]), max_size=40).map(bytes))
-def test_stuffing_matches_the_sdk_add_and_remove_stuffing(device_id, address, data):
+def test_stuffing_matches_the_sdk_and_the_emanual_byte_loops(device_id, address, data):
     ours = encode_request(Write(device_id, address, data))
-    sdk_packet = _sdk_write_packet(device_id, address, data)
-    assert bytes(sdk_packet) == ours
-    # and the SDK's removeStuffing gives back the unstuffed packet we decode
-    unstuffed = SDK.removeStuffing(list(ours))
-    length = unstuffed[5] | (unstuffed[6] << 8)
-    assert bytes(unstuffed[8:HEADER_LEN + length - 2]) == address.to_bytes(2, "little") + data
+    assert bytes(_sdk_write_packet(device_id, address, data)) == ours  # the SDK's addStuffing
+    body = bytes((int(Instruction.WRITE),)) + address.to_bytes(2, "little") + data
+    assert ours[HEADER_LEN:-2] == _reference_stuff(body) == stuff(body)
+    assert _reference_unstuff(ours[HEADER_LEN:-2]) == unstuff(ours[HEADER_LEN:-2]) == body
+    assert decode_frame(ours).params == address.to_bytes(2, "little") + data
+
+
+def test_unstuffing_looks_at_the_received_bytes_not_at_its_own_output():
+    """FF FF FD FD FF FD FD is FF FF FD + FF FD FD: only the first FD after the FF FF FD goes.
+
+    (dynamixel_sdk 4.1's removeStuffing works in place and looks back at bytes it has already shifted, so it
+    drops the second FD too; the e-manual's rule, and our decoder, keep it.)
+    """
+    data = bytes.fromhex("FF FF FD FF FD FD")
+    frame = encode_request(Write(0, 0, data))
+    assert frame[HEADER_LEN + 3:-2] == bytes.fromhex("FF FF FD FD FF FD FD")
+    assert decode_frame(frame).params == b"\x00\x00" + data
+    assert decode_request(decode_frame(frame)) == Write(0, 0, data)
 
 
 # ---------------------------------------------------------------------------------------------- CRC

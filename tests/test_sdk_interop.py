@@ -168,6 +168,18 @@ def test_write_and_read_of_a_value_that_needs_stuffing(sdk):
     assert sdk.read_signed(STUFFED_ID, ADDR_GOAL_POSITION, 4) == STUFFED_VALUE
 
 
+def test_stuffing_at_the_end_of_packets(sdk):
+    sdk.extended_mode(STUFFED_ID)
+    sdk.write(STUFFED_ID, ADDR_GOAL_POSITION, 4, STUFFED_VALUE)
+    # a read reply whose data ends in FF FF FD: the stuffed FD is the last byte before the CRC
+    data, result, error = sdk.ph.readTxRx(sdk.port, STUFFED_ID, ADDR_GOAL_POSITION, 3)
+    sdk._check("read3", result, error)
+    assert list(data) == STUFFED_BYTES[:3]
+    # an instruction whose parameters end in FF FF FD (a value out of range): parsed, then refused
+    sdk.write(STUFFED_ID, ADDR_GOAL_POSITION, 4, 0xFDFFFF00, expected_error=DATA_RANGE_ERROR)
+    assert sdk.read_signed(STUFFED_ID, ADDR_GOAL_POSITION, 4) == STUFFED_VALUE
+
+
 # group instructions ---------------------------------------------------------------------------------------------
 
 def test_sync_write_with_stuffed_value(sdk):
@@ -305,6 +317,59 @@ def test_torque_on_present_position_converges_to_goal(sdk):
         time.sleep(0.005)
     assert sdk.read(dxl_id, ADDR_MOVING, 1) == 0
     assert sdk.read(8, ADDR_PRESENT_POSITION, 4) == 2048  # the neighbour did not move
+
+
+def test_clear_multi_turn(sdk):
+    dxl_id, goal = 8, 2 * 4096 + 1000
+    sdk.extended_mode(dxl_id)
+    sdk.write(dxl_id, ADDR_GOAL_POSITION, 4, goal)
+    sdk.write(dxl_id, ADDR_TORQUE_ENABLE, 1, 1)
+    position = None
+    for _ in range(MAX_POLLS):
+        position = sdk.read_signed(dxl_id, ADDR_PRESENT_POSITION, 4)
+        if abs(position - goal) <= 2:
+            break
+        time.sleep(0.005)
+    assert abs(position - goal) <= 2, position
+    sdk.write(dxl_id, ADDR_TORQUE_ENABLE, 1, 0)
+    for _ in range(MAX_POLLS):
+        if sdk.read(dxl_id, ADDR_MOVING, 1) == 0:
+            break
+        time.sleep(0.005)
+    before = sdk.read_signed(dxl_id, ADDR_PRESENT_POSITION, 4)
+    assert before > 4095
+    result, error = sdk.ph.clearMultiTurn(sdk.port, dxl_id)
+    sdk._check("clearMultiTurn", result, error)
+    after = sdk.read_signed(dxl_id, ADDR_PRESENT_POSITION, 4)
+    assert 0 <= after <= 4095 and after == before % 4096
+
+
+# reboot and factory reset ---------------------------------------------------------------------------------------
+
+ADDR_ID, ADDR_RETURN_DELAY_TIME = 7, 9
+
+
+def test_reboot_restores_ram_and_keeps_eeprom(sdk):
+    sdk.write(9, ADDR_LED, 1, 1)
+    sdk.write(9, ADDR_PROFILE_VELOCITY, 4, 123)
+    sdk.write(9, ADDR_RETURN_DELAY_TIME, 1, 0)
+    result, error = sdk.ph.reboot(sdk.port, 9)
+    sdk._check("reboot", result, error)
+    assert sdk.read(9, ADDR_LED, 1) == 0
+    assert sdk.read(9, ADDR_PROFILE_VELOCITY, 4) == 0
+    assert sdk.read(9, ADDR_RETURN_DELAY_TIME, 1) == 0
+
+
+def test_factory_reset_keeping_id_and_baud(sdk):
+    sdk.write(10, ADDR_RETURN_DELAY_TIME, 1, 0)
+    sdk.write(10, ADDR_OPERATING_MODE, 1, EXTENDED_POSITION_MODE)
+    sdk.write(10, ADDR_ID, 1, 30)
+    assert sdk.ph.ping(sdk.port, 30) == (XM430_MODEL, COMM_SUCCESS, 0)
+    result, error = sdk.ph.factoryReset(sdk.port, 30, 0x02)
+    sdk._check("factoryReset", result, error)
+    assert sdk.ph.ping(sdk.port, 30) == (XM430_MODEL, COMM_SUCCESS, 0)
+    assert sdk.read(30, ADDR_RETURN_DELAY_TIME, 1) == 250
+    assert sdk.read(30, ADDR_OPERATING_MODE, 1) == 3
 
 
 # errors in the status packet ------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ def _vector(model: Model, values: Vector | None, what: str) -> np.ndarray:
         return np.zeros(model.nq)
     arr = np.asarray(values, dtype=float).reshape(-1)
     if arr.shape != (model.nq,):
-        raise ValueError(f"{what} has {arr.size} values; the model has nq = {model.nq} ({', '.join(model.joint_names)})")
+        raise ValueError(f"{what} has {arr.size} values; the model has nq = {model.nq} "
+                         f"({', '.join(model.joint_names)})")
     return arr
 
 

@@ -213,7 +213,8 @@ def build_model(robot: VirtualRobot, name: str | None = None) -> Model:
 
 def _robot_name(robot: VirtualRobot) -> str:
     tail = re.split(r"[/:]+", robot.bus_url.rstrip("/"))[-1] if robot.bus_url else ""
-    return sanitize(tail.rsplit(".", 1)[0]) or "robot"
+    name = sanitize(tail.rsplit(".", 1)[0])
+    return name if name and not name.isdigit() else "robot"  # socket://host:PORT names no robot
 
 
 def _walk(robot: VirtualRobot) -> Iterator[tuple[ScannedPart, tuple[int, str] | None]]:
@@ -228,7 +229,8 @@ def _walk(robot: VirtualRobot) -> Iterator[tuple[ScannedPart, tuple[int, str] | 
         seen.add(part.id)
         yield part, connection
         ports = [p.name for p in descriptor_of(part).ports]
-        for port, child_id in sorted(part.children.items(), key=lambda kv: _port_order(ports, kv[0], part), reverse=True):
+        kids = sorted(part.children.items(), key=lambda kv: _port_order(ports, kv[0], part), reverse=True)
+        for port, child_id in kids:
             if child_id in robot.parts:
                 stack.append((robot.parts[child_id], (part.id, port)))
 

@@ -1,12 +1,21 @@
 """``hil urdf``: write the URDF of a scanned robot.
 
-Kept out of runtime/cli.py so the model owns its command; cli.py wires it next to ``hil scan`` (which supplies
-the bus arguments and the scan), e.g.::
+Kept out of runtime/cli.py so the model owns its command; runtime/cli.py wires it next to ``hil scan``, which
+owns the bus arguments and the scan::
+
+    def _cmd_urdf(args: argparse.Namespace) -> int:
+        from .model import urdf_cli
+
+        return urdf_cli.run(args, _scan(args.bus, args.cache_dir, args.no_cache))
 
     urdf = sub.add_parser("urdf", help="scan a bus and write the robot's URDF")
-    urdf.add_argument("--bus", required=True, help="bus URL (sim://commbot, /dev/ttyUSB0, socket://...)")
-    runtime.model.urdf_cli.add_arguments(urdf)
-    urdf.set_defaults(func=lambda args: runtime.model.urdf_cli.run(args, scan_bus(args.bus)))
+    _add_bus_arguments(urdf)
+    from .model.urdf_cli import add_arguments as add_urdf_arguments
+    add_urdf_arguments(urdf)
+    urdf.set_defaults(func=_cmd_urdf)
+
+The scan's progress and this command's summary go to stderr, so ``hil urdf --bus URL > robot.urdf`` works.
+A robot without a root part raises ModelError (a ValueError), which ``hil`` reports as an error (exit 2).
 """
 from __future__ import annotations
 
