@@ -80,6 +80,11 @@ class VirtualBusDevice:
             self.counters["incomplete"] += 1
             self._decoder.reset()
 
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of an instruction still being received (0 between instructions)."""
+        return self._decoder.pending
+
     def next_release_s(self) -> float | None:
         """When the earliest queued reply reaches the host, or None if nothing is queued."""
         return self._outbox[0][0] if self._outbox else None

@@ -15,6 +15,7 @@ from typing import Callable
 from .bus_device import VirtualBusDevice
 
 SPIN_S = 0.0012  # below this, wait by spinning: a select() wakes up too late for emulated wire timing
+LINE_IDLE_S = 0.005  # a partial instruction followed by this much silence is dropped (hosts write whole frames)
 
 
 class PtyEndpoint:
@@ -43,13 +44,18 @@ def serve_fd(device: VirtualBusDevice, fd: int, stop: threading.Event,
     client went away can be reopened) or False to end the loop.
     """
     clock = device.clock
+    last_rx = clock()
     while not stop.is_set():
         release = device.next_release_s()
         timeout = 0.1 if release is None else max(0.0, release - clock())
+        if device.partial_bytes:
+            timeout = min(timeout, max(0.0, last_rx + LINE_IDLE_S - clock()) + SPIN_S)
         if release is not None and timeout < SPIN_S:
             readable = select.select([fd], [], [], 0)[0]
         else:
             readable = select.select([fd], [], [], min(0.1, max(0.0, timeout - SPIN_S)))[0]
+        if not readable and device.partial_bytes and clock() - last_rx >= LINE_IDLE_S:
+            device.line_idle()  # the rest of a (corrupted) instruction is not coming
         if readable:
             try:
                 data = os.read(fd, 65536)
@@ -63,6 +69,7 @@ def serve_fd(device: VirtualBusDevice, fd: int, stop: threading.Event,
                 stop.wait(0.01)
                 continue
             if data:
+                last_rx = clock()
                 device.receive(data)
         _flush(device, fd, clock)
 

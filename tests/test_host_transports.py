@@ -71,8 +71,8 @@ def test_ping(bus):
 
 def test_ping_all_finds_17(bus):
     expected = {i: (XM430_MODEL, FIRMWARE_VERSION) for i in SERVO_IDS}
-    assert bus.ping_all() == expected
-    assert bus.ping_all(expected_ids=SERVO_IDS) == expected
+    assert bus.ping_all(quiet_s=0.1) == expected  # ends once the line stayed quiet: nobody else answers
+    assert bus.ping_all(expected_ids=SERVO_IDS, quiet_s=0.5) == expected  # ends with the last expected ID
     assert bus.ping(9) == (XM430_MODEL, FIRMWARE_VERSION)  # nothing left over on the line
 
 
@@ -272,7 +272,7 @@ def test_factory_reset_keeping_id_and_baud(bus):
     bus.retries = 0
     with pytest.raises(BusTimeout, match=r"\bid 10\b"):
         bus.ping(10)
-    assert set(bus.ping_all()) == (set(SERVO_IDS) - {10}) | {30}
+    assert set(bus.ping_all(quiet_s=0.1)) == (set(SERVO_IDS) - {10}) | {30}
 
 
 def test_clear_multi_turn(bus):
