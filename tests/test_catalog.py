@@ -203,7 +203,7 @@ def test_commbot_mass_is_plausible(commbot):
     assert 15.0 <= total <= 40.0
 
 
-def test_servo_like_parts_start_and_factory_reset_into_their_own_defaults(commbot_entries):
+def test_servo_like_parts_start_and_factory_reset_into_their_own_defaults():
     """A wheel is in velocity mode from the start and after a factory reset; the reset keeps the CPC block."""
     with BusHost(open_transport("sim://commbot"), timeout_s=0.1) as bus:
         device = bus.transport.device
