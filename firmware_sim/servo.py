@@ -99,5 +99,8 @@ class ServoFirmware(PartFirmware):
     def clear_multi_turn(self) -> None:
         if self.memory.get("moving"):
             raise ResultFail(self.id, ResultFail.code, "multi-turn clear refused while moving")
-        self.position = float(round(self.position) % TICKS_PER_REV)
+        turns = round(self.position) // TICKS_PER_REV * TICKS_PER_REV
+        self.position -= turns
         self.memory.set("present_position", round(self.position))
+        # the goal moves with the position, or a servo holding torque would drive back by the cleared turns
+        self.memory.set("goal_position", self.memory.get("goal_position") - turns)

@@ -44,9 +44,9 @@ def hil_command() -> list[str]:
 class SimProcess:
     """One ``hil sim`` subprocess; :attr:`where` is the first line it printed (pty path or socket:// URL)."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, assembly: str = ASSEMBLY):
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([*hil_command(), "sim", ASSEMBLY, *args], stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen([*hil_command(), "sim", assembly, *args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=self._stderr)
         try:
             self.where = self._first_line(STARTUP_TIMEOUT_S)
