@@ -106,7 +106,8 @@ class Device:
             cmd = [str(hil)] if hil.exists() else [sys.executable, "-m", "runtime.cli"]
             cmd += ["sim", "servo_chain", "--pty"] + (["--baud", str(baud)] if baud else [])
         self.baud, self.canned = baud, canned
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     cwd=Path(__file__).resolve().parent.parent)  # where ``bench`` imports from
         self.path = self.proc.stdout.readline().strip()
         if not self.path:
             self.proc.kill()
@@ -344,7 +345,7 @@ def limit_rate(total_bytes: int, baud: int) -> float:
 
 
 # --- the benchmark -----------------------------------------------------------------------------------------------
-HEAD = f"  {'setting':<34} {'client':<6} {'cycles/s':>9} {'us/cycle':>9} {'p50 us':>8}  {'':<16}"
+HEAD = f"  {'setting':<34} {'client':<6} {'cycles/s':>9} {'us/cycle':>9} {'p50 us':>8}"
 
 
 def _row(setting: str, client: str, run: Run, extra: str = "") -> str:

@@ -49,7 +49,6 @@ class ServoFirmware(PartFirmware):
             rules["goal_current"] = _limit_rule("current_limit", True)
         super().__init__(table, device_id, serial_number, rules)
         self.tau_s = tau_s
-        self._has_goal_current = "goal_current" in table
         self.position = float(self.memory.get("present_position"))
         self.velocity = 0.0  # ticks/s
 
@@ -85,7 +84,7 @@ class ServoFirmware(PartFirmware):
         moving = abs(raw_velocity) > memory.get("moving_threshold")
         memory.set("moving", int(moving))
         memory.set("moving_status", 0 if moving else MOVING_STATUS_IN_POSITION)
-        if self._has_goal_current and memory.get("operating_mode") == CURRENT_MODE and memory.get("torque_enable"):
+        if "goal_current" in self.table and memory.get("operating_mode") == CURRENT_MODE and memory.get("torque_enable"):
             memory.set("present_current", memory.get("goal_current"))
         memory.set("realtime_tick", int(now_s * 1000) % 32768)
 
