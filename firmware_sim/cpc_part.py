@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from devices.control_table import TABLES_BY_MODEL, Access, Area, ControlTable, Register
-from devices.control_table.cpc import MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS, cpc_registers, identity_registers
+from devices.control_table.cpc import CPC_RETURN_DELAY, MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS, cpc_registers, identity_registers
 from devices.descriptor import PartDescriptor, RegisterSpec
 
 from .part import PartFirmware
@@ -39,6 +39,7 @@ def table_for(desc: PartDescriptor, descriptor_len: int) -> ControlTable:
             if reg is None or (reg.address, reg.size, reg.signed) != (spec.address, spec.size, spec.signed):
                 raise CpcBuildError(f"part {desc.name}: register {spec.name} does not match the {base.model_name} table")
         defaults = {spec.name: spec.default for spec in desc.registers if spec.default}
+        defaults.setdefault("return_delay_time", CPC_RETURN_DELAY)  # CPC parts answer at once (see cpc.py)
         registers = tuple(replace(r, default=defaults[r.name]) if r.name in defaults else r for r in base.registers)
     else:
         registers = identity_registers(desc.model_number) + tuple(_register(s) for s in desc.registers)

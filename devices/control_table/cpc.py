@@ -13,6 +13,9 @@ XM430-W350 table plus this block). Layout, little-endian:
     0x1100  descriptor         N  the descriptor bytes, read in chunks
 
 The header (0x1000..0x1041, 66 bytes) is read in one go; a warm scan reads nothing else.
+
+Every CPC part leaves the factory with return delay time 0 (a plain XM430 ships with 250, i.e. 500 us before
+each reply): a scan makes a hundred small reads, and the delay would otherwise cost more than the bytes.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ CPC_HEADER_LEN = PORT_TABLE_ADDRESS + MAX_PORTS - CPC_BASE  # 66
 DESCRIPTOR_ADDRESS = 0x1100
 MAX_DESCRIPTOR_LEN = 0x10000 - DESCRIPTOR_ADDRESS
 
+CPC_RETURN_DELAY = 0
 R = Access.R
 
 
@@ -91,7 +95,7 @@ def identity_registers(model_number: int) -> tuple[Register, ...]:
         Register("firmware_version", 6, 1, R, Area.EEPROM, default=1),
         Register("id", 7, 1, RW, Area.EEPROM, default=1, minimum=0, maximum=252),
         Register("baud_rate", 8, 1, RW, Area.EEPROM, default=3, minimum=0, maximum=7),
-        Register("return_delay_time", 9, 1, RW, Area.EEPROM, default=0, maximum=254, unit="2 us"),
+        Register("return_delay_time", 9, 1, RW, Area.EEPROM, default=CPC_RETURN_DELAY, maximum=254, unit="2 us"),
         Register("led", 65, 1, RW, Area.RAM, maximum=1),
         Register("status_return_level", 68, 1, RW, Area.RAM, default=2, maximum=2),
         Register("hardware_error_status", 70, 1, R, Area.RAM),
