@@ -22,7 +22,7 @@ from .cache import DescriptorCache
 from .robot import ScannedPart, VirtualRobot
 
 HEADER_BATCH = 32  # parts per Fast Bulk Read of headers: 32 * (66 + 4) bytes stays under the 4 KiB frame bound
-CHUNK = 1024  # descriptor bytes per Read
+CHUNK = 2048  # descriptor bytes per Read (a reply of 2 KiB + 11 stays well under the 4 KiB frame bound)
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
