@@ -23,17 +23,16 @@ import argparse
 import os
 import select
 import statistics
-import subprocess
 import sys
 import time
 import tty
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from devices.control_table import XM430_W350
 from devices.protocol import HEADER, encode_fast_reply, encode_request
 from devices.protocol import requests as rq
 from firmware_sim.timing import wire_time_s
+from bench._pty_process import PtyProcess, hil_command
 from runtime.bus import BusHost
 from runtime.transports import open_transport
 from runtime.transports.base import Transport
@@ -95,23 +94,16 @@ class CpuMeter:
 
 
 # --- the device subprocesses -------------------------------------------------------------------------------------
-class Device:
+class Device(PtyProcess):
     """``hil sim servo_chain --pty [--baud N]`` (or the canned device) as a subprocess; prints the pty path."""
 
     def __init__(self, baud: int | None = None, canned: bool = False):
         if canned:
             cmd = [sys.executable, "-m", "bench.bus_cycle", "--serve-canned"]
         else:
-            hil = Path(sys.executable).with_name("hil")
-            cmd = [str(hil)] if hil.exists() else [sys.executable, "-m", "runtime.cli"]
-            cmd += ["sim", "servo_chain", "--pty"] + (["--baud", str(baud)] if baud else [])
+            cmd = hil_command() + ["sim", "servo_chain", "--pty"] + (["--baud", str(baud)] if baud else [])
         self.baud, self.canned = baud, canned
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     cwd=Path(__file__).resolve().parent.parent)  # where ``bench`` imports from
-        self.path = self.proc.stdout.readline().strip()
-        if not self.path:
-            self.proc.kill()
-            raise RuntimeError(f"{' '.join(cmd)} printed no pty path")
+        super().__init__(cmd)
 
     def prepare(self) -> None:
         """Return delay 0 (the usual setting for fast loops) and torque on, on every servo."""
@@ -122,20 +114,6 @@ class Device:
                 bus.write(i, RETURN_DELAY.address, b"\x00")
             bus.sync_write_register(TORQUE, {i: 1 for i in IDS})
             bus.sync_write_register(GOAL, GOAL_SETS[0])
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> "Device":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def serve_canned() -> None:

@@ -13,41 +13,22 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench._pty_process import PtyProcess, hil_command
 from runtime.bus import BusHost
 from runtime.scan import DescriptorCache, NoCache, ScanReport, scan_bus
 from runtime.transports import open_transport
 
-ROOT = Path(__file__).resolve().parent.parent
 BAUDS = (1_000_000, 4_000_000)
 PART_COUNTS = (8, 16, 32, 64, 128)
 
 
-def _hil() -> list[str]:
-    hil = Path(sys.executable).with_name("hil")
-    return [str(hil)] if hil.exists() else [sys.executable, "-m", "runtime.cli"]
-
-
-class PtyDevice:
+class PtyDevice(PtyProcess):
     def __init__(self, assembly: str, baud: int):
-        self.proc = subprocess.Popen(_hil() + ["sim", assembly, "--pty", "--baud", str(baud)], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.path = self.proc.stdout.readline().strip()
-        if not self.path:
-            self.proc.kill()
-            raise RuntimeError("hil sim printed no pty path")
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        super().__init__(hil_command() + ["sim", assembly, "--pty", "--baud", str(baud)])
 
 
 def timed_scan(url: str, baud: int, cache) -> tuple[float, float, int]:

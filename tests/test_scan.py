@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 
 import msgpack
-import pytest
 
 from devices.catalog import compiled_part, load_part
 from devices.control_table.cpc import PORT_TABLE_ADDRESS

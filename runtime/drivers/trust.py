@@ -7,7 +7,6 @@ the `cryptography` package (a well-kept implementation; never hand-rolled crypto
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,13 +16,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from devices.descriptor import DriverCode
 from devices.yaml_source import ConfigError, load_yaml_file
 
+from ..paths import user_path
+
 
 def default_trust_file() -> Path:
-    env = os.environ.get("HIL_TRUST_FILE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "hil" / "trust.yaml"
+    return user_path("HIL_TRUST_FILE", "XDG_CONFIG_HOME", ".config", "hil", "trust.yaml")
 
 
 @dataclass(frozen=True)

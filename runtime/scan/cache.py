@@ -10,13 +10,11 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..paths import user_path
+
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("HIL_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "hil" / "descriptors"
+    return user_path("HIL_CACHE_DIR", "XDG_CACHE_HOME", ".cache", "hil", "descriptors")
 
 
 class DescriptorCache:

@@ -1,0 +1,36 @@
+"""A device subprocess that prints the pty (or URL) to connect to on its first stdout line."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # where ``bench`` and the project import from
+
+
+def hil_command() -> list[str]:
+    hil = Path(sys.executable).with_name("hil")
+    return [str(hil)] if hil.exists() else [sys.executable, "-m", "runtime.cli"]
+
+
+class PtyProcess:
+    def __init__(self, cmd: list[str]):
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+        self.path = self.proc.stdout.readline().strip()
+        if not self.path:
+            self.proc.kill()
+            raise RuntimeError(f"{' '.join(cmd)} printed no pty path")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
