@@ -1,0 +1,233 @@
+"""The commbot world: real-time factor of our world against bare pybullet stepping of the same robot.
+
+Side by side in one run, alternating rounds, same time step, same number of steps:
+  hil world   firmware_sim.world: World() + build_robot() from the parts' descriptors and port tables, stepped
+              with World.step() (hooks loop, step counter; no bus, no hooks registered);
+  bare        a plain pybullet DIRECT client with the same floor plane, gravity and time step, the robot loaded
+              from the URDF `hil urdf --bus sim://commbot` writes (scan of the in-process bus ->
+              runtime.model.to_urdf), loaded with URDF_USE_INERTIA_FROM_FILE (else pybullet recomputes the inertia
+              from the shapes) and URDF_USE_IMPLICIT_CYLINDER (else it turns cylinders -- the wheels -- into
+              convex hulls, which our world does not), stepped with p.stepSimulation().
+  bare + deterministic pairs
+              the same bare client with the one physics setting our world adds to pybullet's defaults
+              (deterministicOverlappingPairs=1: the broadphase pairs sorted so runs repeat bit for bit; it costs
+              about 2 us per step here), to tell that setting's cost from the rest.
+All robots stand at the same place with the same motors: the 17 servo joints held by POSITION_CONTROL at 0
+(what powered servos do), the wheels on a zero-velocity motor with the descriptor's friction. RTF = simulated
+time / wall time; the ratio hil/bare says what our world costs beyond pybullet itself (1.00x = nothing).
+
+Then the sensor ring: the cost of one measure of the commbot's range ring (firmware_sim.sensors, 12 ultrasonic
+sensors x 13 rays) in the lab map, per physics step, and the RTF with a measure after every step.
+
+    .venv/bin/python -m bench.world [--seconds 10] [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pybullet as p
+
+from firmware_sim.assembly import load_assembly
+from firmware_sim.world import DEFAULT_TIME_STEP_S, RobotBody, World, build_robot, load_map
+from firmware_sim.world.frames import compose, inverse
+from firmware_sim.world.world import GRAVITY_Z, SOLVER_ITERATIONS
+
+BASE_XY_YAW = (0.0, 0.0, 0.0)
+
+
+# --- the two sides ---------------------------------------------------------------------------------------------
+
+def hold_servos(client: int, body: int, joints: list[tuple[int, str, float, float]]) -> None:
+    """(pybullet index, part kind, effort, friction) per moving joint: servos held at 0, wheels on friction."""
+    for index, kind, effort, friction in joints:
+        if kind == "wheel":
+            p.setJointMotorControl2(body, index, p.VELOCITY_CONTROL, targetVelocity=0.0, force=friction,
+                                    physicsClientId=client)
+        else:
+            p.setJointMotorControl2(body, index, p.POSITION_CONTROL, targetPosition=0.0, force=effort,
+                                    physicsClientId=client)
+
+
+class HilSide:
+    name = "hil world (descriptors)"
+
+    def __init__(self, time_step_s: float):
+        start = time.perf_counter()
+        self.world = World(time_step_s=time_step_s)
+        self.robot: RobotBody = build_robot(self.world, load_assembly("commbot").parts, base_xy_yaw=BASE_XY_YAW)
+        self.build_s = time.perf_counter() - start
+        hold_servos(self.world.client, self.robot.body_id,
+                    [(j.index, self.robot.parts[j.part_id].kind, j.limits.effort, j.friction)
+                     for j in self.robot.moving_joints])
+
+    def run(self, steps: int) -> None:
+        step = self.world.step
+        for _ in range(steps):
+            step()
+
+    def base_position(self) -> tuple[float, ...]:
+        return self.robot.base_pose()[0]
+
+    def close(self) -> None:
+        self.world.close()
+
+
+def commbot_urdf(directory: Path) -> tuple[Path, object]:
+    """What `hil urdf --bus sim://commbot` writes (the same calls, in-process), and the host model."""
+    from runtime.bus import BusHost
+    from runtime.model import build_model, to_urdf
+    from runtime.scan import NoCache, scan_bus
+    from runtime.transports import open_transport
+
+    with BusHost(open_transport("sim://commbot")) as bus:
+        robot = scan_bus(bus, NoCache())
+    model = build_model(robot)
+    path = directory / "commbot.urdf"
+    path.write_text(to_urdf(model))
+    return path, model
+
+
+class BareSide:
+    def __init__(self, time_step_s: float, urdf: Path, model, base_link_frame, deterministic_pairs: bool = False):
+        self.name = "bare + deterministic pairs" if deterministic_pairs else "bare pybullet (hil urdf)"
+        start = time.perf_counter()
+        c = self.client = p.connect(p.DIRECT)
+        p.setPhysicsEngineParameter(fixedTimeStep=time_step_s, numSolverIterations=SOLVER_ITERATIONS,
+                                    physicsClientId=c)
+        if deterministic_pairs:
+            p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=c)
+        p.setGravity(0, 0, GRAVITY_Z, physicsClientId=c)
+        p.createMultiBody(0, p.createCollisionShape(p.GEOM_PLANE, physicsClientId=c), physicsClientId=c)
+        flags = p.URDF_USE_INERTIA_FROM_FILE | p.URDF_MAINTAIN_LINK_ORDER | p.URDF_USE_IMPLICIT_CYLINDER
+        self.body = p.loadURDF(str(urdf), flags=flags, physicsClientId=c)
+        self.build_s = time.perf_counter() - start
+        info = p.getDynamicsInfo(self.body, -1, physicsClientId=c)
+        self.inertial = (info[3], info[4])  # pybullet places a base by its CoM frame
+        com = compose(base_link_frame, self.inertial)
+        p.resetBasePositionAndOrientation(self.body, com[0], com[1], physicsClientId=c)
+        names = {p.getJointInfo(self.body, j, physicsClientId=c)[1].decode(): j
+                 for j in range(p.getNumJoints(self.body, physicsClientId=c))}
+        kinds = {part.bus_id: part.kind for part in model.parts}
+        hold_servos(c, self.body, [(names[j.name], kinds[j.bus_id], j.limits.effort, j.friction)
+                                   for j in model.moving_joints])
+
+    def run(self, steps: int) -> None:
+        step, c = p.stepSimulation, self.client
+        for _ in range(steps):
+            step(physicsClientId=c)
+
+    def base_position(self) -> tuple[float, ...]:
+        com = p.getBasePositionAndOrientation(self.body, physicsClientId=self.client)
+        return compose(com, inverse(self.inertial))[0]
+
+    def close(self) -> None:
+        p.disconnect(self.client)
+
+
+# --- measuring -------------------------------------------------------------------------------------------------
+
+def timed(run, steps: int) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    run(steps)
+    return time.perf_counter() - start
+
+
+def alternate(sides: list, steps: int, rounds: int) -> dict[str, list[float]]:
+    """Elapsed seconds per round per side, the order rotated every round so no side always goes first."""
+    out: dict[str, list[float]] = {side.name: [] for side in sides}
+    for side in sides:
+        side.run(max(1, steps // 20))  # warm-up: contacts settle, caches fill
+    for r in range(rounds):
+        for side in sides[r % len(sides):] + sides[:r % len(sides)]:
+            out[side.name].append(timed(side.run, steps))
+    return out
+
+
+def _row(name: str, build_s: float, elapsed: list[float], steps: int, dt: float) -> tuple[str, float]:
+    per_round = statistics.median(elapsed)
+    rtf = steps * dt / per_round
+    return (f"  {name:<28} {build_s * 1e3:8.1f} {steps / per_round:11.0f} {rtf:9.1f} "
+            f"{per_round / steps * 1e6:10.1f} {min(elapsed) / steps * 1e6:10.1f}"), rtf
+
+
+# --- the sensor ring -----------------------------------------------------------------------------------------------
+
+def sensor_ring_section(time_step_s: float, steps: int) -> list[str]:
+    """The range ring's cost per step, if firmware_sim.sensors provides a model for it; else say so."""
+    try:
+        from firmware_sim.sensors import RangeRingModel
+    except ImportError as exc:
+        return [f"  sensor ring: not yet measured (firmware_sim.sensors is not importable: {exc})"]
+    with World(time_step_s=time_step_s) as world:
+        world.add_map(load_map("lab"))
+        robot = build_robot(world, load_assembly("commbot").parts, base_xy_yaw=BASE_XY_YAW)
+        hold_servos(world.client, robot.body_id, [(j.index, robot.parts[j.part_id].kind, j.limits.effort, j.friction)
+                                                  for j in robot.moving_joints])
+        ring_part = next(i for i, d in robot.parts.items() if d.kind == "range_sensor_ring")
+        sensor = next(s for s in robot.parts[ring_part].sensors if s.kind == "range_ring")
+        try:
+            model = RangeRingModel(sensor, seed=1)
+            ignore = [(robot.body_id, None)]
+
+            def measure(_world: World) -> None:
+                model.measure(world.client, *robot.link_pose(ring_part, sensor.body), ignore=ignore)
+
+            measure(world)
+        except (TypeError, AttributeError, ValueError, KeyError) as exc:
+            return [f"  sensor ring: not yet measured (the sensor model's API does not fit: {exc!r})"]
+        bare = timed(lambda n: [world.step() for _ in range(n)], steps)
+        alone = timed(lambda n: [measure(world) for _ in range(n)], steps)
+        world.add_post_step(measure)
+        both = timed(lambda n: [world.step() for _ in range(n)], steps)
+    rays = getattr(model, "n_rays", "?")
+    return [f"  sensor ring ({rays} rays, lab map): {alone / steps * 1e6:.1f} us per measure = "
+            f"{alone / bare:.2f}x a physics step ({bare / steps * 1e6:.1f} us); world + a measure every step: "
+            f"RTF {steps * time_step_s / both:.1f} (without: {steps * time_step_s / bare:.1f})"]
+
+
+# --- main ------------------------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.world", description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per round (default 10)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per side (default 3)")
+    args = parser.parse_args(argv)
+    dt = DEFAULT_TIME_STEP_S
+    steps = max(1, round(args.seconds / dt))
+
+    with tempfile.TemporaryDirectory(prefix="hil-bench-world-") as tmp:
+        urdf, model = commbot_urdf(Path(tmp))
+        hil = HilSide(dt)
+        bares = [BareSide(dt, urdf, model, hil.robot.base_pose(), deterministic_pairs=d) for d in (False, True)]
+        try:
+            print(f"commbot world: {len(hil.robot.links)} links, {len(hil.robot.moving_joints)} moving joints, "
+                  f"floor only; {steps} steps of {dt * 1e3:.3f} ms ({steps * dt:g} s simulated) per round, "
+                  f"{args.rounds} alternating rounds; {os.cpu_count()} CPU cores")
+            print(f"  {'side':<28} {'build ms':>8} {'steps/s':>11} {'RTF':>9} {'us/step':>10} {'best us':>10}")
+            elapsed = alternate([hil, *bares], steps, args.rounds)
+            rtf = {}
+            for side in (hil, *bares):
+                row, rtf[side.name] = _row(side.name, side.build_s, elapsed[side.name], steps, dt)
+                print(row)
+            drift = max(abs(a - b) for a, b in zip(hil.base_position(), bares[0].base_position()))
+            rtf_hil, rtf_bare, rtf_det = rtf[hil.name], rtf[bares[0].name], rtf[bares[1].name]
+            print(f"  RTF hil/bare: {rtf_hil / rtf_bare:.2f}x; hil/bare + deterministic pairs: {rtf_hil / rtf_det:.2f}x "
+                  f"(medians of the rounds; hil's and bare's bases end {drift * 1e3:.3f} mm apart)")
+        finally:
+            hil.close()
+            for bare in bares:
+                bare.close()
+    for line in sensor_ring_section(dt, min(steps, 1200)):
+        print(line)
+    return {"rtf_hil": rtf_hil, "rtf_bare": rtf_bare, "ratio": rtf_hil / rtf_bare}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""The range sensor ring as the real part measures (reference 003): rays cast into the pybullet world, then the
+ways a real range finder fails: nothing within range, a target inside the blind zone, a steep surface that
+sends the echo elsewhere, noise that grows with range.
+
+Geometry. The ring frame is the ring body's frame (x forward, z up). Sensor ``i`` looks along
+``yaw_deg[i]`` (0 = +x, 90 = +y) from the point at ``origin_radius_m`` in that direction and ``origin_z_m``
+high, i.e. on the housing's outer face. An ``infrared`` sensor is one ray along that axis. An ``ultrasonic``
+sensor is a cone of half angle ``cone_half_angle_deg`` sampled by :data:`CONE_PATTERN`: the axis ray first,
+then for each (fraction, count) a ring of ``count`` rays at ``fraction`` of the cone's edge, spaced evenly
+around the axis starting in the ring plane (roll 0 = towards +yaw, 90 = up), so with counts divisible by 4
+the horizontal and vertical extremes of the cone are sampled. The optional ``cone_vertical_half_angle_deg``
+(default: the same as ``cone_half_angle_deg``) makes the beam elliptical, as many transducers' beams are
+(narrower vertically, so the floor echoes less): the ray at roll r aims at the point (h cos r, v sin r) of
+the ellipse of half angles h (horizontal) and v (vertical), scaled by the ring's fraction; for h = v this is
+the circular cone. The catalog ring (12 sensors, ultrasonic) casts 12 * 13 = 156 rays per measure.
+
+Per ray, in this order (the first that applies is the ray's cause):
+  ``no_hit``  nothing within ``max_range_m`` (the ray is ``max_range_m`` long);
+  ``range``   the nearest hit is closer than ``min_range_m`` (the blind zone);
+  ``angle``   dropout with probability logistic((incidence - dropout_angle50_deg) / dropout_width_deg), the
+              incidence being the angle between the ray and the surface normal pybullet reports.
+A ray that passes all three is a surviving echo. Occlusion is the ray test's own: only the nearest hit counts.
+
+Per sensor: the reading is the nearest surviving echo (the first echo to come back), with one Gaussian noise
+draw, sigma = a + b * range (``noise_sigma_m`` = [a, b], range being the true distance of that echo); a noisy
+value outside [min_range_m, max_range_m] is rejected with cause ``noise``. With no surviving echo the reading
+is invalid and its cause is the cause of the sensor's axis ray. Noise is applied to the chosen echo, not to
+every ray, so a flat wall reads its perpendicular distance without the bias a minimum of noisy values has.
+An invalid reading is ``no_target_raw``; a valid one is round(range_m / 1 mm), clamped to
+[0, no_target_raw - 1]. Each invalid reading adds one to the model's counter of its cause.
+
+Randomness: one generator per part (``numpy.random.Generator(PCG64(seed))``). Each measure draws exactly one
+uniform per ray and one normal per sensor whatever the scene, so a sensor's random stream never depends on
+what the other sensors saw, and the same seed with the same scene gives identical readings.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pybullet as pb
+
+from devices.descriptor.schema import Sensor
+
+from .geometry import quat_matrix
+from .params import ParamReader
+
+CAUSES: tuple[str, ...] = ("no_hit", "range", "angle", "noise")
+VARIANTS: tuple[str, ...] = ("infrared", "ultrasonic")
+RAW_UNIT_M = 0.001  # the range registers count millimetres
+CONE_PATTERN: tuple[tuple[float, int], ...] = ((0.5, 4), (1.0, 8))  # (fraction of the cone edge, rays around)
+MAX_HITS_PER_RAY = 32  # hits examined along a ray whose nearest hit is ignored
+
+_VALID, _NO_HIT, _RANGE, _ANGLE, _NOISE = 0, 1, 2, 3, 4
+_CAUSE_OF_CODE = {_NO_HIT: "no_hit", _RANGE: "range", _ANGLE: "angle", _NOISE: "noise"}
+
+
+@dataclass(frozen=True)
+class RingConfig:
+    """A range ring's sensor model parameters, validated (see the module docstring for their meaning)."""
+
+    name: str
+    variant: str
+    yaw_deg: tuple[float, ...]
+    cone_half_angle_deg: float
+    cone_vertical_half_angle_deg: float
+    origin_radius_m: float
+    origin_z_m: float
+    min_range_m: float
+    max_range_m: float
+    no_target_raw: int
+    dropout_angle50_deg: float
+    dropout_width_deg: float
+    noise_sigma_m: tuple[float, float]
+    update_hz: float
+    registers: tuple[str, ...] | None = None  # one range register per sensor, for the firmware
+    invalid_counters: dict[str, str] | None = None  # cause -> counter register, for the firmware
+
+    @classmethod
+    def from_sensor(cls, sensor: Sensor) -> RingConfig:
+        """Validate a descriptor Sensor's params; a missing or ill-typed one raises ValueError naming it."""
+        r = ParamReader(sensor.name, sensor.params)
+        variant = r.string("variant", VARIANTS)
+        yaw = r.number_list("yaw_deg")
+        cone = _half_angle(r, "cone_half_angle_deg", None if variant == "ultrasonic" else 0.0)
+        cone_vertical = _half_angle(r, "cone_vertical_half_angle_deg", cone)
+        min_range = r.number("min_range_m", minimum=0.0)
+        max_range = r.number("max_range_m", positive=True)
+        if max_range <= min_range:
+            raise r.error("max_range_m", f"must exceed min_range_m ({min_range}), not {max_range}")
+        no_target = r.integer("no_target_raw", minimum=1)
+        if no_target * RAW_UNIT_M <= max_range:
+            raise r.error("no_target_raw", f"({no_target}) must lie beyond max_range_m in {RAW_UNIT_M} m units")
+        return cls(
+            name=sensor.name, variant=variant, yaw_deg=yaw, cone_half_angle_deg=cone,
+            cone_vertical_half_angle_deg=cone_vertical,
+            origin_radius_m=r.number("origin_radius_m", minimum=0.0), origin_z_m=r.number("origin_z_m"),
+            min_range_m=min_range, max_range_m=max_range, no_target_raw=no_target,
+            dropout_angle50_deg=r.number("dropout_angle50_deg"),
+            dropout_width_deg=r.number("dropout_width_deg", positive=True),
+            noise_sigma_m=r.number_list("noise_sigma_m", length=2, minimum=0.0),  # type: ignore[arg-type]
+            update_hz=r.number("update_hz", positive=True),
+            registers=r.string_list("registers", length=len(yaw)),
+            invalid_counters=_counter_map(r),
+        )
+
+    @property
+    def n_sensors(self) -> int:
+        return len(self.yaw_deg)
+
+    @property
+    def update_period_s(self) -> float:
+        return 1.0 / self.update_hz
+
+
+def _half_angle(r: ParamReader, name: str, default: float | None) -> float:
+    value = r.number(name, minimum=0.0) if default is None else r.number(name, minimum=0.0, default=default)
+    if value >= 90.0:
+        raise r.error(name, f"must be below 90, not {value}")
+    return value
+
+
+def _counter_map(r: ParamReader) -> dict[str, str] | None:
+    value = r.raw("invalid_counters", None)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != set(CAUSES) or \
+            not all(isinstance(v, str) for v in value.values()):
+        raise r.error("invalid_counters", f"must map each of {', '.join(CAUSES)} to a register name, not {value!r}")
+    return dict(value)
+
+
+@dataclass(frozen=True)
+class RingReading:
+    """One measure of the whole ring, in sensor order: the register value, the range in metres (None when
+    invalid) and the cause of an invalid reading (None when valid)."""
+
+    raw: tuple[int, ...]
+    range_m: tuple[float | None, ...]
+    cause: tuple[str | None, ...]
+
+    @property
+    def n_invalid(self) -> int:
+        return sum(c is not None for c in self.cause)
+
+
+def cone_directions(half_angle_deg: float, vertical_half_angle_deg: float | None = None,
+                    pattern: Sequence[tuple[float, int]] = CONE_PATTERN) -> np.ndarray:
+    """Unit ray directions of one cone in the sensor's own frame (x along the axis, y towards +yaw, z up):
+    the axis first, then each ring of the pattern."""
+    h = math.radians(half_angle_deg)
+    v = h if vertical_half_angle_deg is None else math.radians(vertical_half_angle_deg)
+    dirs = [(1.0, 0.0, 0.0)]
+    for fraction, count in pattern:
+        for k in range(count):
+            r = 2.0 * math.pi * k / count
+            across, up = fraction * h * math.cos(r), fraction * v * math.sin(r)  # the aim in angle space
+            theta, roll = math.hypot(across, up), math.atan2(up, across)
+            dirs.append((math.cos(theta), math.sin(theta) * math.cos(roll), math.sin(theta) * math.sin(roll)))
+    return np.array(dirs)
+
+
+class RangeRingModel:
+    """A ring of range finders on one part, with its own seeded generator and invalid-reading counters."""
+
+    def __init__(self, sensor: Sensor, seed: int, num_threads: int = 1):
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"sensor {sensor.name!r}: seed must be a non-negative integer, not {seed!r}")
+        self.config = RingConfig.from_sensor(sensor)
+        self.num_threads = num_threads  # 1: pybullet's batch is tiny, threads cost more than they save
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self._counters = {cause: 0 for cause in CAUSES}
+        self.origins_local, self.directions_local = self._local_rays()
+
+    # geometry
+    @property
+    def rays_per_sensor(self) -> int:
+        return 1 if self.config.variant == "infrared" else 1 + sum(count for _, count in CONE_PATTERN)
+
+    @property
+    def n_rays(self) -> int:
+        return self.config.n_sensors * self.rays_per_sensor
+
+    def _local_rays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Ray origins and unit directions in the ring frame, sensor-major (the axis ray first)."""
+        cfg = self.config
+        cone = cone_directions(cfg.cone_half_angle_deg, cfg.cone_vertical_half_angle_deg)[: self.rays_per_sensor]
+        origins, dirs = [], []
+        for yaw in np.radians(cfg.yaw_deg):
+            c, s = math.cos(yaw), math.sin(yaw)
+            to_ring = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+            origin = np.array([cfg.origin_radius_m * c, cfg.origin_radius_m * s, cfg.origin_z_m])
+            origins.append(np.repeat(origin[None, :], len(cone), axis=0))
+            dirs.append(cone @ to_ring.T)
+        return np.concatenate(origins), np.concatenate(dirs)
+
+    def world_rays(self, position: Sequence[float], orientation: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """Ray origins and directions in the world for the ring frame at ``position``/``orientation``."""
+        rot = quat_matrix(orientation)
+        return self.origins_local @ rot.T + np.asarray(position, dtype=float), self.directions_local @ rot.T
+
+    # the model
+    def dropout_probability(self, incidence_deg: np.ndarray | float) -> np.ndarray:
+        """Probability that an echo at this incidence angle (degrees) is lost: the logistic of the descriptor."""
+        x = (np.asarray(incidence_deg, dtype=float) - self.config.dropout_angle50_deg) / self.config.dropout_width_deg
+        return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+    def sigma_m(self, range_m: np.ndarray | float) -> np.ndarray:
+        a, b = self.config.noise_sigma_m
+        return a + b * np.asarray(range_m, dtype=float)
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Invalid readings since the model was made, by cause (a copy)."""
+        return dict(self._counters)
+
+    def measure(self, client: int, ring_position: Sequence[float], ring_orientation_quat: Sequence[float],
+                ignore: Collection[tuple[int, int | None]] = ()) -> RingReading:
+        """Measure every sensor once from the ring frame at the given world pose.
+
+        ``ignore``: (body_id, link_index) pairs the rays pass through (the ring's own body, say); a link index
+        of None ignores the whole body. Updates the counters and advances the generator.
+        """
+        origins, dirs = self.world_rays(ring_position, ring_orientation_quat)
+        dist, normals = cast_rays(client, origins, dirs, self.config.max_range_m, ignore, self.num_threads)
+        uniform = self.rng.random(self.n_rays)
+        normal_draws = self.rng.standard_normal(self.config.n_sensors)
+        codes = self._ray_codes(dist, dirs, normals, uniform)
+        return self._combine(dist, codes, normal_draws)
+
+    def _ray_codes(self, dist: np.ndarray, dirs: np.ndarray, normals: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+        """Each ray's fate: valid, no_hit, range or angle (noise is decided per sensor)."""
+        cos_inc = np.clip(np.abs(np.einsum("ij,ij->i", dirs, normals)), 0.0, 1.0)
+        dropped = uniform < self.dropout_probability(np.degrees(np.arccos(cos_inc)))
+        codes = np.full(len(dist), _VALID)
+        codes[dropped] = _ANGLE
+        codes[dist < self.config.min_range_m] = _RANGE
+        codes[~np.isfinite(dist)] = _NO_HIT
+        return codes
+
+    def _combine(self, dist: np.ndarray, codes: np.ndarray, normal_draws: np.ndarray) -> RingReading:
+        """Per sensor: the nearest surviving echo plus noise, or the axis ray's cause."""
+        cfg = self.config
+        shape = (cfg.n_sensors, self.rays_per_sensor)
+        echoes = np.where(codes == _VALID, dist, np.inf).reshape(shape)
+        nearest = echoes.min(axis=1)
+        has_echo = np.isfinite(nearest)
+        true_range = np.where(has_echo, nearest, 0.0)
+        noisy = true_range + self.sigma_m(true_range) * normal_draws
+        rejected = has_echo & ((noisy < cfg.min_range_m) | (noisy > cfg.max_range_m))
+        sensor_codes = np.where(has_echo, np.where(rejected, _NOISE, _VALID), codes.reshape(shape)[:, 0])
+        raws, ranges, causes = [], [], []
+        for code, value in zip(sensor_codes.tolist(), noisy.tolist()):
+            if code == _VALID:
+                raws.append(min(max(round(value / RAW_UNIT_M), 0), cfg.no_target_raw - 1))
+                ranges.append(value)
+                causes.append(None)
+            else:
+                cause = _CAUSE_OF_CODE[code]
+                self._counters[cause] += 1
+                raws.append(cfg.no_target_raw)
+                ranges.append(None)
+                causes.append(cause)
+        return RingReading(tuple(raws), tuple(ranges), tuple(causes))
+
+
+def cast_rays(client: int, origins: np.ndarray, dirs: np.ndarray, length_m: float,
+              ignore: Collection[tuple[int, int | None]] = (), num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest hit along each ray within ``length_m``: (distance, inf when none; unit surface normal).
+
+    Hits on ignored (body, link) pairs (link None: the whole body) are passed through: a ray whose nearest
+    hit is ignored is cast again for all its hits (``reportHitNumber`` 0, 1, ..., which pybullet returns in
+    no particular order, up to MAX_HITS_PER_RAY) and keeps the nearest one not ignored. Re-casting from just
+    beyond the ignored hit would not do: Bullet reports a hit at fraction 0 for a ray starting inside some
+    shapes and none for others.
+    """
+    n = len(origins)
+    ends = origins + dirs * length_m
+    table = _ray_table(client, origins, ends, -1, num_threads)
+    ignored = _ignored(table[:, 0], table[:, 1], ignore)
+    redo = np.flatnonzero(ignored)
+    table[ignored, 0] = -1
+    for hit_number in range(MAX_HITS_PER_RAY):
+        if len(redo) == 0:
+            break
+        hits = _ray_table(client, origins[redo], ends[redo], hit_number, num_threads)
+        usable = (hits[:, 0] >= 0) & ~_ignored(hits[:, 0], hits[:, 1], ignore)
+        nearer = usable & ((table[redo, 0] < 0) | (hits[:, 2] < table[redo, 2]))
+        table[redo[nearer]] = hits[nearer]
+        redo = redo[hits[:, 0] >= 0]  # rays with no hit number k have none beyond it either
+    dist = np.where(table[:, 0] >= 0, table[:, 2] * length_m, np.inf)
+    normals = np.where(table[:, 0:1] >= 0, table[:, 3:6], 0.0)
+    return dist, normals.reshape(n, 3)
+
+
+def _ray_table(client: int, starts: np.ndarray, ends: np.ndarray, hit_number: int, num_threads: int) -> np.ndarray:
+    """rayTestBatch as an (n, 6) array: body, link, fraction, normal x, y, z."""
+    hits = pb.rayTestBatch(starts.tolist(), ends.tolist(), numThreads=num_threads, reportHitNumber=hit_number,
+                           physicsClientId=client)
+    return np.array([(h[0], h[1], h[2], *h[4]) for h in hits], dtype=float).reshape(-1, 6)
+
+
+def _ignored(bodies: np.ndarray, links: np.ndarray, ignore: Collection[tuple[int, int | None]]) -> np.ndarray:
+    mask = np.zeros(len(bodies), dtype=bool)
+    for body, link in ignore:
+        mask |= (bodies == body) if link is None else ((bodies == body) & (links == link))
+    return mask

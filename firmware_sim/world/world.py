@@ -1,0 +1,163 @@
+"""The pybullet world the virtual parts live in: one physics client, a floor, a fixed time step, and hooks
+around every step.
+
+Time is counted in whole steps (``time_s = steps * time_step_s``), never accumulated as a float, so a long trial
+does not drift and two worlds stepped alike agree on the time bit for bit. Pre-step hooks run before the physics
+step (part firmware applies motor commands and its watchdog there), post-step hooks after it (sensors, contact
+checks), and they see ``time_s`` at the start and at the end of the step respectively.
+
+Determinism: pybullet in DIRECT mode is deterministic for the same sequence of calls; this world also asks for
+deterministic overlapping pairs and a fixed number of solver iterations, so the result does not depend on the
+order in which the broadphase happens to find pairs. Nothing here reads a data file (the floor is a
+GEOM_PLANE collision shape, not pybullet_data's plane.urdf).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable
+
+import pybullet as p
+
+from .shapes import MeshFiles
+
+if TYPE_CHECKING:
+    from .maps import Map
+
+Hook = Callable[["World"], None]
+
+DEFAULT_TIME_STEP_S = 1.0 / 240.0  # pybullet's own default, and the issue's 240 Hz
+GRAVITY_Z = -9.81
+SOLVER_ITERATIONS = 50  # pybullet's default, fixed here so it cannot change under us
+FLOOR_RGBA = (0.78, 0.78, 0.74, 1.0)
+FLOOR_HALF_SIZE_M = 50.0  # the floor's visual extent; its collision plane is infinite
+WALL_RGBA = (0.55, 0.57, 0.62, 1.0)
+STEP_EPSILON = 1e-9  # in steps: advance_to(t) takes a step whose end lies within this of t (float rounding)
+
+
+class WorldError(RuntimeError):
+    pass
+
+
+class World:
+    """A pybullet client (DIRECT unless ``gui``), gravity, a floor plane at z = 0, a fixed time step."""
+
+    def __init__(self, *, gui: bool = False, time_step_s: float = DEFAULT_TIME_STEP_S, gravity_z: float = GRAVITY_Z,
+                 solver_iterations: int = SOLVER_ITERATIONS):
+        if not time_step_s > 0:
+            raise ValueError(f"time step must be > 0 s, not {time_step_s}")
+        self.client = p.connect(p.GUI if gui else p.DIRECT)
+        if self.client < 0:
+            raise WorldError("pybullet could not open a GUI window (no display?); use the default DIRECT mode"
+                             if gui else "pybullet could not start a DIRECT physics client")
+        self.gui = gui
+        self.time_step_s = float(time_step_s)
+        self.steps = 0
+        self.meshes = MeshFiles()
+        self.walls: dict[int, object] = {}  # body ID -> maps.Wall
+        self._pre: list[Hook] = []
+        self._post: list[Hook] = []
+        self._closed = False
+        self._configure(gravity_z, solver_iterations)
+        self.floor_id = self._add_floor()
+
+    # --- setup -------------------------------------------------------------------------------------------------
+    def _configure(self, gravity_z: float, solver_iterations: int) -> None:
+        c = self.client
+        p.setPhysicsEngineParameter(fixedTimeStep=self.time_step_s, numSolverIterations=solver_iterations,
+                                    numSubSteps=0, deterministicOverlappingPairs=1, physicsClientId=c)
+        p.setGravity(0.0, 0.0, gravity_z, physicsClientId=c)
+        if self.gui:
+            p.configureDebugVisualizer(p.COV_ENABLE_GUI, 0, physicsClientId=c)
+
+    def _add_floor(self) -> int:
+        shape = p.createCollisionShape(p.GEOM_PLANE, planeNormal=(0, 0, 1), physicsClientId=self.client)
+        # pybullet has no visual for a plane shape (it warns on stdout); a thin box just below z = 0 stands in
+        visual = p.createVisualShape(p.GEOM_BOX, halfExtents=(FLOOR_HALF_SIZE_M, FLOOR_HALF_SIZE_M, 0.005),
+                                     visualFramePosition=(0, 0, -0.005), rgbaColor=FLOOR_RGBA,
+                                     physicsClientId=self.client)
+        return p.createMultiBody(baseMass=0.0, baseCollisionShapeIndex=shape, baseVisualShapeIndex=visual,
+                                 physicsClientId=self.client)
+
+    def add_map(self, world_map: "Map") -> list[int]:
+        """Static boxes for the map's walls (each centred on its segment, as long as it, ``thickness`` across,
+        standing on the floor to ``height``); returns their body IDs, in the map's order."""
+        ids = []
+        for wall in world_map.walls:
+            half = (wall.length / 2, wall.thickness / 2, wall.height / 2)
+            shape = p.createCollisionShape(p.GEOM_BOX, halfExtents=half, physicsClientId=self.client)
+            visual = p.createVisualShape(p.GEOM_BOX, halfExtents=half, rgbaColor=WALL_RGBA, physicsClientId=self.client)
+            (mx, my), orientation = wall.midpoint, p.getQuaternionFromEuler((0.0, 0.0, wall.yaw))
+            body = p.createMultiBody(baseMass=0.0, baseCollisionShapeIndex=shape, baseVisualShapeIndex=visual,
+                                     basePosition=(mx, my, wall.height / 2), baseOrientation=orientation,
+                                     physicsClientId=self.client)
+            self.walls[body] = wall
+            ids.append(body)
+        return ids
+
+    # --- time ----------------------------------------------------------------------------------------------------
+    @property
+    def time_s(self) -> float:
+        """Simulated time: 0 at start, exactly ``steps * time_step_s``."""
+        return self.steps * self.time_step_s
+
+    def add_pre_step(self, hook: Hook) -> Hook:
+        """Run ``hook(world)`` before every physics step, in the order added; returns it (usable as decorator)."""
+        self._pre.append(hook)
+        return hook
+
+    def add_post_step(self, hook: Hook) -> Hook:
+        """Run ``hook(world)`` after every physics step (``time_s`` already at the step's end)."""
+        self._post.append(hook)
+        return hook
+
+    def remove_hook(self, hook: Hook) -> None:
+        for hooks in (self._pre, self._post):
+            if hook in hooks:
+                hooks.remove(hook)
+
+    def step(self) -> None:
+        """Pre-step hooks, one physics step, post-step hooks. A pre-step hook that raises leaves the world
+        unstepped; a post-step hook that raises leaves it stepped (time already advanced)."""
+        self._check_open()
+        for hook in tuple(self._pre):
+            hook(self)
+        p.stepSimulation(physicsClientId=self.client)
+        self.steps += 1
+        for hook in tuple(self._post):
+            hook(self)
+
+    def advance_to(self, t_s: float) -> int:
+        """Step while the next step ends at or before ``t_s``; the number of steps taken (0 if ``t_s`` is not
+        ahead). A step ending within 1e-9 of a step of ``t_s`` counts as ending at it, so advance_to(1.0) at
+        240 Hz takes 240 steps despite 1/240 not being a binary fraction."""
+        target = math.floor(t_s / self.time_step_s + STEP_EPSILON)
+        taken = 0
+        while self.steps < target:
+            self.step()
+            taken += 1
+        return taken
+
+    # --- lifetime --------------------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WorldError("the world is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Disconnect the physics client and remove scratch files; closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            p.disconnect(physicsClientId=self.client)
+        finally:
+            self.meshes.close()
+
+    def __enter__(self) -> "World":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
