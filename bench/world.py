@@ -19,7 +19,7 @@ time / wall time; the ratio hil/bare says what our world costs beyond pybullet i
 Then the sensor ring: the cost of one measure of the commbot's range ring (firmware_sim.sensors, 12 ultrasonic
 sensors x 13 rays) in the lab map, per physics step, and the RTF with a measure after every step.
 
-    .venv/bin/python -m bench.world [--seconds 10] [--rounds 3]
+    .venv/bin/python -m bench.world [--seconds 10] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def alternate(sides: list, steps: int, rounds: int) -> dict[str, list[float]]:
     """Elapsed seconds per round per side, the order rotated every round so no side always goes first."""
     out: dict[str, list[float]] = {side.name: [] for side in sides}
     for side in sides:
-        side.run(max(1, steps // 20))  # warm-up: contacts settle, caches fill
+        side.run(max(1, steps // 4))  # warm-up: contacts settle, caches fill (the first round ran slow)
     for r in range(rounds):
         for side in sides[r % len(sides):] + sides[:r % len(sides)]:
             out[side.name].append(timed(side.run, steps))
@@ -197,7 +197,7 @@ def sensor_ring_section(time_step_s: float, steps: int) -> list[str]:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.world", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per round (default 10)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per side (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per side (default 5)")
     args = parser.parse_args(argv)
     dt = DEFAULT_TIME_STEP_S
     steps = max(1, round(args.seconds / dt))

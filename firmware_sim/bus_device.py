@@ -26,11 +26,14 @@ READ_LEVEL, ALL_LEVEL = 1, 2  # status return level needed for read replies / fo
 
 class VirtualBusDevice:
     def __init__(self, parts: Iterable[PartFirmware], *, timing: WireTiming | None = None,
-                 faults: FaultInjector | None = None, clock: Callable[[], float] = time.perf_counter):
+                 faults: FaultInjector | None = None, clock: Callable[[], float] = time.perf_counter,
+                 ticker: Callable[[float], None] | None = None, tick_period_s: float | None = None):
         self.parts: list[PartFirmware] = list(parts)
         self.timing = timing
         self.faults = faults
         self.clock = clock
+        self.ticker = ticker  # brings a world up to the device's time before each instruction (real clock)
+        self.tick_period_s = tick_period_s  # how often a serve loop should call tick() while the line is quiet
         self._decoder = StreamDecoder()
         self._outbox: deque[tuple[float, bytes]] = deque()
         self._line_free_at = 0.0
@@ -58,9 +61,15 @@ class VirtualBusDevice:
         return sorted((p for p in self.parts if p.id not in vanished), key=lambda p: p.id)
 
     # byte interface
+    def tick(self, now: float | None = None) -> None:
+        """Let time pass for whatever the parts live in (a world paced to the clock); no-op without a ticker."""
+        if self.ticker is not None:
+            self.ticker(self.clock() if now is None else now)
+
     def receive(self, data: bytes) -> None:
         """Take bytes from the wire; every complete instruction is executed and its replies queued."""
         now = self.clock()
+        self.tick(now)
         if self.faults is not None:
             data = self.faults.corrupt(data)
         arrival = self._arrival_time(now, len(data))

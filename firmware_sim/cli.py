@@ -27,19 +27,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument("--baud", type=int, help="emulate wire time at this baud rate")
     timing.add_argument("--latency-ms", type=float, help="emulate a USB adapter latency timer")
     timing.add_argument("--no-return-delay", action="store_true", help="ignore the parts' return delay time")
+    world = parser.add_argument_group("the pybullet world (for assemblies of self-describing parts)")
+    world.add_argument("--clock", choices=("real", "sim"), default="real",
+                       help="real: the world runs paced to wall time; sim: it advances only when the clock master "
+                            "steps it (lockstep)")
+    world.add_argument("--gui", action="store_true", help="open the pybullet viewer (needs a display)")
+    world.add_argument("--map", help="a map under config/maps/ (e.g. lab) or a path; default: an empty floor")
+    world.add_argument("--pose", default="0,0,0", help="robot start pose x,y,yaw in m, m, rad (default 0,0,0)")
+    world.add_argument("--watchdog-ms", type=float, default=500.0,
+                       help="stop actuators not addressed for this long (Bus Watchdog; 0: off; default 500)")
+    world.add_argument("--no-world", action="store_true",
+                       help="no physics: servos follow a first-order response (the only mode for plain servos)")
     faults = parser.add_argument_group("fault injection (off unless asked)")
     faults.add_argument("--bitflip", type=float, default=0.0, help="probability of a flipped bit, per bit")
     faults.add_argument("--drop", type=float, default=0.0, help="probability of a dropped reply, per reply")
-    faults.add_argument("--seed", type=int, default=0, help="seed of the fault injector")
+    faults.add_argument("--seed", type=int, default=0, help="seed of the fault injector and of the sensors' noise")
 
 
 def build_device(args: argparse.Namespace) -> VirtualBusDevice:
+    """The device the arguments describe: embodied in a world when the parts describe themselves."""
     assembly = load_assembly(args.assembly)
     timing = WireTiming.parse(args.baud, args.latency_ms, return_delay=not args.no_return_delay)
     faults = None
     if args.bitflip or args.drop:
         faults = FaultInjector(seed=args.seed, bit_flip_rate=args.bitflip, drop_rate=args.drop)
-    return VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
+    if args.no_world or not all(hasattr(part, "descriptor") for part in assembly.parts):
+        return VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
+    from .embodied import embody
+
+    embodied = embody(assembly, clock=args.clock, gui=args.gui, map_name=args.map, base_xy_yaw=_pose(args.pose),
+                      seed=args.seed, watchdog_s=args.watchdog_ms / 1000.0, timing=timing, faults=faults)
+    embodied.device.embodied = embodied  # keeps the world alive as long as the device
+    return embodied.device
+
+
+def _pose(text: str) -> tuple[float, float, float]:
+    try:
+        x, y, yaw = (float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"--pose {text!r}: expected x,y,yaw (three numbers)") from None
+    return x, y, yaw
 
 
 def run(args: argparse.Namespace) -> int:

@@ -48,6 +48,9 @@ def serve_fd(device: VirtualBusDevice, fd: int, stop: threading.Event,
     while not stop.is_set():
         release = device.next_release_s()
         timeout = 0.1 if release is None else max(0.0, release - clock())
+        if device.tick_period_s:
+            device.tick()  # a world paced to the clock keeps moving while the host is silent
+            timeout = min(timeout, device.tick_period_s)
         if device.partial_bytes:
             timeout = min(timeout, max(0.0, last_rx + LINE_IDLE_S - clock()) + SPIN_S)
         if release is not None and timeout < SPIN_S:

@@ -218,7 +218,9 @@ def test_commbot_is_one_multibody_with_every_body_and_the_descriptors_mass(world
     expected = sum(b.inertial.mass for d in descriptors for b in d.bodies)
     assert robot.total_mass() == pytest.approx(expected, rel=1e-12)
     assert len(robot.moving_joints) == 19 and all(j.actuated for j in robot.moving_joints)
-    assert robot.link_index(1, "chassis") == -1 and robot.root_id == 1
+    assert robot.link_index(1, "chassis") == -1 and robot.root_id == 1 and robot.links[0].parent is None
+    for link in robot.links[1:]:  # the builder's numbering is pybullet's
+        assert p.getJointInfo(robot.body_id, link.index, physicsClientId=world.client)[16] == link.parent < link.index
     wheel = robot.joint(2, "wheel")
     assert wheel.type == "continuous" and wheel.index == robot.link_index(2, "wheel") == robot.joint_index(2, "wheel")
     info = p.getJointInfo(robot.body_id, wheel.index, physicsClientId=world.client)
@@ -343,6 +345,49 @@ def test_wheels_and_caster_touch_the_floor_and_nothing_else(world):
             x, y, _ = compose(to_base, (c[5], (0, 0, 0, 1)))[0]
             assert x == pytest.approx(-0.27, abs=5e-3) and y == pytest.approx(0.0, abs=5e-3)
     assert min(c[8] for c in floor_contacts(robot, world, 0.1) if c[3] not in wheels | {caster}) > 0.03
+
+
+SHAPE_KINDS = [{"box": [0.2, 0.1, 0.05]}, {"cylinder": [0.05, 0.3]}, {"capsule": [0.04, 0.2]}, {"sphere": [0.07]},
+               {"mesh": TETRA}]
+
+
+def surface_samples(kind: str, size, n: int = 20000) -> np.ndarray:
+    """Points of a shape in its own frame among which its lowest point lies: box corners, cylinder rims (dense),
+    mesh vertices, and for spheres and capsules a dense random sample of their spheres."""
+    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    if kind == "box":
+        return np.array([[sx * size[0] / 2, sy * size[1] / 2, sz * size[2] / 2]
+                         for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+    if kind == "cylinder":
+        return np.concatenate([np.stack([size[0] * np.cos(t), size[0] * np.sin(t), np.full(n, h)], axis=1)
+                               for h in (-size[1] / 2, size[1] / 2)])
+    if kind == "mesh":
+        return np.array(TETRA["vertices"], dtype=float)
+    u = np.random.default_rng(0).normal(size=(n * 10, 3))
+    sphere = size[0] * u / np.linalg.norm(u, axis=1, keepdims=True)
+    half = size[1] / 2 if kind == "capsule" else 0.0
+    return np.concatenate([sphere + (0, 0, half), sphere - (0, 0, half)])
+
+
+@pytest.mark.parametrize("shape", SHAPE_KINDS, ids=lambda s: next(iter(s)))
+def test_any_part_stands_with_its_lowest_point_on_the_floor(world, shape):
+    """A body whose only shape sits 0.3 m below its frame, turned: the builder lifts it exactly onto the floor."""
+    kind = next(iter(shape))
+    placed = dict(shape, xyz=[0.1, -0.05, -0.3], rpy=[0.3, 0.7, 0.2])
+    desc = descriptor_from_dict({"schema": 1, "name": "block", "kind": "link", "bodies": [
+        {"name": "b", "mass": 1.0, "com": [0, 0, 0], "inertia": {"ixx": 0.01, "iyy": 0.01, "izz": 0.01},
+         "collisions": [placed]}], "ports": [{"name": "mount", "body": "b", "parent": True}]})
+    data = encode_descriptor(desc)
+    robot = build_robot(world, [build_cpc_part(desc, data, descriptor_sha256(data), 1, 1)], base_xy_yaw=(1, 2, 0.8))
+    assert robot.stand_height > 0.25
+    shape_frame = compose(robot.base_pose(), ((0.1, -0.05, -0.3), p.getQuaternionFromEuler((0.3, 0.7, 0.2))))
+    points = surface_samples(kind, shape[kind]) @ rotation_matrix(shape_frame[1]).T + shape_frame[0]
+    sampled = 1e-5 if kind in ("sphere", "capsule") else 1e-6  # random sphere samples miss the pole by ~1e-6 m
+    assert abs(points[:, 2].min()) < sampled
+    # pybullet's own distance query agrees to its shape margins (0.4 mm for a tilted cylinder, 1 mm for a hull)
+    assert abs(min(c[8] for c in floor_contacts(robot, world, 0.05))) < 1.5e-3
+    robot.place(-1.0, 0.5, 2.5)
+    assert robot.base_pose()[0][2] == robot.stand_height
 
 
 def test_held_robot_stands_still_for_two_seconds(world):

@@ -51,10 +51,14 @@ class Inertial:
 
 @dataclass(frozen=True)
 class Body:
+    """A rigid body of the part. ``friction`` is the Coulomb coefficient of its collision surfaces against the
+    world (None: the physics engine's default); a ball caster's body says it rolls with a small one."""
+
     name: str
     inertial: Inertial
     visuals: tuple[Shape, ...] = ()
     collisions: tuple[Shape, ...] = ()
+    friction: float | None = None
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,10 @@ def _bodies(c: _Checker, doc: Mapping) -> tuple[Body, ...]:
         inertia = _inertia(c, node, f)
         visuals = tuple(_shape(c, s, f"{f}.visuals[{k}]") for k, s in enumerate(_list(c, node, "visuals")))
         collisions = tuple(_shape(c, s, f"{f}.collisions[{k}]") for k, s in enumerate(_list(c, node, "collisions")))
-        bodies.append(Body(name, Inertial(mass, com, inertia), visuals, collisions))
+        friction = c.get(node, "friction", f, (float, type(None)), None)
+        if friction is not None and friction < 0:
+            raise c.fail(node, "friction", f"{f}.friction", f"must be >= 0, not {friction}")
+        bodies.append(Body(name, Inertial(mass, com, inertia), visuals, collisions, friction))
     c.unique([b.name for b in bodies], doc, "bodies")
     return tuple(bodies)
 
@@ -348,7 +351,7 @@ def descriptor_to_dict(desc: PartDescriptor) -> dict:
         "vendor": desc.vendor, "description": desc.description,
         "bodies": [{"name": b.name, "mass": b.inertial.mass, "com": list(b.inertial.com),
                     "inertia": inertia(b.inertial.inertia), "visuals": [shape(s) for s in b.visuals],
-                    "collisions": [shape(s) for s in b.collisions]} for b in desc.bodies],
+                    "collisions": [shape(s) for s in b.collisions], "friction": b.friction} for b in desc.bodies],
         "joints": [{"name": j.name, "type": j.type, "parent": j.parent, "child": j.child, **pose(j.pose),
                     "axis": list(j.axis), "limits": {"lower": j.limits.lower, "upper": j.limits.upper,
                                                      "effort": j.limits.effort, "velocity": j.limits.velocity},

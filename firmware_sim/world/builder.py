@@ -56,13 +56,13 @@ LIMITED = ("revolute", "prismatic")
 
 @dataclass(frozen=True)
 class RobotLink:
-    """One body of one part as a pybullet link (``index`` -1 for the base); ``inertial`` is its CoM frame in
-    the link frame as given to pybullet."""
+    """One body of one part as a pybullet link (``index`` -1 for the base, ``parent`` the index of the link it
+    hangs from, None for the base); ``inertial`` is its CoM frame (principal axes) in the link frame."""
 
     index: int
     part_id: int
     body: str
-    parent: int
+    parent: int | None
     mass: float
     inertial: Frame
 
@@ -93,6 +93,8 @@ class RobotBody:
         self.moving_joints = joints
         self._links = {(link.part_id, link.body): link for link in links}
         self._joints = {(j.part_id, j.name): j for j in joints}
+        self._by_index = {j.index: j for j in joints}
+        self.stand_height = 0.0  # base frame height that puts the lowest collision point on the floor at q = 0
 
     # --- names -> indices ------------------------------------------------------------------------------------
     def link(self, part_id: int, body: str) -> RobotLink:
@@ -134,8 +136,10 @@ class RobotBody:
         return sum(p.getDynamicsInfo(self.body_id, link.index, physicsClientId=self.client)[0] for link in self.links)
 
     # --- placement and joints ------------------------------------------------------------------------------------
-    def place(self, x: float, y: float, yaw: float, z: float = 0.0) -> None:
-        """Put the base body frame at (x, y, z) with heading ``yaw`` and zero roll and pitch, at rest."""
+    def place(self, x: float, y: float, yaw: float, z: float | None = None) -> None:
+        """Put the base body frame at (x, y, z) with heading ``yaw``, zero roll and pitch, at rest; ``z`` None
+        stands it on the floor (:attr:`stand_height`). Joint positions are left as they are."""
+        z = self.stand_height if z is None else z
         frame = ((float(x), float(y), float(z)), tuple(p.getQuaternionFromEuler((0.0, 0.0, yaw))))
         com = compose(frame, self.links[0].inertial)
         p.resetBasePositionAndOrientation(self.body_id, com[0], com[1], physicsClientId=self.client)
@@ -143,7 +147,9 @@ class RobotBody:
 
     def release(self, joint: RobotJoint | int) -> None:
         """Let a joint move under its own friction only (velocity motor, zero target, force = friction)."""
-        info = joint if isinstance(joint, RobotJoint) else next(j for j in self.moving_joints if j.index == joint)
+        info = joint if isinstance(joint, RobotJoint) else self._by_index.get(joint)
+        if info is None:
+            raise KeyError(f"pybullet joint {joint} is not a moving joint of this robot")
         p.setJointMotorControl2(self.body_id, info.index, p.VELOCITY_CONTROL, targetVelocity=0.0, force=info.friction,
                                 physicsClientId=self.client)
 
@@ -165,7 +171,8 @@ def build_robot(world: World, parts: Iterable[PartLike], base_xy_yaw: tuple[floa
     joints = _moving_joints(specs)
     robot = RobotBody(world, body_id, root, {i: n.descriptor for i, n in nodes.items()}, links, joints)
     _set_dynamics(robot, links, joints, specs, link_friction or {})
-    robot.place(base_xy_yaw[0], base_xy_yaw[1], base_xy_yaw[2], z=-_lowest_point(robot, specs))
+    robot.stand_height = -_lowest_point(robot, specs)
+    robot.place(*base_xy_yaw)
     return robot
 
 
@@ -194,7 +201,8 @@ def _create(world: World, specs: list[LinkSpec]) -> tuple[int, tuple[RobotLink, 
     if body_id < 0:
         raise RobotBuildError(f"pybullet refused the multibody of {len(specs)} links")
     _check_numbering(c, body_id, specs)
-    links = tuple(RobotLink(k - 1, s.part_id, s.body.name, s.parent - 1, s.body.inertial.mass, inertial[k])
+    links = tuple(RobotLink(k - 1, s.part_id, s.body.name, s.parent - 1 if k else None, s.body.inertial.mass,
+                            inertial[k])
                   for k, s in enumerate(specs))
     return body_id, links
 

@@ -14,14 +14,12 @@ GEOM_PLANE collision shape, not pybullet_data's plane.urdf).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import pybullet as p
 
+from .maps import Map, Wall
 from .shapes import MeshFiles
-
-if TYPE_CHECKING:
-    from .maps import Map
 
 Hook = Callable[["World"], None]
 
@@ -53,7 +51,7 @@ class World:
         self.time_step_s = float(time_step_s)
         self.steps = 0
         self.meshes = MeshFiles()
-        self.walls: dict[int, object] = {}  # body ID -> maps.Wall
+        self.walls: dict[int, Wall] = {}  # body ID -> the wall it is (sensors and contact checks look here)
         self._pre: list[Hook] = []
         self._post: list[Hook] = []
         self._closed = False
@@ -78,7 +76,7 @@ class World:
         return p.createMultiBody(baseMass=0.0, baseCollisionShapeIndex=shape, baseVisualShapeIndex=visual,
                                  physicsClientId=self.client)
 
-    def add_map(self, world_map: "Map") -> list[int]:
+    def add_map(self, world_map: Map) -> list[int]:
         """Static boxes for the map's walls (each centred on its segment, as long as it, ``thickness`` across,
         standing on the floor to ``height``); returns their body IDs, in the map's order."""
         ids = []

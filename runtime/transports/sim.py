@@ -1,7 +1,9 @@
 """``sim://NAME``: the virtual bus device in this process, no serial port in between.
 
 NAME is an assembly under config/robots/ (or a path to one). Query options switch on wire timing and faults:
-``sim://servo_chain?baud=1000000&latency_ms=1&bitflip=1e-4&drop=0.01&seed=3``. Calls go straight into the
+``sim://servo_chain?baud=1000000&latency_ms=1&bitflip=1e-4&drop=0.01&seed=3``. An assembly of self-describing
+parts lives in a pybullet world (``world=0`` turns it off): ``clock=real|sim``, ``map=lab``, ``watchdog_ms=500``,
+``seed`` also seeds the sensors. Calls go straight into the
 device, so the transport knows when no more bytes can come (:attr:`idle`) and never waits for a timeout in vain.
 This is the one place the host imports firmware_sim, and it does so lazily.
 """
@@ -12,7 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from .base import Transport, TransportError
 
-_OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "seed": int, "return_delay": int}
+_OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "seed": int, "return_delay": int,
+            "world": int, "clock": str, "map": str, "watchdog_ms": float}
 
 
 class SimTransport(Transport):
@@ -29,7 +32,17 @@ class SimTransport(Transport):
             if any(k in options for k in ("bitflip", "drop", "seed")):
                 faults = FaultInjector(seed=options.get("seed", 0), bit_flip_rate=options.get("bitflip", 0.0),
                                        drop_rate=options.get("drop", 0.0))
-            device = VirtualBusDevice(load_assembly(name).parts, timing=timing, faults=faults)
+            assembly = load_assembly(name)
+            self.embodied = None
+            if options.get("world", 1) and all(hasattr(part, "descriptor") for part in assembly.parts):
+                from firmware_sim.embodied import embody
+
+                self.embodied = embody(assembly, clock=options.get("clock", "real"), map_name=options.get("map"),
+                                       seed=options.get("seed", 0), watchdog_s=options.get("watchdog_ms", 500.0) / 1000,
+                                       timing=timing, faults=faults)
+                device = self.embodied.device
+            else:
+                device = VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
         self.device = device
         self._pending = b""
 
@@ -55,6 +68,10 @@ class SimTransport(Transport):
     def discard_input(self) -> None:
         self._pending = b""
         self.device.take_output(self.device.clock())
+
+    def close(self) -> None:
+        if getattr(self, "embodied", None) is not None:
+            self.embodied.close()
 
     @property
     def idle(self) -> bool:

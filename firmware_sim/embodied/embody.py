@@ -1,0 +1,127 @@
+"""The virtual robot in its world: an assembly's parts given a pybullet body, sensors and a clock.
+
+``embody(assembly)`` builds the world (floor, optional map), builds the robot from the parts' descriptors and
+port tables, swaps each part's firmware for its world-backed version (servos and wheels drive joints, the ring
+casts rays, contact sensors read contact points, the bumper stops the wheels), and returns a VirtualBusDevice
+serving those parts, with its time source:
+
+- ``clock="real"``: the world is paced to wall time; before each instruction (and, when served, whenever the
+  line is quiet) it is stepped up to now, at most ``MAX_CATCH_UP_S`` at once (a stalled process skips the
+  rest and counts it in ``Pacer.skipped_s`` rather than spiralling);
+- ``clock="sim"``: the world stands still until someone calls ``world.advance_to`` / ``world.step`` (the clock
+  master of the lockstep protocol); the device reads the world's time.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..assembly import Assembly
+from ..bus_device import VirtualBusDevice
+from ..faults import FaultInjector
+from ..part import PartFirmware
+from ..servo import ServoFirmware
+from ..timing import WireTiming
+from ..world import RobotBody, World, build_robot, load_map
+from .adopt import adopt
+from .sensing import ContactFirmware, RangeRingFirmware, part_seed
+from .servo import Interlock, JointServo
+
+MAX_CATCH_UP_S = 0.25
+CLOCKS = ("real", "sim")
+
+
+class Pacer:
+    """Keeps a world at wall time: ``pacer(now)`` steps it to ``now - start``."""
+
+    def __init__(self, world: World, start_s: float):
+        self.world, self.start_s = world, start_s
+        self.skipped_s = 0.0
+
+    def __call__(self, now_s: float) -> None:
+        target = now_s - self.start_s - self.skipped_s
+        behind = target - self.world.time_s
+        if behind > MAX_CATCH_UP_S:
+            self.skipped_s += behind - MAX_CATCH_UP_S
+            target = self.world.time_s + MAX_CATCH_UP_S
+        self.world.advance_to(target)
+
+
+@dataclass
+class EmbodiedRobot:
+    world: World
+    robot: RobotBody
+    device: VirtualBusDevice
+    parts: tuple[PartFirmware, ...]
+    interlock: Interlock
+    clock: str
+    pacer: Pacer | None = None
+
+    def close(self) -> None:
+        self.world.close()
+
+    def __enter__(self) -> "EmbodiedRobot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_name: str | None = None,
+           base_xy_yaw: tuple[float, float, float] = (0.0, 0.0, 0.0), seed: int = 0, watchdog_s: float = 0.5,
+           timing: WireTiming | None = None, faults: FaultInjector | None = None,
+           time_step_s: float | None = None) -> EmbodiedRobot:
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, not {clock!r}")
+    world = World(gui=gui, **({"time_step_s": time_step_s} if time_step_s else {}))
+    try:
+        if map_name:
+            world.add_map(load_map(map_name))
+        robot = build_robot(world, assembly.parts, base_xy_yaw, link_friction=_frictions(assembly.parts))
+        interlock = Interlock()
+        parts = _embody_parts(world, robot, assembly.parts, interlock, seed, watchdog_s)
+    except BaseException:
+        world.close()
+        raise
+    if clock == "real":
+        start = time.perf_counter()
+        pacer = Pacer(world, start)
+        device = VirtualBusDevice(parts, timing=timing, faults=faults, clock=time.perf_counter, ticker=pacer,
+                                  tick_period_s=world.time_step_s)
+    else:
+        pacer = None
+        device = VirtualBusDevice(parts, timing=timing, faults=faults, clock=lambda: world.time_s)
+    return EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer)
+
+
+def _frictions(parts: Iterable[PartFirmware]) -> dict[tuple[int, str], float]:
+    return {(part.id, body.name): body.friction for part in parts if hasattr(part, "descriptor")
+            for body in part.descriptor.bodies if body.friction is not None}
+
+
+def _embody_parts(world: World, robot: RobotBody, parts: Iterable[PartFirmware], interlock: Interlock, seed: int,
+                  watchdog_s: float) -> tuple[PartFirmware, ...]:
+    out: list[PartFirmware] = []
+    wheels: list[JointServo] = []
+    contacts: list[ContactFirmware] = []
+    for part in parts:
+        desc = getattr(part, "descriptor", None)
+        kinds = {s.kind for s in desc.sensors} if desc is not None else set()
+        if isinstance(part, ServoFirmware) and desc is not None and desc.moving_joints:
+            joint = robot.joint(part.id, desc.moving_joints[0].name)
+            servo = adopt(JointServo, part).attach(world, robot, joint, watchdog_s, interlock)
+            if desc.kind == "wheel":
+                wheels.append(servo)
+            out.append(servo)
+        elif "range_ring" in kinds:
+            out.append(adopt(RangeRingFirmware, part).attach(world, robot, part_seed(seed, part.serial_number)))
+        elif "contact" in kinds:
+            contact = adopt(ContactFirmware, part)
+            contacts.append(contact)
+            out.append(contact)
+        else:
+            out.append(part)
+    for contact in contacts:  # after the wheels exist
+        contact.attach(world, robot, interlock, wheels)
+    return tuple(out)
