@@ -34,7 +34,13 @@ from pathlib import Path
 import pybullet as p
 
 from firmware_sim.assembly import load_assembly
-from firmware_sim.world import DEFAULT_TIME_STEP_S, RobotBody, World, build_robot, load_map
+from firmware_sim.world import (
+    DEFAULT_TIME_STEP_S,
+    RobotBody,
+    World,
+    build_robot,
+    load_map,
+)
 from firmware_sim.world.frames import compose, inverse
 from firmware_sim.world.world import GRAVITY_Z, SOLVER_ITERATIONS
 
@@ -187,9 +193,10 @@ def sensor_ring_section(time_step_s: float, steps: int) -> list[str]:
         world.add_post_step(measure)
         both = timed(lambda n: [world.step() for _ in range(n)], steps)
     rays = getattr(model, "n_rays", "?")
-    return [f"  sensor ring ({rays} rays, lab map): {alone / steps * 1e6:.1f} us per measure = "
+    line = (f"  sensor ring ({rays} rays, lab map): {alone / steps * 1e6:.1f} us per measure = "
             f"{alone / bare:.2f}x a physics step ({bare / steps * 1e6:.1f} us); world + a measure every step: "
-            f"RTF {steps * time_step_s / both:.1f} (without: {steps * time_step_s / bare:.1f})"]
+            f"RTF {steps * time_step_s / both:.1f} (without: {steps * time_step_s / bare:.1f})")
+    return [line]
 
 
 # --- main ------------------------------------------------------------------------------------------------------------
@@ -218,7 +225,8 @@ def main(argv: list[str] | None = None) -> dict:
                 print(row)
             drift = max(abs(a - b) for a, b in zip(hil.base_position(), bares[0].base_position()))
             rtf_hil, rtf_bare, rtf_det = rtf[hil.name], rtf[bares[0].name], rtf[bares[1].name]
-            print(f"  RTF hil/bare: {rtf_hil / rtf_bare:.2f}x; hil/bare + deterministic pairs: {rtf_hil / rtf_det:.2f}x "
+            print(f"  RTF hil/bare: {rtf_hil / rtf_bare:.2f}x; "
+                  f"hil/bare + deterministic pairs: {rtf_hil / rtf_det:.2f}x "
                   f"(medians of the rounds; hil's and bare's bases end {drift * 1e3:.3f} mm apart)")
         finally:
             hil.close()

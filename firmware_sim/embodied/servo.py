@@ -56,6 +56,7 @@ class JointServo(PartFirmware):
         self.specs = {r.name: r for r in self.descriptor.registers}
         self.last_access_s = 0.0
         self.latched = False  # stopped by the interlock or the watchdog until the next command
+        self.stops: list[tuple[int, str]] = []  # (world step, why) of every stop, for logs and tests
         if default_watchdog_s and "bus_watchdog" in self.table and not self.memory.get("bus_watchdog"):
             self.memory.set("bus_watchdog", max(1, min(127, round(default_watchdog_s / WATCHDOG_UNIT_S))))
         world.add_pre_step(self._pre_step)
@@ -117,11 +118,9 @@ class JointServo(PartFirmware):
             return
         if self._watchdog_expired(world.time_s):
             self.memory.set("bus_watchdog", WATCHDOG_TRIPPED)
-            self.latched = True
-            self._command()
+            self._stop("watchdog")
         elif self.interlock is not None and self.interlock.pressed and not self.latched:
-            self.latched = True
-            self._command()
+            self._stop("interlock")
         elif self.memory.get("operating_mode") == CURRENT_MODE and not self.latched:
             self._apply_torque()
 
@@ -131,11 +130,15 @@ class JointServo(PartFirmware):
         setting = self.memory.get("bus_watchdog")
         return 0 < setting <= 127 and now_s - self.last_access_s > setting * WATCHDOG_UNIT_S and not self.latched
 
-    def stop_now(self) -> None:
+    def stop_now(self, why: str = "interlock") -> None:
         """Stop this actuator before the next physics step (the interlock calls it from a post-step hook)."""
         if self.memory.get("torque_enable") and not self.latched:
-            self.latched = True
-            self._command()
+            self._stop(why)
+
+    def _stop(self, why: str) -> None:
+        self.latched = True
+        self.stops.append((self.world.steps, why))
+        self._command()
 
     def _command(self) -> None:
         robot, joint, memory = self.robot, self.joint, self.memory

@@ -10,5 +10,5 @@ from .maps import MAPS_DIR, Map, Wall, load_map, parse_map
 from .tree import RobotBuildError
 from .world import DEFAULT_TIME_STEP_S, World, WorldError
 
-__all__ = ["World", "WorldError", "DEFAULT_TIME_STEP_S", "Map", "Wall", "load_map", "parse_map", "MAPS_DIR",
-           "build_robot", "RobotBody", "RobotJoint", "RobotLink", "RobotBuildError"]
+__all__ = ["DEFAULT_TIME_STEP_S", "MAPS_DIR", "Map", "RobotBody", "RobotBuildError", "RobotJoint", "RobotLink", "Wall",
+           "World", "WorldError", "build_robot", "load_map", "parse_map"]

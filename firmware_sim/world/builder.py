@@ -30,15 +30,17 @@ What pybullet needs beyond createMultiBody's arguments, and what this module doe
   replace the friction motor) and calls ``release`` again when its torque goes off. TORQUE_CONTROL adds to
   whatever motor is set, so a firmware in current mode releases first and friction keeps acting.
 - Contact friction is pybullet's default per link (lateral 0.5) unless ``link_friction`` says otherwise: the
-  descriptors carry no contact materials. (The commbot's ball caster is a sphere on the chassis: a caller that
-  wants it to roll rather than slide gives the chassis a low friction.)
+  descriptors carry no contact materials. The commbot's ball caster is a sphere of the chassis, so it slides
+  with that friction instead of rolling; the 10 N m wheel motors still drive the held robot at the wheels'
+  speed (0.60 m/s at 6 rad/s, measured), but a caller that wants a free-rolling caster gives the chassis a low
+  friction, ``link_friction={(carriage_id, "chassis"): 0.0}``.
 - Placement: the robot is put on the floor, with its lowest collision point at z = 0 (computed exactly from the
   shapes at q = 0), at ``base_xy_yaw``.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 import pybullet as p
 

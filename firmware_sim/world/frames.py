@@ -9,7 +9,7 @@ which would put ~1e-7 errors into every mount transform of a robot whose physics
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pybullet as p

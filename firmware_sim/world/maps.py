@@ -18,7 +18,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, require
+from devices.yaml_source import (
+    ConfigError,
+    SourceDict,
+    SourceList,
+    load_yaml_file,
+    require,
+)
 
 MAPS_DIR = Path(__file__).resolve().parents[2] / "config" / "maps"
 SECTIONS = ("name", "defaults", "walls", "places")

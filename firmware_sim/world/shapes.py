@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pybullet as p

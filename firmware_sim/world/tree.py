@@ -9,8 +9,9 @@ depth-first along its joints in descriptor order, so a link's parent always come
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from devices.catalog import plain_servo
 from devices.control_table.cpc import NO_PART, PORT_TABLE_ADDRESS
@@ -57,7 +58,8 @@ def descriptor_of(part: PartLike) -> PartDescriptor:
         return desc
     desc = plain_servo(part.model_number)
     if desc is None:
-        raise RobotBuildError(f"part {part.id}: no descriptor and no catalog entry for model number {part.model_number}")
+        raise RobotBuildError(f"part {part.id}: no descriptor and no catalog entry for model number "
+                              f"{part.model_number}")
     return desc
 
 
