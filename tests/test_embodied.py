@@ -192,6 +192,9 @@ def test_front_ring_sensor_reads_the_wall_distance():
             readings.append(ring_ranges(bus, ring)[0])
         assert all(abs(r / 1000 - expected_m) <= 5 * sigma + 0.001 for r in readings), (readings, expected_m)
         assert ring_ranges(bus, ring)[6] == ring.model.config.no_target_raw, "nothing behind the robot"
+        counters = ring.model.config.invalid_counters
+        no_hit = bus.read_register(RING, ring.table[counters["no_hit"]])
+        assert no_hit == ring.model.counters["no_hit"] > 0, "the part counts its invalid readings by cause"
 
 
 def scripted_trial(seed: int) -> list[list[int]]:
