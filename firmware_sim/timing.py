@@ -7,8 +7,8 @@ reply would reach the host; transports release it then.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+from time import perf_counter, sleep  # the originals: a patched time module must not reach the device
 
 BITS_PER_BYTE = 10
 
@@ -41,10 +41,10 @@ def wire_time_s(n_bytes: int, baud: int) -> float:
     return n_bytes * BITS_PER_BYTE / baud
 
 
-def sleep_until(deadline: float, clock=time.perf_counter) -> None:
+def sleep_until(deadline: float, clock=perf_counter) -> None:
     """Sleep to ``deadline`` with sub-100 us accuracy: coarse sleep, then a short spin."""
     remaining = deadline - clock()
     if remaining > 0.0012:
-        time.sleep(remaining - 0.001)
+        sleep(remaining - 0.001)
     while clock() < deadline:
         pass

@@ -9,12 +9,22 @@ A value is returned only from a reply that passed every check.
 """
 from __future__ import annotations
 
-import time
+from time import perf_counter as wall_clock  # wall time even under runtime.clock.patch
 from typing import Iterable, Mapping
 
 from devices.control_table import Register
-from devices.protocol import (BROADCAST_ID, CLEAR_KEY, CLEAR_MULTI_TURN, DeviceCrcError, FrameError, MalformedPacket,
-                              StreamDecoder, encode_request, parse_fast_reply, status_error)
+from devices.protocol import (
+    BROADCAST_ID,
+    CLEAR_KEY,
+    CLEAR_MULTI_TURN,
+    DeviceCrcError,
+    FrameError,
+    MalformedPacket,
+    StreamDecoder,
+    encode_request,
+    parse_fast_reply,
+    status_error,
+)
 from devices.protocol import requests as rq
 
 from ..transports.base import Transport
@@ -135,13 +145,13 @@ class BusHost:
         expected = set(expected_ids) if expected_ids is not None else None
         self._prepare()
         frame = encode_request(rq.Ping(BROADCAST_ID))
-        start = time.perf_counter()
+        start = wall_clock()
         self._send(frame)
         replies: list[tuple[int, int, int]] = []
         deadline = start + max_wait_s
         quiet_until = start + max(quiet_s, self.timeout_s)
         while True:
-            now = time.perf_counter()
+            now = wall_clock()
             if (expected is not None and expected <= {r[0] for r in replies}) or self.transport.idle \
                     or now >= min(deadline, quiet_until):
                 break
@@ -149,14 +159,14 @@ class BusHost:
             if not data:
                 continue
             self.stats.bytes_rx += len(data)
-            quiet_until = time.perf_counter() + quiet_s
+            quiet_until = wall_clock() + quiet_s
             for event in self._decoder.feed(data):
                 if isinstance(event, FrameError) or not event.is_status or len(event.data) != PING_DATA_LEN:
                     self._count_bad(event)
                     continue
                 replies.append((event.id, int.from_bytes(event.data[:2], "little"), event.data[2]))
         self.stats.transactions += 1
-        self.stats.latencies_s.append(time.perf_counter() - start)
+        self.stats.latencies_s.append(wall_clock() - start)
         self._dirty = self._decoder.pending > 0
         return replies
 
@@ -218,7 +228,7 @@ class BusHost:
             if attempt:
                 stats.retries += 1
             self._prepare()
-            start = time.perf_counter()
+            start = wall_clock()
             self._send(frame)
             if not slots:
                 stats.transactions += 1
@@ -234,7 +244,7 @@ class BusHost:
                 failure = CorruptReply(self._describe(request, str(exc)))
             else:
                 stats.transactions += 1
-                stats.latencies_s.append(time.perf_counter() - start)
+                stats.latencies_s.append(wall_clock() - start)
                 if self._decoder.pending:
                     self._dirty = True
                 return result
@@ -250,7 +260,7 @@ class BusHost:
         got: dict[int, tuple[int, bytes]] = {}
         transport, decoder, stats = self.transport, self._decoder, self.stats
         while True:
-            remaining = deadline - time.perf_counter()
+            remaining = deadline - wall_clock()
             data = transport.read(4096, remaining) if remaining > 0 else b""
             if not data:
                 if remaining <= 0 or transport.idle:

@@ -9,7 +9,7 @@ This is the one place the host imports firmware_sim, and it does so lazily.
 """
 from __future__ import annotations
 
-import time
+from time import sleep as wall_sleep  # wall time even under runtime.clock.patch
 from urllib.parse import parse_qs, urlsplit
 
 from .base import Transport, TransportError
@@ -80,7 +80,7 @@ class SimTransport(Transport):
 
 def _sleep(seconds: float) -> None:
     if seconds > 0:
-        time.sleep(seconds)
+        wall_sleep(seconds)
 
 
 def _sleep_until(deadline: float, clock) -> None:
