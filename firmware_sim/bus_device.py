@@ -7,6 +7,7 @@ the protocol's error codes, and the counters say what happened.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from typing import Callable, Iterable
@@ -34,6 +35,7 @@ class VirtualBusDevice:
         self.clock = clock
         self.ticker = ticker  # brings a world up to the device's time before each instruction (real clock)
         self.tick_period_s = tick_period_s  # how often a serve loop should call tick() while the line is quiet
+        self.lock = threading.RLock()  # a clock master advancing the world takes it too
         self._decoder = StreamDecoder()
         self._outbox: deque[tuple[float, bytes]] = deque()
         self._line_free_at = 0.0
@@ -64,10 +66,15 @@ class VirtualBusDevice:
     def tick(self, now: float | None = None) -> None:
         """Let time pass for whatever the parts live in (a world paced to the clock); no-op without a ticker."""
         if self.ticker is not None:
-            self.ticker(self.clock() if now is None else now)
+            with self.lock:
+                self.ticker(self.clock() if now is None else now)
 
     def receive(self, data: bytes) -> None:
         """Take bytes from the wire; every complete instruction is executed and its replies queued."""
+        with self.lock:
+            self._receive(data)
+
+    def _receive(self, data: bytes) -> None:
         now = self.clock()
         self.tick(now)
         if self.faults is not None:

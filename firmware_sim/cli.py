@@ -31,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     world.add_argument("--clock", choices=("real", "sim"), default="real",
                        help="real: the world runs paced to wall time; sim: it advances only when the clock master "
                             "steps it (lockstep)")
+    world.add_argument("--clock-endpoint", default="tcp://127.0.0.1:5757",
+                       help="with --clock sim: where the lockstep clock is served (ZeroMQ; loopback by default; "
+                            "tcp://127.0.0.1:* picks a free port). Printed as the second line of stdout")
+    world.add_argument("--stall-timeout", type=float, default=10.0,
+                       help="with --clock sim: a participant awake longer than this (wall s) fails the run")
     world.add_argument("--gui", action="store_true", help="open the pybullet viewer (needs a display)")
     world.add_argument("--map", help="a map under config/maps/ (e.g. lab) or a path; default: an empty floor")
     world.add_argument("--pose", default="0,0,0", help="robot start pose x,y,yaw in m, m, rad (default 0,0,0)")
@@ -74,13 +79,31 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    clock_server = _clock_server(device, args)
 
     def ready(where: str) -> None:
         print(where, flush=True)
+        if clock_server is not None:
+            print(f"clock {clock_server.endpoint}", flush=True)
         print(f"serving {len(device.parts)} parts of {args.assembly}; stop with Ctrl-C", file=sys.stderr, flush=True)
 
-    if args.pty:
-        serve_pty(device, stop, ready)
-    else:
-        serve_tcp(device, stop, ready, port=args.tcp, host=args.host)
+    try:
+        if args.pty:
+            serve_pty(device, stop, ready)
+        else:
+            serve_tcp(device, stop, ready, port=args.tcp, host=args.host)
+    finally:
+        if clock_server is not None:
+            clock_server.close()
     return 0
+
+
+def _clock_server(device: VirtualBusDevice, args: argparse.Namespace):
+    """With --clock sim, the world's lockstep clock served over ZeroMQ for participants in other processes."""
+    embodied = getattr(device, "embodied", None)
+    if embodied is None or embodied.clock != "sim":
+        return None
+    from bridge.lockstep import ClockServer
+
+    core, _ = embodied.lockstep(args.stall_timeout)
+    return ClockServer(core, args.clock_endpoint, lock=device.lock)

@@ -72,6 +72,12 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .robot.runner import cli
+
+    return cli(args)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_servo_chain_demo
 
@@ -109,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("sha256", help="the hash printed in the message of the part whose code did not run")
     trust.add_argument("--file", help="trust file (default $HIL_TRUST_FILE or ~/.config/hil/trust.yaml)")
     trust.set_defaults(func=_cmd_trust)
+
+    run = sub.add_parser("run", help="run a controller file on the robot a profile describes (real or virtual)")
+    from .robot.runner import add_arguments as add_run_arguments
+
+    add_run_arguments(run)
+    run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware)")
     demo.add_argument("--duration", type=float, default=3.0, help="seconds to run (default 3)")

@@ -13,6 +13,7 @@ serving those parts, with its time source:
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -57,6 +58,21 @@ class EmbodiedRobot:
     interlock: Interlock
     clock: str
     pacer: Pacer | None = None
+    _lockstep: tuple | None = None
+
+    def lockstep(self, stall_timeout_s: float | None = None):
+        """The lockstep clock of this world (created on first use): (core, condition). The world is the master;
+        advancing time steps it, under the device's lock so no instruction sees a world mid-step."""
+        if self._lockstep is None:
+            from bridge.lockstep import DEFAULT_STALL_TIMEOUT_S, LockstepCore
+
+            def advance(t_s: float) -> None:
+                with self.device.lock:
+                    self.world.advance_to(t_s)
+
+            core = LockstepCore(advance, stall_timeout_s or DEFAULT_STALL_TIMEOUT_S, start_s=self.world.time_s)
+            self._lockstep = (core, threading.Condition())
+        return self._lockstep
 
     def close(self) -> None:
         self.world.close()

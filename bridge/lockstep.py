@@ -1,0 +1,268 @@
+"""The lockstep clock (reference 001, DESIGN "Clocks"): the simulator is the master of time.
+
+Every participant (controller, crowd, ...) runs, then asks to sleep until a wake time. When every participant
+is asleep, the master advances simulated time to the earliest wake time (its ``advance`` callback steps the
+physics on the way) and wakes whoever is due. So a trial runs as fast as the CPU allows and, for the same seed,
+always the same way: nobody's wall-clock speed can change what happens in simulated time.
+
+A participant that stays awake longer than ``stall_timeout_s`` of wall time fails the trial: everyone waiting
+gets a :class:`LockstepError` naming it (never a hang). A reset (time jumping back) bumps ``epoch``, which every
+wake reply carries, so participants can announce it.
+
+:class:`LockstepCore` is the bookkeeping (no threads, no sockets). :class:`LocalParticipant` is a blocking
+participant in the same process; :class:`ClockServer` / :class:`RemoteParticipant` carry the protocol over
+ZeroMQ (ROUTER / REQ, msgpack envelopes: hello, sleep_until, bye -> welcome, wake, error).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from time import perf_counter as wall_clock
+from typing import Callable
+
+import zmq
+
+from .envelope import EnvelopeError, pack, unpack
+
+log = logging.getLogger(__name__)
+DEFAULT_STALL_TIMEOUT_S = 10.0
+REQUESTS = ("hello", "sleep_until", "bye")
+REPLIES = ("welcome", "wake", "error")
+
+
+class LockstepError(RuntimeError):
+    """The lockstep run cannot go on; the message names who stalled or what went wrong."""
+
+
+@dataclass
+class _Participant:
+    name: str
+    wake_s: float | None = None  # None while running
+    running_since: float = field(default_factory=wall_clock)
+
+
+class LockstepCore:
+    """Who is asleep until when, and advancing time when everyone is. Not thread-safe: callers hold a lock."""
+
+    def __init__(self, advance: Callable[[float], None], stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+                 start_s: float = 0.0):
+        """``advance(t)`` brings the simulation up to ``t`` (a physics world stops at the last whole step at or
+        before ``t``: the clock still reads exactly ``t``, so wake times need not be multiples of the step)."""
+        self.advance, self.stall_timeout_s = advance, stall_timeout_s
+        self.time_s = start_s
+        self.participants: dict[str, _Participant] = {}
+        self.epoch = 0
+        self.failure: str | None = None
+
+    def now(self) -> float:
+        return self.time_s
+
+    def join(self, name: str) -> None:
+        if name in self.participants:
+            raise LockstepError(f"a participant named {name!r} has already joined")
+        self.participants[name] = _Participant(name)
+
+    def leave(self, name: str) -> None:
+        self.participants.pop(name, None)
+
+    def post(self, name: str, wake_s: float) -> None:
+        participant = self._get(name)
+        participant.wake_s = max(wake_s, self.now())
+
+    def run(self) -> list[str]:
+        """If everyone sleeps, advance to the earliest wake; return the names now due (they are running again)."""
+        if self.failure:
+            raise LockstepError(self.failure)
+        sleeping = [p for p in self.participants.values() if p.wake_s is not None]
+        if not sleeping or len(sleeping) < len(self.participants):
+            return []
+        target = min(p.wake_s for p in sleeping)
+        if target > self.time_s:
+            self.advance(target)
+            self.time_s = target
+        due = [p for p in sleeping if p.wake_s <= self.time_s]
+        for p in due:
+            p.wake_s, p.running_since = None, wall_clock()
+        return [p.name for p in due]
+
+    def check_stall(self) -> None:
+        """Fail the run if someone has been awake too long while others wait for it."""
+        if self.failure:
+            raise LockstepError(self.failure)
+        waiting = [p for p in self.participants.values() if p.wake_s is not None]
+        if not waiting:
+            return
+        now = wall_clock()
+        stalled = [p for p in self.participants.values()
+                   if p.wake_s is None and now - p.running_since > self.stall_timeout_s]
+        if stalled:
+            names = ", ".join(repr(p.name) for p in stalled)
+            self.failure = (f"lockstep: participant {names} stalled for more than {self.stall_timeout_s:g} s of wall "
+                            f"time while {', '.join(repr(p.name) for p in waiting)} waited (at sim time "
+                            f"{self.now():.3f} s)")
+            raise LockstepError(self.failure)
+
+    def reset(self, time_s: float = 0.0) -> None:
+        """Time jumped back (the world was reset): the clock reads ``time_s`` and the next wake carries a new
+        epoch, which participants announce."""
+        self.time_s = time_s
+        self.epoch += 1
+
+    def _get(self, name: str) -> _Participant:
+        try:
+            return self.participants[name]
+        except KeyError:
+            raise LockstepError(f"{name!r} has not joined the lockstep clock") from None
+
+
+class LocalParticipant:
+    """A participant in the same process; ``sleep_until`` blocks (other local participants run in threads)."""
+
+    def __init__(self, core: LockstepCore, lock: threading.Condition, name: str):
+        self.core, self.cond, self.name = core, lock, name
+        with self.cond:
+            core.join(name)
+
+    def sleep_until(self, t_s: float) -> float:
+        core = self.core
+        with self.cond:
+            core.post(self.name, t_s)
+            while True:
+                due = core.run()
+                if due:
+                    self.cond.notify_all()
+                if self.name in due or core.participants.get(self.name, _Participant("")).wake_s is None:
+                    return core.now()
+                self.cond.wait(timeout=0.05)
+                core.check_stall()
+
+    def leave(self) -> None:
+        with self.cond:
+            self.core.leave(self.name)
+            self.core.run()
+            self.cond.notify_all()
+
+
+class ClockServer:
+    """The master's side over ZeroMQ: a ROUTER socket served by a thread until :meth:`close`.
+
+    ``lock`` is held while time advances, so the bus device (which takes the same lock for each instruction)
+    never sees a world mid-step.
+    """
+
+    def __init__(self, core: LockstepCore, endpoint: str, lock: threading.RLock | None = None):
+        self.core, self.endpoint = core, endpoint
+        self.lock = lock or threading.RLock()
+        self._context = zmq.Context.instance()
+        self._socket = self._context.socket(zmq.ROUTER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.bind(endpoint)
+        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._pending: dict[str, bytes] = {}  # participant -> ROUTER identity awaiting a reply
+        self._identity_of: dict[bytes, str] = {}
+        self._stop = threading.Event()
+        self.rejected: list[str] = []  # reasons of the messages dropped (garbage, wrong version, unknown type)
+        self._thread = threading.Thread(target=self._serve, name="lockstep-clock", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        while not self._stop.is_set():
+            if poller.poll(50):
+                identity, _, data = self._socket.recv_multipart()
+                self._handle(identity, data)
+            self._check_stall()
+
+    def _handle(self, identity: bytes, data: bytes) -> None:
+        try:
+            msg = unpack(data, REQUESTS)
+            name = str((msg.payload or {}).get("name", ""))
+            if not name:
+                raise EnvelopeError(f"{msg.type} without a participant name")
+        except (EnvelopeError, AttributeError) as exc:
+            self.rejected.append(str(exc))
+            log.warning("lockstep clock: dropped a message: %s", exc)
+            self._reply(identity, "error", {"reason": str(exc)})
+            return
+        with self.lock:
+            try:
+                if msg.type == "hello":
+                    self.core.join(name)
+                    self._identity_of[identity] = name
+                    self._reply(identity, "welcome", {"epoch": self.core.epoch})
+                elif msg.type == "bye":
+                    self.core.leave(name)
+                    self._pending.pop(name, None)
+                    self._reply(identity, "wake", {"epoch": self.core.epoch})
+                    self._wake(self.core.run())
+                else:
+                    self.core.post(name, float((msg.payload or {}).get("t", 0.0)))
+                    self._pending[name] = identity
+                    self._wake(self.core.run())
+            except LockstepError as exc:
+                self._reply(identity, "error", {"reason": str(exc)})
+
+    def _wake(self, names: list[str]) -> None:
+        for name in names:
+            identity = self._pending.pop(name, None)
+            if identity is not None:
+                self._reply(identity, "wake", {"epoch": self.core.epoch})
+
+    def _check_stall(self) -> None:
+        with self.lock:
+            try:
+                self.core.check_stall()
+            except LockstepError as exc:
+                for name, identity in list(self._pending.items()):
+                    self._reply(identity, "error", {"reason": str(exc)})
+                    self._pending.pop(name)
+
+    def _reply(self, identity: bytes, kind: str, payload: dict) -> None:
+        self._socket.send_multipart([identity, b"", pack(kind, payload, t=self.core.now())])
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._socket.close(0)
+
+
+class RemoteParticipant:
+    """A participant in another process than the master; every call is a REQ/REP round trip."""
+
+    def __init__(self, endpoint: str, name: str, timeout_s: float = 2 * DEFAULT_STALL_TIMEOUT_S):
+        self.endpoint, self.name, self.timeout_s = endpoint, name, timeout_s
+        self._socket = zmq.Context.instance().socket(zmq.REQ)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(endpoint)
+        self.epoch = 0
+        self.now_s = 0.0
+        reply = self._call("hello", {})
+        self.epoch, self.now_s = reply.payload.get("epoch", 0), reply.t
+
+    def _call(self, kind: str, payload: dict):
+        self._socket.send(pack(kind, {"name": self.name, **payload}, t=self.now_s))
+        if not self._socket.poll(int(self.timeout_s * 1000)):
+            raise LockstepError(f"lockstep: the clock master at {self.endpoint} did not answer {self.name!r}'s "
+                                f"{kind} within {self.timeout_s:g} s (stalled or gone)")
+        try:
+            reply = unpack(self._socket.recv(), REPLIES)
+        except EnvelopeError as exc:
+            raise LockstepError(f"lockstep: bad reply from {self.endpoint}: {exc}") from None
+        if reply.type == "error":
+            raise LockstepError(reply.payload.get("reason", "the clock master refused"))
+        return reply
+
+    def sleep_until(self, t_s: float) -> tuple[float, int]:
+        """Block until sim time >= t_s; returns (now, epoch)."""
+        reply = self._call("sleep_until", {"t": float(t_s)})
+        self.now_s, self.epoch = reply.t, reply.payload.get("epoch", self.epoch)
+        return self.now_s, self.epoch
+
+    def close(self) -> None:
+        try:
+            self._call("bye", {})
+        except LockstepError:
+            pass
+        self._socket.close(0)

@@ -1,0 +1,37 @@
+"""The blueprint robot and the controller API (DESIGN "The runtime" items 4 and 5).
+
+    profile.py     which bus, which clock, which names (config/profiles/*.yaml), validated with file:line
+    semantics.py   blueprint names file (config/semantics/*.yaml): names -> tree paths or serials
+    blueprint.py   those names bound to a scanned robot; defaults to tree paths
+    joints.py      a joint: position/velocity read, target written, limits checked when set
+    sensors.py     range ring (metres) and contact sensors (named zones)
+    base.py        differential drive and odometry from the wheel parts' geometry
+    cycle.py       one bus cycle: one write for the changed targets, one Fast Bulk Read for everything
+    startup.py     modes, goal = present, torque on; wheels to 0 at the end
+    robot.py       Robot.open / loop / close
+    runner.py      `hil run CONTROLLER.py --profile P`
+"""
+from .base import BaseGeometryError, DifferentialBase, Pose2D, Twist2D
+from .joints import Joint, JointLimitError, JointModeError
+from .names import NameMap, UnknownName
+from .profile import Profile, load_profile
+from .robot import Robot, Tick
+from .sensors import ContactSensor, RangeRing
+
+__all__ = [
+           "BaseGeometryError",
+           "ContactSensor",
+           "DifferentialBase",
+           "Joint",
+           "JointLimitError",
+           "JointModeError",
+           "NameMap",
+           "Pose2D",
+           "Profile",
+           "RangeRing",
+           "Robot",
+           "Tick",
+           "Twist2D",
+           "UnknownName",
+           "load_profile",
+]

@@ -1,0 +1,191 @@
+"""A joint as the controller sees it: position and velocity read on the last bus cycle, a target written on the
+next one, all in SI units through the part's own driver.
+
+A servo joint is commanded by position (``target``, rad); a wheel by velocity (``target_velocity``, rad/s),
+since the part runs in velocity mode. Targets are checked against the joint's limits when they are set, so a bad
+value fails in the controller's line that set it, naming the joint, and never reaches the bus.
+"""
+from __future__ import annotations
+
+import math
+
+from devices.descriptor import JointLimits, RegisterSpec
+
+from ..drivers import PartDriver
+from ..drivers.conversions import ConversionError
+
+POSITION = "position"
+VELOCITY = "velocity"
+LIMIT_TOLERANCE = 1e-9  # a target computed to land on a limit may miss it by rounding
+
+
+class JointLimitError(ValueError):
+    """A target outside what the joint (or its register) can take."""
+
+
+class JointModeError(TypeError):
+    """A position target for a velocity-mode joint, or the other way round."""
+
+
+class Joint:
+    """One moving joint of one part. Created by :class:`runtime.robot.Robot`; not meant to be built by hand."""
+
+    def __init__(self, name: str, part_id: int, part_joint: str, path: str, driver: PartDriver,
+                 registers: dict[str, RegisterSpec], limits: JointLimits, joint_type: str, mode: str):
+        self.name = name
+        self.part_id = part_id
+        self.part_joint = part_joint
+        self.path = path
+        self.joint_type = joint_type
+        self.mode = mode
+        self._driver = driver
+        self._registers = registers  # role (present_position, goal_velocity, ...) -> register spec
+        self._limits = limits
+        self._position = math.nan
+        self._velocity = math.nan
+        self._target = math.nan  # rad (position mode) or rad/s (velocity mode)
+        self._command_raw: int | None = None
+        self._written_raw: int | None = None
+
+    def __repr__(self) -> str:
+        return (f"Joint({self.name!r}, id {self.part_id}, {self.mode} mode, position {self._position:+.4f} rad, "
+                f"target {self._target:+.4f})")
+
+    # --- what the last bus cycle read ------------------------------------------------------------------------
+    @property
+    def position(self) -> float:
+        """rad (m for a prismatic joint), as read on the last bus cycle."""
+        return self._position
+
+    @property
+    def velocity(self) -> float:
+        """rad/s, as read on the last bus cycle (nan when the part has no velocity register)."""
+        return self._velocity
+
+    @property
+    def limits(self) -> JointLimits:
+        """lower/upper (rad; both 0 for a continuous joint), effort (N m) and velocity (rad/s) limits."""
+        return self._limits
+
+    @property
+    def bounded(self) -> bool:
+        return self.joint_type != "continuous" and self._limits.upper > self._limits.lower
+
+    # --- commands --------------------------------------------------------------------------------------------
+    @property
+    def target(self) -> float:
+        """Position target (rad). Setting it checks the limits now and writes it on the next bus cycle."""
+        if self.mode != POSITION:
+            raise self._wrong_mode("target")
+        return self._target
+
+    @target.setter
+    def target(self, value: float) -> None:
+        if self.mode != POSITION:
+            raise self._wrong_mode("target")
+        value = self._finite(value, "target")
+        lo, hi = self._limits.lower, self._limits.upper
+        if self.bounded and not lo - LIMIT_TOLERANCE <= value <= hi + LIMIT_TOLERANCE:
+            raise JointLimitError(f"joint {self.name}: target {value:.6g} rad is outside its limits "
+                                  f"{lo:g}..{hi:g} rad")
+        self._command(self._role("goal_position"), min(max(value, lo), hi) if self.bounded else value, value)
+
+    @property
+    def target_velocity(self) -> float:
+        """Velocity target (rad/s) of a velocity-mode joint (a wheel)."""
+        if self.mode != VELOCITY:
+            raise self._wrong_mode("target_velocity")
+        return self._target
+
+    @target_velocity.setter
+    def target_velocity(self, value: float) -> None:
+        if self.mode != VELOCITY:
+            raise self._wrong_mode("target_velocity")
+        value = self._finite(value, "target_velocity")
+        limit = self._limits.velocity
+        if limit > 0 and abs(value) > limit + LIMIT_TOLERANCE:
+            raise JointLimitError(f"joint {self.name}: target velocity {value:.6g} rad/s is beyond its limit "
+                                  f"+-{limit:g} rad/s")
+        self._command(self._role("goal_velocity"), value, value)
+
+    def check_velocity(self, value: float) -> None:
+        """Raise JointLimitError if ``value`` (rad/s) is beyond the joint's velocity limit (for callers that set
+        several joints and must not half-apply)."""
+        limit = self._limits.velocity
+        if limit > 0 and abs(value) > limit + LIMIT_TOLERANCE:
+            raise JointLimitError(f"joint {self.name}: {value:.6g} rad/s is beyond its limit +-{limit:g} rad/s")
+
+    def _command(self, spec: RegisterSpec, si_value: float, shown: float) -> None:
+        try:
+            raw = self._driver.from_si(spec.name, si_value)
+        except ConversionError as exc:
+            raise JointLimitError(f"joint {self.name}: {exc}") from None
+        self._target = shown
+        self._command_raw = raw
+
+    # --- the bus cycle's side (runtime.robot.cycle) -----------------------------------------------------------
+    def read_spans(self) -> list[tuple[int, int]]:
+        return [(spec.address, spec.size) for role in ("present_velocity", "present_position")
+                if (spec := self._registers.get(role)) is not None]
+
+    def update(self, block: bytes, base: int) -> None:
+        """Take this joint's present values from a block read at address ``base``."""
+        self._position = self._decode(self._registers["present_position"], block, base)
+        spec = self._registers.get("present_velocity")
+        if spec is not None:
+            self._velocity = self._decode(spec, block, base)
+
+    def pending_write(self) -> tuple[int, bytes] | None:
+        """(address, bytes) of a target not yet written, None when the bus already has it."""
+        if self._command_raw is None or self._command_raw == self._written_raw:
+            return None
+        spec = self._command_register
+        return spec.address, self._command_raw.to_bytes(spec.size, "little", signed=spec.signed)
+
+    def mark_written(self) -> None:
+        self._written_raw = self._command_raw
+
+    def hold_present(self) -> None:
+        """Make the target the position just read (velocity 0 for a velocity-mode joint), to be written on the
+        next cycle: switching torque on then holds the joint where it is instead of jumping to a stale goal."""
+        if self.mode == VELOCITY:
+            self.target_velocity = 0.0
+            return
+        spec = self._command_register
+        raw = self._driver.from_si(spec.name, self._position)
+        self._command_raw = raw
+        self._target = self._driver.to_si(spec.name, raw)
+
+    @property
+    def _command_register(self) -> RegisterSpec:
+        return self._role("goal_position" if self.mode == POSITION else "goal_velocity")
+
+    def register(self, role: str) -> RegisterSpec | None:
+        """The register that plays ``role`` (goal_position, torque_enable, ...) for this joint, if any."""
+        return self._registers.get(role)
+
+    def _role(self, role: str) -> RegisterSpec:
+        spec = self._registers.get(role)
+        if spec is None:
+            raise JointModeError(f"joint {self.name}: part id {self.part_id} declares no {role} register")
+        return spec
+
+    def _decode(self, spec: RegisterSpec, block: bytes, base: int) -> float:
+        start = spec.address - base
+        raw = int.from_bytes(block[start:start + spec.size], "little", signed=spec.signed)
+        return self._driver.to_si(spec.name, raw)
+
+    def _finite(self, value: float, what: str) -> float:
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"joint {self.name}: {what} must be a number, not {value!r}") from None
+        if not math.isfinite(value):
+            raise JointLimitError(f"joint {self.name}: {what} must be finite, not {value}")
+        return value
+
+    def _wrong_mode(self, what: str) -> JointModeError:
+        if self.mode == VELOCITY:
+            return JointModeError(f"joint {self.name} runs in velocity mode (a wheel): use .target_velocity "
+                                  "(rad/s) or robot.base.drive(v, w), not .target")
+        return JointModeError(f"joint {self.name} runs in position mode: use .target (rad), not .{what}")

@@ -1,0 +1,192 @@
+"""Profiles: which bus, which clock, which names (config/profiles/*.yaml).
+
+A profile is what changes between running a controller on the real robot, on the virtual bus, or on a virtual
+device in another process; the controller itself never does (reference 001: one config switch chooses the time
+source). Every key is checked before anything is opened, and every error gives file:line, so a typo cannot
+half-start a robot.
+
+    bus: sim://commbot?clock=sim         # a transport URL (runtime.transports); `hil run --bus` overrides it
+    clock: sim                           # real | sim
+    clock_endpoint: tcp://127.0.0.1:5757 # sim clock of a device in another process (`hil sim --clock sim`)
+    semantics: commbot                   # config/semantics/commbot.yaml, or a path relative to this file
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from devices.yaml_source import ConfigError, SourceDict, load_yaml_file
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+SEMANTICS_DIR = PROJECT_DIR / "config" / "semantics"
+PROFILES_DIR = PROJECT_DIR / "config" / "profiles"
+CLOCKS = ("real", "sim")
+ENDPOINT_SCHEMES = ("tcp://", "ipc://")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated profile. Paths are absolute; ``bus`` is None only when the caller must supply one."""
+
+    source: str
+    bus: str | None
+    clock: str
+    clock_endpoint: str | None = None
+    semantics: Path | None = None
+    name: str = "controller"
+    stall_timeout_s: float | None = None
+    bus_timeout_s: float = 0.025
+    bus_retries: int = 3
+    cache_dir: Path | None = None
+    no_cache: bool = False
+    trust_file: Path | None = None
+    description: str = ""
+
+    def with_bus(self, url: str | None) -> Profile:
+        """The same profile on another bus (``hil run --bus``); None keeps the profile's."""
+        return self if url is None else replace(self, bus=url)
+
+    def bus_url(self) -> str:
+        """The bus URL to open, with an in-process sim:// world put on the profile's clock.
+
+        ``clock: sim`` with ``sim://commbot`` means the world must wait for the lockstep master, so the URL gets
+        ``clock=sim``; a URL that says the opposite of the profile is refused (the world would either run away
+        from the controller or never move).
+        """
+        if not self.bus:
+            raise ConfigError(self.source, None, "no bus: give `bus:` in the profile or --bus URL on the command line")
+        if not self.bus.startswith("sim://"):
+            return self.bus
+        query = dict(parse_qsl(urlsplit(self.bus).query))
+        world_clock = query.get("clock")
+        if world_clock is None:
+            return self.bus + ("&" if "?" in self.bus else "?") + f"clock={self.clock}"
+        if world_clock != self.clock:
+            raise ConfigError(self.source, None, f"bus {self.bus} runs its world on the {world_clock} clock but the "
+                                                 f"profile says clock: {self.clock}; drop clock= from the URL or make "
+                                                 "them agree")
+        return self.bus
+
+
+# key -> (types, what it must be); checked in this order
+_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "bus": ((str,), "a bus URL (sim://commbot, /dev/ttyUSB0, serial:///dev/ttyUSB0?baud=1000000, socket://host:port)"),
+    "clock": ((str,), f"one of {', '.join(CLOCKS)}"),
+    "clock_endpoint": ((str,), "a ZeroMQ endpoint such as tcp://127.0.0.1:5757"),
+    "semantics": ((str,), "a name under config/semantics/ or a path to a YAML file"),
+    "name": ((str,), "the controller's name on the clock"),
+    "stall_timeout_s": ((int, float), "a number of seconds > 0"),
+    "bus_timeout_ms": ((int, float), "a number of milliseconds > 0"),
+    "bus_retries": ((int,), "an integer >= 0"),
+    "cache_dir": ((str,), "a directory for the descriptor cache"),
+    "no_cache": ((bool,), "true or false"),
+    "trust_file": ((str,), "a path to the driver-code trust file"),
+    "description": ((str,), "free text"),
+}
+
+
+def load_profile(profile: str | Path | Mapping[str, Any], *, bus: str | None = None) -> Profile:
+    """Read and validate a profile (a YAML file, a name under config/profiles/, or a dict).
+
+    ``bus`` overrides the profile's bus; a profile without a bus is valid only when one is given here.
+    """
+    if isinstance(profile, Mapping):
+        doc, base = profile, Path.cwd()
+        source = getattr(profile, "source", "<profile dict>")
+    else:
+        path = resolve_profile_path(profile)
+        doc, base, source = load_yaml_file(path), path.parent, str(path)
+        if doc is None:
+            raise ConfigError(source, None, "the profile is empty; it needs at least bus: and clock:")
+    if not isinstance(doc, Mapping):
+        raise ConfigError(source, getattr(doc, "line", None), f"a profile is a mapping of keys, not {type(doc).__name__}")
+    return _validate(doc, source, base, bus)
+
+
+def resolve_profile_path(profile: str | Path) -> Path:
+    """A path to a file, or a bare name under config/profiles/ (``virtual`` -> config/profiles/virtual.yaml)."""
+    path = Path(profile)
+    if path.exists() or path.suffix in (".yaml", ".yml") or "/" in str(profile):
+        return path
+    candidate = PROFILES_DIR / f"{profile}.yaml"
+    return candidate if candidate.exists() else path
+
+
+def _line(doc: Mapping, key: str | None) -> int | None:
+    if isinstance(doc, SourceDict):
+        return doc.line_of(key) if key is not None else doc.line
+    return None
+
+
+def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -> Profile:
+    def error(key: str | None, message: str) -> ConfigError:
+        return ConfigError(source, _line(doc, key), message)
+
+    for key in doc:
+        if key not in _FIELDS:
+            import difflib
+
+            close = difflib.get_close_matches(str(key), list(_FIELDS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(_FIELDS)}"
+            raise error(key, f"unknown key {key!r}{hint}")
+    for key, (types, what) in _FIELDS.items():
+        if key in doc:
+            value = doc[key]
+            if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+                raise error(key, f"{key} must be {what}, not {type(value).__name__} {value!r}")
+    if "clock" not in doc:
+        raise error(None, f"missing key 'clock' (one of {', '.join(CLOCKS)}: where the controller's time comes from)")
+    clock = doc["clock"]
+    if clock not in CLOCKS:
+        raise error("clock", f"clock must be one of {', '.join(CLOCKS)}, not {clock!r}")
+    bus = bus_override if bus_override is not None else doc.get("bus")
+    if bus is None:
+        raise error(None, "missing key 'bus' (a transport URL such as sim://commbot or /dev/ttyUSB0); "
+                          "give it here or with `hil run --bus URL`")
+    if not bus.strip():
+        raise error("bus", "bus must not be empty")
+    endpoint = doc.get("clock_endpoint")
+    if endpoint is not None:
+        if clock != "sim":
+            raise error("clock_endpoint", "clock_endpoint is the simulator's clock; it needs clock: sim")
+        if not endpoint.startswith(ENDPOINT_SCHEMES):
+            raise error("clock_endpoint", f"clock_endpoint must start with {' or '.join(ENDPOINT_SCHEMES)}, "
+                                          f"not {endpoint!r}")
+    positive = {k: doc[k] for k in ("stall_timeout_s", "bus_timeout_ms") if k in doc}
+    for key, value in positive.items():
+        if not value > 0:
+            raise error(key, f"{key} must be > 0, not {value!r}")
+    if doc.get("bus_retries", 0) < 0:
+        raise error("bus_retries", f"bus_retries must be >= 0, not {doc['bus_retries']!r}")
+    semantics = None
+    if "semantics" in doc:
+        semantics = _semantics_path(doc["semantics"], base)
+        if not semantics.is_file():
+            raise error("semantics", f"semantics file {semantics} does not exist")
+    return Profile(
+        source=source, bus=bus, clock=clock, clock_endpoint=endpoint, semantics=semantics,
+        name=doc.get("name", "controller"), stall_timeout_s=_float(doc.get("stall_timeout_s")),
+        bus_timeout_s=float(doc.get("bus_timeout_ms", 25.0)) / 1000.0, bus_retries=int(doc.get("bus_retries", 3)),
+        cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),
+        trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""))
+
+
+def _semantics_path(value: str, base: Path) -> Path:
+    """A bare name is a file under config/semantics/; anything else is a path relative to the profile."""
+    if "/" not in value and not value.endswith((".yaml", ".yml")):
+        return SEMANTICS_DIR / f"{value}.yaml"
+    return _path(value, base)
+
+
+def _path(value: str | None, base: Path) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)

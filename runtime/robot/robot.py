@@ -1,0 +1,262 @@
+"""The controller's view of the robot (DESIGN "The runtime" item 5):
+
+    from runtime import Robot
+    with Robot.open("config/profiles/virtual.yaml") as robot:
+        for tick in robot.loop(hz=50):          # paced by the configured clock
+            d = robot.sensors["ring"].ranges     # SI units, through the part's driver
+            robot.joints["head.neck_yaw"].target = 0.3
+            robot.base.drive(v=0.3, w=0.0)
+
+``Robot.open`` does everything between a profile and a running loop: the transport and bus host, the scan (with
+the descriptor cache), the model, the drivers (only trusted driver code runs), the blueprint names, the clock,
+and the joints' bring-up. Each tick of ``loop`` is one bus cycle (runtime.robot.cycle); time comes only from the
+clock, so the same controller runs on wall time or in lockstep with the simulator.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..bus import BusError, BusHost
+from ..bus.stats import BusStats
+from ..clock.base import Clock
+from ..drivers import PartDriver, TrustStore, load_part_driver
+from ..model import Model, build_model, create_data, forward_kinematics
+from ..scan import DescriptorCache, NoCache, VirtualRobot, scan_bus
+from ..transports import Transport, open_transport
+from .base import BaseGeometryError, DifferentialBase, wheel_geometry
+from .blueprint import Blueprint, resolve
+from .cycle import BusCycle
+from .joints import POSITION, VELOCITY, Joint
+from .names import NameMap
+from .profile import Profile, load_profile
+from .semantics import load_semantics
+from .sensors import SensorHandle, make_sensor, sensing_kind
+from .startup import bring_up, wind_down
+
+END_TOLERANCE_S = 1e-9  # a tick time within this of the end counts as the end (k / hz rounding)
+
+
+class Tick(NamedTuple):
+    index: int  # 0, 1, 2, ... within this loop
+    time: float  # the clock's time of this tick (s)
+
+
+class Robot:
+    """An opened robot. Use :meth:`open`; close it (or use ``with``) to stop the wheels and release the bus."""
+
+    def __init__(self, *, profile: Profile, bus: BusHost, virtual: VirtualRobot, model: Model, clock: Clock,
+                 joints: NameMap[Joint], sensors: NameMap[SensorHandle], cycle: BusCycle,
+                 base: DifferentialBase | None, base_error: str, blueprint: Blueprint,
+                 drivers: dict[int, PartDriver], notes: list[str]):
+        self.profile = profile
+        self.bus = bus
+        self.virtual = virtual
+        self.model = model
+        self.clock = clock
+        self.joints = joints
+        self.sensors = sensors
+        self.blueprint = blueprint
+        self.drivers = drivers
+        self.notes = notes  # what the robot noticed while opening: quarantined parts, missing names, mode changes
+        self.ticks = 0  # bus cycles run by loop() / cycle()
+        self.overruns = 0  # ticks skipped because the controller fell behind the clock (real time only)
+        self.deadline_s: float | None = None  # clock time at which loop() stops (hil run --duration)
+        self._cycle = cycle
+        self._base = base
+        self._base_error = base_error
+        self._closed = False
+
+    # --- opening ---------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, profile: str | Path | Mapping[str, Any] | Profile, *, bus: str | None = None,
+             clock: Clock | Callable[[Transport], Clock] | None = None) -> Robot:
+        """Open the robot a profile describes. ``bus`` overrides the profile's bus URL; ``clock`` replaces the
+        profile's clock (tools that bring their own): a Clock, or a function of the opened transport that makes
+        one (an in-process world lives in the transport)."""
+        prof = profile.with_bus(bus) if isinstance(profile, Profile) else load_profile(profile, bus=bus)
+        with ExitStack() as undo:
+            host = BusHost(open_transport(prof.bus_url()), timeout_s=prof.bus_timeout_s, retries=prof.bus_retries)
+            undo.callback(host.close)
+            cache = NoCache() if prof.no_cache else DescriptorCache(prof.cache_dir)
+            virtual = scan_bus(host, cache)
+            if virtual.root_id is None:
+                why = "; ".join(virtual.quarantined.values()) or "no part answered"
+                raise BusError(f"{host.transport.url}: no robot to open ({why})")
+            model = build_model(virtual)
+            trust = TrustStore.load(prof.trust_file)
+            drivers = {pid: load_part_driver(pid, part.descriptor, trust) for pid, part in virtual.parts.items()}
+            semantics = load_semantics(prof.semantics) if prof.semantics else None
+            blueprint = resolve(semantics, virtual, lambda part: sensing_kind(part.descriptor) is not None)
+            joints = _make_joints(virtual, model, drivers, blueprint)
+            sensors = _make_sensors(virtual, model, drivers, blueprint)
+            base, base_error = _make_base(model, joints)
+            cycle = BusCycle(host, [*joints.values(), *sensors.values()], list(joints.values()))
+            if clock is None:
+                clock = _open_clock(prof, host)
+            elif not isinstance(clock, Clock):
+                clock = clock(host.transport)
+            undo.callback(clock.close)
+            notes = _notes(virtual, drivers, blueprint)
+            notes += bring_up(host, list(joints.values()), cycle)
+            if base is not None:
+                base.update()
+            robot = cls(profile=prof, bus=host, virtual=virtual, model=model, clock=clock, joints=joints,
+                        sensors=sensors, cycle=cycle, base=base, base_error=base_error, blueprint=blueprint,
+                        drivers=drivers, notes=notes)
+            undo.pop_all()
+        return robot
+
+    # --- the loop --------------------------------------------------------------------------------------------
+    def loop(self, hz: float, duration_s: float | None = None) -> Iterator[Tick]:
+        """Ticks at ``hz`` on the clock, each after one bus cycle (targets set since the previous tick written,
+        everything read). Stops after ``duration_s`` of clock time, or at :attr:`deadline_s`; never on its own
+        otherwise. When the controller falls behind a real clock, missed ticks are skipped (and counted in
+        :attr:`overruns`) rather than run back to back."""
+        if not (isinstance(hz, (int, float)) and math.isfinite(hz) and hz > 0):
+            raise ValueError(f"loop(hz=...) must be a positive number, not {hz!r}")
+        if duration_s is not None and not duration_s >= 0:
+            raise ValueError(f"loop(duration_s=...) must be >= 0, not {duration_s!r}")
+        self._check_open()
+        period = 1.0 / hz
+        start = self.clock.now()
+        end = start + duration_s if duration_s is not None else math.inf
+        if self.deadline_s is not None:
+            end = min(end, self.deadline_s)
+        k = 0
+        while True:
+            due = start + k * period
+            if due >= end - END_TOLERANCE_S:
+                if math.isfinite(end):
+                    self.clock.sleep_until(end)  # the clock reads the full duration when the loop is done
+                return
+            now = self.clock.sleep_until(due)
+            self.cycle()
+            yield Tick(k, now)
+            next_k = k + 1
+            behind = math.floor((self.clock.now() - start) / period + END_TOLERANCE_S)
+            if behind > next_k:  # the controller took longer than a period: skip to the next tick still ahead
+                self.overruns += behind - next_k
+                next_k = behind
+            k = next_k
+
+    def cycle(self) -> None:
+        """One bus cycle now: write the targets that changed, read every joint and sensor (loop() calls it;
+        a controller that paces itself, e.g. with time.sleep under the time patch, calls it directly)."""
+        self._check_open()
+        self._cycle.run()
+        if self._base is not None:
+            self._base.update()
+        self.ticks += 1
+
+    # --- the rest of the API ---------------------------------------------------------------------------------
+    @property
+    def base(self) -> DifferentialBase:
+        """The differential-drive base made from the wheel parts (raises if the robot has none)."""
+        if self._base is None:
+            raise BaseGeometryError(f"this robot has no drivable base: {self._base_error}")
+        return self._base
+
+    @property
+    def stats(self) -> BusStats:
+        """The bus statistics: transactions, retries, errors, latency percentiles."""
+        return self.bus.stats
+
+    @property
+    def time(self) -> float:
+        """The clock's time (s): simulated time under the sim clock."""
+        return self.clock.now()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Wheels to 0, servos left holding; then leave the clock and release the bus. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            wind_down(self.bus, list(self.joints.values()), self._cycle)
+        except Exception as exc:  # noqa: BLE001 - closing must go on: the parts' own watchdogs stop the wheels
+            self.notes.append(f"close: could not stop the wheels: {exc}")
+        finally:
+            try:
+                self.clock.close()
+            finally:
+                self.bus.close()
+
+    def __enter__(self) -> Robot:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Robot({self.bus.transport.url}, {len(self.virtual.parts)} parts, {len(self.joints)} joints, "
+                f"{len(self.sensors)} sensors, clock {self.clock.kind or type(self.clock).__name__})")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the robot is closed")
+
+
+# --- assembly of the handles -----------------------------------------------------------------------------------
+def _make_joints(virtual: VirtualRobot, model: Model, drivers: dict[int, PartDriver],
+                 blueprint: Blueprint) -> NameMap[Joint]:
+    joints: dict[str, Joint] = {}
+    for name, binding in blueprint.joints.items():
+        part = virtual.parts[binding.part_id]
+        desc_joint = next(j for j in part.descriptor.moving_joints if j.name == binding.joint)
+        registers = {role: part.descriptor.register(reg) for role, reg in desc_joint.registers.items()}
+        if "present_position" not in registers:
+            continue  # a joint the bus cannot report is not the controller's to drive
+        mode = VELOCITY if part.kind == "wheel" else POSITION
+        joints[name] = Joint(name, part.id, desc_joint.name, virtual.path(part.id), drivers[part.id], registers,
+                             desc_joint.limits, desc_joint.type, mode)
+    return NameMap("joint", joints, blueprint.aliases("joints"), blueprint.missing_joints)
+
+
+def _make_sensors(virtual: VirtualRobot, model: Model, drivers: dict[int, PartDriver],
+                  blueprint: Blueprint) -> NameMap[SensorHandle]:
+    placements = forward_kinematics(model, create_data(model), model.neutral())
+    sensors: dict[str, SensorHandle] = {}
+    for name, binding in blueprint.sensors.items():
+        part = virtual.parts[binding.part_id]
+        yaws = {}
+        for index, link in enumerate(model.links):
+            if link.bus_id == part.id:
+                rot = placements[index].rotation
+                yaws[link.body] = math.atan2(rot[1, 0], rot[0, 0])
+        sensors[name] = make_sensor(name, part.id, virtual.path(part.id), part.descriptor, drivers[part.id], yaws)
+    return NameMap("sensor", sensors, blueprint.aliases("sensors"), blueprint.missing_sensors)
+
+
+def _make_base(model: Model, joints: NameMap[Joint]) -> tuple[DifferentialBase | None, str]:
+    wheels = [j for j in joints.values() if j.mode == VELOCITY]
+    if not wheels:
+        return None, "it has no wheel parts"
+    placements = forward_kinematics(model, create_data(model), model.neutral())
+    try:
+        return DifferentialBase([wheel_geometry(model, placements, j) for j in wheels]), ""
+    except BaseGeometryError as exc:
+        return None, str(exc)
+
+
+def _open_clock(profile: Profile, host: BusHost) -> Clock:
+    from ..clock import open_clock
+
+    kwargs = {"stall_timeout_s": profile.stall_timeout_s} if profile.stall_timeout_s else {}
+    return open_clock(profile.clock, transport=host.transport, endpoint=profile.clock_endpoint, name=profile.name,
+                      **kwargs)
+
+
+def _notes(virtual: VirtualRobot, drivers: dict[int, PartDriver], blueprint: Blueprint) -> list[str]:
+    notes = [f"quarantined: {why}" for why in virtual.quarantined.values()]
+    notes += [f"scan: {problem}" for problem in virtual.problems]
+    notes += [d.message for d in drivers.values() if d.message]
+    notes += blueprint.problems
+    return notes
