@@ -48,16 +48,21 @@ class SimProcess:
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([*hil_command(), "sim", assembly, *args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=self._stderr)
+        self._buf = b""
         try:
             self.where = self._first_line(STARTUP_TIMEOUT_S)
         except BaseException:
             self.stop()
             raise
 
+    def next_line(self, timeout_s: float = STARTUP_TIMEOUT_S) -> str:
+        """The next line the device printed (after its address), e.g. ``clock tcp://...`` with --clock sim."""
+        return self._first_line(timeout_s)
+
     def _first_line(self, timeout_s: float) -> str:
         fd = self.proc.stdout.fileno()
         os.set_blocking(fd, False)
-        buf = b""
+        buf = self._buf
         deadline = time.monotonic() + timeout_s
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
@@ -76,7 +81,8 @@ class SimProcess:
                     raise RuntimeError(f"hil sim exited with {self.proc.returncode} before printing an address; "
                                        f"stderr: {self.stderr()!r}")
                 buf += chunk
-        line = buf.split(b"\n", 1)[0].decode().strip()
+        line, self._buf = buf.split(b"\n", 1)
+        line = line.decode().strip()
         if not line:
             raise RuntimeError(f"hil sim printed an empty first line; stderr: {self.stderr()!r}")
         return line
