@@ -19,34 +19,11 @@ import pybullet as p
 import pytest
 
 from runtime import Robot as LazyRobot
-from runtime.clock.base import Clock
 from runtime.robot import JointLimitError, JointModeError, Robot, UnknownName
 from runtime.robot.runner import run_controller
 
 ROOT = Path(__file__).resolve().parent.parent
 HZ = 50.0
-
-
-class WorldClock(Clock):
-    """Test-local lockstep clock: the controller is the only participant, so sleeping steps the world."""
-
-    kind = "sim"
-
-    def __init__(self, transport):
-        self.world = transport.embodied.world
-        self._now = 0.0
-        self.closed = False
-
-    def now(self) -> float:
-        return self._now
-
-    def sleep_until(self, t_s: float) -> float:
-        self.world.advance_to(t_s)
-        self._now = max(self._now, t_s)
-        return self._now
-
-    def close(self) -> None:
-        self.closed = True
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +38,7 @@ def profile(cache_dir: Path, **extra) -> dict:
 
 @pytest.fixture
 def robot(cache_dir):
-    opened = Robot.open(profile(cache_dir), clock=WorldClock)
+    opened = Robot.open(profile(cache_dir))  # the product's lockstep clock, stepping the in-process world
     try:
         yield opened
     finally:
@@ -215,7 +192,7 @@ def test_drive_beyond_the_wheels_limit_changes_nothing(robot):
 
 
 def test_close_stops_the_wheels_and_leaves_servos_holding(cache_dir):
-    robot = Robot.open(profile(cache_dir), clock=WorldClock)
+    robot = Robot.open(profile(cache_dir))
     run_for(robot, 0.5, lambda tick: robot.base.drive(0.3, 0.0))
     parts = {part.id: part for part in world_of(robot).parts}
     assert parts[2].memory.get("goal_velocity") != 0
@@ -301,7 +278,7 @@ def test_unmodified_script_follows_the_sim_clock_under_the_time_patch(cache_dir,
             elapsed = time.time() - start
     """))
     summary = run_controller(script, profile(cache_dir), duration_s=2.0,
-                             open_robot=partial(Robot.open, clock=WorldClock))
+                             open_robot=partial(Robot.open))
     out = capsys.readouterr().out
     assert summary.mode == "script" and summary.stopped == "duration"
     assert summary.clock_s == pytest.approx(2.0) and summary.ticks == 101, "100 sleeps of 20 ms of sim time"
@@ -310,7 +287,7 @@ def test_unmodified_script_follows_the_sim_clock_under_the_time_patch(cache_dir,
 
 def test_wander_avoid_stops_on_a_bumper_contact_the_ring_cannot_see(cache_dir, capsys):
     def open_with_kerb(profile_, bus=None):
-        robot = Robot.open(profile_, bus=bus, clock=WorldClock)
+        robot = Robot.open(profile_, bus=bus)
         client = world_of(robot).world.client
         kerb = p.createCollisionShape(p.GEOM_BOX, halfExtents=[0.05, 1.0, 0.06], physicsClientId=client)
         p.createMultiBody(0, kerb, basePosition=[1.0, 0, 0.06], physicsClientId=client)  # 0.12 m: below the ring
@@ -330,7 +307,7 @@ def test_wander_avoid_stops_on_a_bumper_contact_the_ring_cannot_see(cache_dir, c
 
 def trial_log(cache_dir) -> list:
     """One second of driving toward a wall while sweeping the neck: what the controller saw, tick by tick."""
-    with Robot.open(profile(cache_dir, semantics="commbot"), clock=WorldClock) as robot:
+    with Robot.open(profile(cache_dir, semantics="commbot")) as robot:
         add_wall(robot, 1.2)
         log = []
         for tick in robot.loop(hz=HZ, duration_s=1.0):

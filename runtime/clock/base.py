@@ -21,6 +21,7 @@ class Clock(ABC):
     """now() in seconds since the clock started; sleep and sleep_until block until that time has come."""
 
     kind: str = ""
+    closed: bool = False
 
     @abstractmethod
     def now(self) -> float: ...
@@ -34,6 +35,7 @@ class Clock(ABC):
 
     def close(self) -> None:
         """Leave the clock (a lockstep participant says goodbye, so the master stops waiting for it)."""
+        self.closed = True
 
     def __enter__(self) -> "Clock":
         return self

@@ -51,5 +51,7 @@ class LockstepClock(Clock):
             callback(self._now, now)
 
     def close(self) -> None:
-        leave = getattr(self.participant, "leave", None) or getattr(self.participant, "close")
-        leave()
+        if not self.closed:
+            leave = getattr(self.participant, "leave", None) or getattr(self.participant, "close")
+            leave()
+        super().close()
