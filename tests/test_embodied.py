@@ -136,9 +136,12 @@ def test_watchdog_stops_actuators_within_its_time():
         assert step * embodied.world.time_step_s - last_command_s <= 0.1 + 2 * embodied.world.time_step_s
         assert abs(wheel_speed(embodied)) < 0.05, "stopped"
         assert bus.read_register(WHEEL_LEFT, XM["bus_watchdog"]) == 255, "the register says the watchdog fired"
-        drive(bus, 100)  # a new command resumes
+        drive(bus, 100)  # a new command resumes...
         embodied.world.advance_to(0.7)
         assert wheel_speed(embodied) > 2.0
+        assert bus.read_register(WHEEL_LEFT, XM["bus_watchdog"]) == 5, "...and re-arms the watchdog (5 x 20 ms)"
+        embodied.world.advance_to(1.2)
+        assert [why for _, why in wheel.stops] == ["watchdog", "watchdog"]
 
 
 def add_wall(embodied, x: float, thickness: float = 0.1) -> int:

@@ -7,6 +7,8 @@ trips the interlock in the same post-step hook, so the wheels are stopped before
 """
 from __future__ import annotations
 
+import pybullet as p
+
 from ..part import PartFirmware
 from ..sensors import ContactSensorModel, RangeRingModel
 from ..world import RobotBody, World
@@ -54,10 +56,14 @@ class ContactFirmware(PartFirmware):
     def _post_step(self, world: World) -> None:
         by_register: dict[str, int] = {}
         pressed = False
+        robot = self.robot
         for sensor, model, collisions, stops_wheels in self.sensors:
-            frame = self.robot.link_pose(self.id, sensor.body)
-            mask = model.measure(self.robot.client, self.robot.body_id, self.robot.link_index(self.id, sensor.body),
-                                 collisions, link_frame=frame)
+            link = robot.link_index(self.id, sensor.body)
+            if not p.getContactPoints(bodyA=robot.body_id, linkIndexA=link, physicsClientId=robot.client):
+                mask = 0  # nothing touches: skip the frame computation (the common case, every step)
+            else:
+                mask = model.measure(robot.client, robot.body_id, link, collisions,
+                                     link_frame=robot.link_pose(self.id, sensor.body))
             register = sensor.params["register"]
             by_register[register] = by_register.get(register, 0) | mask
             pressed |= stops_wheels and mask != 0

@@ -11,7 +11,7 @@ commands when they are written; present values are read from the joint whenever 
 - torque off: the joint is released to its friction.
 Watchdog: the Bus Watchdog register (98, units of 20 ms, as on X-series) or the device default; when no
 instruction has addressed the part for that long, the actuator stops (velocity 0, or holds its position) and
-the register reads 255 until a new command arrives. Wheels also obey the contact interlock (contact.py).
+the register reads 255 until a new command arrives, which re-arms it with its previous setting. Wheels also obey the contact interlock (contact.py).
 """
 from __future__ import annotations
 
@@ -59,9 +59,18 @@ class JointServo(PartFirmware):
         self.stops: list[tuple[int, str]] = []  # (world step, why) of every stop, for logs and tests
         if default_watchdog_s and "bus_watchdog" in self.table and not self.memory.get("bus_watchdog"):
             self.memory.set("bus_watchdog", max(1, min(127, round(default_watchdog_s / WATCHDOG_UNIT_S))))
+        self._refresh()
         world.add_pre_step(self._pre_step)
         self._command()
         return self
+
+    def _refresh(self) -> None:
+        """Cache what every physics step looks at; called whenever the control table may have changed."""
+        memory = self.memory
+        self._torque = bool(memory.get("torque_enable"))
+        self._mode = memory.get("operating_mode")
+        setting = memory.get("bus_watchdog") if "bus_watchdog" in self.table else 0
+        self._watchdog_s = setting * WATCHDOG_UNIT_S if 0 < setting <= 127 else 0.0
 
     # conversions through the descriptor (raw <-> SI)
     def _si(self, role: str, raw: int) -> float:
@@ -83,15 +92,18 @@ class JointServo(PartFirmware):
         self._publish()
 
     def on_written(self, names: list[str]) -> None:
+        self._refresh()
         if COMMAND_REGISTERS.intersection(names):
             if "bus_watchdog" in self.table and self.memory.get("bus_watchdog") == WATCHDOG_TRIPPED:
-                self.memory.set("bus_watchdog", 0)
+                self.memory.set("bus_watchdog", self._tripped_setting)  # armed again, as it was
+                self._refresh()
             if not (self.interlock is not None and self.interlock.pressed):
                 self.latched = False
             self._command()
 
     def on_reboot(self) -> None:
         self.latched = False
+        self._refresh()
         self._command()
 
     def clear_multi_turn(self) -> None:
@@ -114,21 +126,17 @@ class JointServo(PartFirmware):
 
     # the world side
     def _pre_step(self, world: World) -> None:
-        if not self.memory.get("torque_enable"):
+        if not self._torque:
             return
-        if self._watchdog_expired(world.time_s):
+        if self._watchdog_s and not self.latched and world.time_s - self.last_access_s > self._watchdog_s:
+            self._tripped_setting = self.memory.get("bus_watchdog")
             self.memory.set("bus_watchdog", WATCHDOG_TRIPPED)
+            self._watchdog_s = 0.0
             self._stop("watchdog")
         elif self.interlock is not None and self.interlock.pressed and not self.latched:
             self._stop("interlock")
-        elif self.memory.get("operating_mode") == CURRENT_MODE and not self.latched:
+        elif self._mode == CURRENT_MODE and not self.latched:
             self._apply_torque()
-
-    def _watchdog_expired(self, now_s: float) -> bool:
-        if "bus_watchdog" not in self.table:
-            return False
-        setting = self.memory.get("bus_watchdog")
-        return 0 < setting <= 127 and now_s - self.last_access_s > setting * WATCHDOG_UNIT_S and not self.latched
 
     def stop_now(self, why: str = "interlock") -> None:
         """Stop this actuator before the next physics step (the interlock calls it from a post-step hook)."""
