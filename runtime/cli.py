@@ -79,10 +79,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_servo_chain_demo
+    from .demo import run_servo_chain_demo, run_wander_demo
 
-    run_servo_chain_demo(duration_s=args.duration)
-    return 0
+    if args.servo_chain:
+        run_servo_chain_demo(duration_s=args.duration or 3.0)
+        return 0
+    return run_wander_demo(duration_s=args.duration or 30.0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware)")
-    demo.add_argument("--duration", type=float, default=3.0, help="seconds to run (default 3)")
+    demo.add_argument("--duration", type=float, help="seconds to run (simulated; default 30, servo chain 3)")
+    demo.add_argument("--servo-chain", action="store_true", help="the bus-only demo: 17 servos, 100 Hz, 1 Mbaud")
     demo.set_defaults(func=_cmd_demo)
     return parser
 
