@@ -19,7 +19,7 @@ from pathlib import Path
 from devices.catalog import compiled_part, load_part, part_names
 from devices.control_table import XL430_W250, XM430_W350
 from devices.descriptor import PartDescriptor
-from devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require
+from devices.yaml_source import SourceDict, load_yaml_file, require, resolve_config_path
 
 from .cpc_part import CpcBuildError, build_cpc_part
 from .part import PartFirmware
@@ -38,14 +38,7 @@ class Assembly:
 
 def resolve_assembly_path(name_or_path: str) -> Path:
     """A name under config/robots/ (``commbot``) or a path to a YAML file."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    path = ROBOTS_DIR / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in ROBOTS_DIR.glob("*.yaml"))
-        raise ConfigError(name_or_path, None, f"no assembly of that name; known: {', '.join(known)}")
-    return path
+    return resolve_config_path(name_or_path, ROBOTS_DIR, "assembly")
 
 
 def default_serial(assembly: str, device_id: int) -> int:

@@ -169,3 +169,14 @@ class PartDescriptor:
     @property
     def moving_joints(self) -> tuple[Joint, ...]:
         return tuple(j for j in self.joints if j.type != "fixed")
+
+    def body_order(self) -> list[tuple[str, Joint | None]]:
+        """The bodies depth-first from the base body, each with the joint that carries it (None for the base):
+        the order in which both the host's model and the simulated world lay out a part's links."""
+        out: list[tuple[str, Joint | None]] = []
+        stack: list[tuple[str, Joint | None]] = [(self.bodies[0].name, None)]
+        while stack:
+            body, joint = stack.pop()
+            out.append((body, joint))
+            stack.extend((j.child, j) for j in reversed([j for j in self.joints if j.parent == body]))
+        return out

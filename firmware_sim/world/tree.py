@@ -133,17 +133,6 @@ def mount_frame(parent: PartDescriptor, port: str, child: PartDescriptor) -> Fra
     return compose(frame_of(port_pose), inverse(frame_of(child.parent_port.pose)))
 
 
-def body_order(desc: PartDescriptor) -> list[tuple[str, Joint | None]]:
-    """The part's bodies depth-first from its base body, each with the joint that carries it."""
-    out: list[tuple[str, Joint | None]] = []
-    stack: list[tuple[str, Joint | None]] = [(desc.bodies[0].name, None)]
-    while stack:
-        body, joint = stack.pop()
-        out.append((body, joint))
-        stack.extend((j.child, j) for j in reversed([j for j in desc.joints if j.parent == body]))
-    return out
-
-
 def link_specs(root: int, nodes: dict[int, PartNode]) -> list[LinkSpec]:
     """Every body of every part, base first, in the order pybullet numbers a multibody's links (see
     :func:`depth_first`)."""
@@ -176,7 +165,7 @@ def _specs_by_part(root: int, nodes: dict[int, PartNode]) -> list[LinkSpec]:
     index: dict[tuple[int, str], int] = {}
     for node, connection in walk(root, nodes):
         desc = node.descriptor
-        for body_name, joint in body_order(desc):
+        for body_name, joint in desc.body_order():
             if joint is not None:
                 parent, frame = index[(node.id, joint.parent)], frame_of(joint.pose)
             elif connection is not None:

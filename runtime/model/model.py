@@ -242,17 +242,6 @@ def _port_order(ports: list[str], port: str, part: ScannedPart) -> int:
     return ports.index(port)
 
 
-def _body_order(desc: PartDescriptor) -> list[tuple[str, Joint | None]]:
-    """The part's bodies depth-first from its base body, each with the joint that carries it."""
-    out: list[tuple[str, Joint | None]] = []
-    stack: list[tuple[str, Joint | None]] = [(desc.bodies[0].name, None)]
-    while stack:
-        body, joint = stack.pop()
-        out.append((body, joint))
-        stack.extend((j.child, j) for j in reversed([j for j in desc.joints if j.parent == body]))
-    return out
-
-
 def mount_transform(parent_desc: PartDescriptor, port: str, child_desc: PartDescriptor) -> SE3:
     """Child base body frame in the frame of the parent body carrying ``port``: T(port) * T(child connector)^-1."""
     parent_port = next((p for p in parent_desc.ports if p.name == port), None)
@@ -291,7 +280,7 @@ class _Builder:
         prefix = f"{desc.name}_{part.id}"
         link_ids = []
         mount = None
-        for body_name, joint in _body_order(desc):
+        for body_name, joint in desc.body_order():
             if joint is None and connection is not None:
                 mount = self._mount(part, desc, connection, prefix)
             link_ids.append(self._add_link(part, desc, body_name, joint, mount, prefix))
