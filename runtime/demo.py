@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 from devices.control_table import XM430_W350
 
@@ -58,7 +59,7 @@ def run_servo_chain_demo(url: str = "sim://servo_chain?baud=1000000&latency_ms=0
         return {"cycles": cycles, "ids": ids, "stats": bus.stats.as_dict(), "positions": positions}
 
 
-EXAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DEMO_PROFILE = {"bus": "sim://commbot?clock=sim&map=lab", "clock": "sim", "semantics": "commbot",
                 "description": "hil demo: the commbot in the lab map on the simulator's clock"}
 

@@ -17,6 +17,7 @@ from devices.protocol import (
     BROADCAST_ID,
     CLEAR_KEY,
     CLEAR_MULTI_TURN,
+    CrcMismatch,
     DeviceCrcError,
     FrameError,
     MalformedPacket,
@@ -323,8 +324,6 @@ class BusHost:
         return replies
 
     def _count_bad(self, event) -> None:
-        from devices.protocol import CrcMismatch
-
         if isinstance(event, CrcMismatch):
             self.stats.crc_errors += 1
         else:
