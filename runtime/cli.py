@@ -87,6 +87,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_wander_demo(duration_s=args.duration or 30.0)
 
 
+def _cmd_crowd(args: argparse.Namespace) -> int:
+    from crowd.cli import run  # the crowd simulator process; the runtime never imports it otherwise
+
+    return run(args)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .trial.report import cli
+
+    return cli(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hil", description="hardware-in-the-loop bridge and robot runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -128,6 +140,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--duration", type=float, help="seconds to run (simulated; default 30, servo chain 3)")
     demo.add_argument("--servo-chain", action="store_true", help="the bus-only demo: 17 servos, 100 Hz, 1 Mbaud")
     demo.set_defaults(func=_cmd_demo)
+
+    report = sub.add_parser("report", help="rebuild metrics.json and topdown.png of a trial folder from its log")
+    report.add_argument("dir", help="trial folder holding trial.mcap")
+    report.set_defaults(func=_cmd_report)
+
+    crowd = sub.add_parser("crowd", help="the crowd simulator standalone (trajectories as JSON); "
+                                         "'hil crowd objectives' lists the reactions to the robot")
+    from crowd.cli import add_arguments as add_crowd_arguments
+
+    add_crowd_arguments(crowd)
+    crowd.set_defaults(func=_cmd_crowd)
     return parser
 
 

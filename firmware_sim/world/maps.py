@@ -28,6 +28,9 @@ from devices.yaml_source import (
 
 MAPS_DIR = Path(__file__).resolve().parents[2] / "config" / "maps"
 SECTIONS = ("name", "defaults", "walls", "places")
+# Sections of the same file that only the crowd reads (crowd/maps.py: gates, the passage graph, plazas); the
+# world accepts and ignores them, so one map file drives both.
+CROWD_SECTIONS = ("entrances", "graph", "plazas")
 WALL_KEYS = ("from", "to", "thickness", "height", "name")
 DEFAULT_THICKNESS = 0.1
 DEFAULT_HEIGHT = 2.0
@@ -91,7 +94,7 @@ def parse_map(doc: object, source: str) -> Map:
     """A Map from a loaded YAML document (SourceDict), checked whole."""
     if not isinstance(doc, SourceDict):
         raise ConfigError(source, getattr(doc, "line", None), "a map must be a mapping with 'name' and 'walls'")
-    _no_unknown(doc, SECTIONS, "map")
+    _no_unknown(doc, SECTIONS + CROWD_SECTIONS, "map")
     name = require(doc, "name", str, "map")
     defaults = _defaults(doc)
     walls_doc = require(doc, "walls", list, "map")

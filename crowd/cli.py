@@ -1,0 +1,160 @@
+"""``hil crowd``: run the crowd simulator standalone, or list the objectives.
+
+    hil crowd --map arcade [--rates weekday,weekend] [--start "sat 14:00"] [--script FILE] [--seed N]
+              [--duration S] [--robot X,Y[,YAW]] [--json OUT] [--sample S]
+    hil crowd objectives
+
+Standalone, the robot stands where ``--robot`` (or the script's ``robot`` lines) put it; with the world connected
+over the bridge (issue 7) it will move. The trajectories JSON is deterministic for a seed. Only argparse is imported
+at module level, so building the ``hil`` parser stays cheap.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+SERVE_NOT_YET = "not yet: the bridge comes with issue 7"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("what", nargs="?", choices=("run", "objectives"), default="run",
+                        help="run (default): simulate; objectives: list the objective registry with parameters")
+    parser.add_argument("--map", help="a map under config/maps/ (e.g. arcade) or a path")
+    parser.add_argument("--rates", default="weekday,weekend",
+                        help="rates files, comma-separated (names under config/crowd/ or paths); the one listing "
+                             "the current day applies (default: weekday,weekend)")
+    parser.add_argument("--start", help="day and time at sim time 0, e.g. 'sat 14:00' (default: the first band "
+                                        "of the first rates file)")
+    parser.add_argument("--script", help="a scenario script (.scn; a path or a name under config/scenarios/); it "
+                                         "starts with generation off and ends at its last line")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the crowd's only random generator (default 0)")
+    parser.add_argument("--dt", type=float, default=0.1, help="crowd step in simulated seconds (default 0.1)")
+    parser.add_argument("--duration", type=float,
+                        help="simulated seconds to run without a script (default 60); a script sets its own length")
+    parser.add_argument("--robot", help="robot pose X,Y[,YAW] in m, m, rad; write --robot=-3,0 when X is "
+                                        "negative (default: no robot unless a script places one)")
+    parser.add_argument("--json", metavar="OUT", help="write agent trajectories as JSON ('-': stdout)")
+    parser.add_argument("--sample", type=float, help="trajectory sample period in simulated seconds (default: dt)")
+    parser.add_argument("--serve", metavar="ENDPOINT",
+                        help="serve the world over the bridge (not yet: the bridge comes with issue 7; exits 2)")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="for 'objectives': a table or JSON")
+
+
+def _robot_pose(text: str) -> tuple[float, float, float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) not in (2, 3):
+        raise ValueError(f"--robot {text!r}: expected X,Y or X,Y,YAW (numbers)")
+    return values[0], values[1], values[2] if len(values) == 3 else 0.0
+
+
+def list_objectives(fmt: str = "text") -> str:
+    from .objectives import describe
+
+    items = describe()
+    if fmt == "json":
+        return json.dumps(items, indent=2)
+    lines = []
+    for item in items:
+        lines.append(f"{item['name']}: {item['summary']}")
+        for key, p in item["params"].items():
+            lines.append(f"    {key} = {p['default']:g}    {p['doc']}")
+        if not item["params"]:
+            lines.append("    (no parameters)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``hil crowd`` command; returns the exit code. Config and script errors raise ValueError (file:line)."""
+    if args.what == "objectives":
+        print(list_objectives(args.format))
+        return 0
+    if args.serve:
+        print(f"hil crowd --serve: {SERVE_NOT_YET}", file=sys.stderr)
+        return 2
+    if not args.map:
+        raise ValueError("hil crowd: --map is needed (e.g. --map arcade)")
+    if args.script and args.duration is not None:
+        raise ValueError("hil crowd: --duration and --script do not go together: the script's last line ends the run")
+    if args.dt <= 0:
+        raise ValueError(f"hil crowd: --dt must be > 0, not {args.dt}")
+
+    from .maps import load_crowd_map
+    from .population import load_rates, parse_start
+    from .record import TrajectoryRecorder
+    from .script import Scenario, ScriptError, check, load_script
+    from .sim import CrowdSim
+
+    crowd_map = load_crowd_map(args.map)
+    tables = [load_rates(name.strip()) for name in args.rates.split(",") if name.strip()]
+    start_s = parse_start(args.start) if args.start else None
+    script = load_script(args.script) if args.script else None
+    sim = CrowdSim(crowd_map, seed=args.seed, dt=args.dt)
+    if args.robot:
+        x, y, yaw = _robot_pose(args.robot)
+        sim.set_robot(x, y, yaw=yaw)
+    scenario = Scenario(sim, rates=tables, start_s=start_s, generate=script is None)
+    if script is not None:  # a bad line stops us here, before anything runs or any file is written
+        check(script, crowd_map, types=scenario.types, can_generate=scenario.generator is not None)
+    recorder = TrajectoryRecorder(sim, args.sample)
+    sim.hooks.append(recorder)
+    failure: ScriptError | None = None
+    try:
+        if script is not None:
+            scenario.run_script(script)
+        else:
+            scenario.run(60.0 if args.duration is None else args.duration)
+    except ScriptError as exc:  # found while running (a wait that timed out): keep what was simulated
+        failure = exc
+    recorder.sample()
+
+    parties = scenario.generator.parties if scenario.generator else []
+    summary = {"map": crowd_map.name, "seed": args.seed, "simulated_s": round(sim.time_s, 6),
+               "people_appeared": sum(len(p.types) for p in parties), "parties": len(parties),
+               "scripted": len(scenario.ids), "on_map_at_end": len(sim.agents),
+               "reactions": _count(name for _, _, name in scenario.objectives.history)}
+    if failure is not None:
+        summary["error"] = str(failure)
+    if args.json:
+        meta = {"map": crowd_map.name, "seed": args.seed, "script": args.script, "summary": summary}
+        text = recorder.to_json(**meta)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                fh.write(text)
+    if args.json != "-":
+        reactions = ", ".join(f"{k} {v}" for k, v in summary["reactions"].items()) or "none"
+        print(f"crowd: {summary['map']}, seed {args.seed}, {summary['simulated_s']:g} s simulated; "
+              f"{summary['people_appeared']} people in {summary['parties']} parties appeared, "
+              f"{summary['scripted']} scripted, {summary['on_map_at_end']} on the map at the end; "
+              f"reactions: {reactions}" + (f"; trajectories in {args.json}" if args.json else ""))
+    if failure is not None:
+        raise failure  # reported by the caller as an error (exit 2), after the trajectories were written
+    return 0
+
+
+def _count(names) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for n in names:
+        out[n] = out.get(n, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hil crowd", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except (OSError, ValueError) as exc:
+        print(f"hil crowd: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,442 @@
+"""Test scripts (reference 000, FIG. 11 and FIG. 12): a line language above the objectives that reproduces a situation.
+
+One command per line; ``#`` starts a comment; durations are simulated time with a unit (``500ms``, ``5s``,
+``5min``, ``1h``); coordinates are metres in the map frame::
+
+    robot X Y [YAW]                          put the robot there (a standalone run has no robot program)
+    run DURATION                             let the simulation run
+    spawn NAME = MODEL at PLACE | at X Y     a person of a model (boy02, woman01, elderly...), regardless of rates
+    place NAME X Y                           set where a person stands
+    move NAME to PLACE | to X Y | to robot   start walking there (along the passage graph)
+    wait NAME arrived [timeout DURATION]     run until the person has arrived (default timeout 10min)
+    objective NAME OBJECTIVE [KEY=VALUE...]  the reaction to the robot; only the named parameters change
+    generate on | off                        stochastic generation and reactions (a script starts with them off)
+
+The whole script is parsed and checked (names spawned before use, places on the map, objectives and their
+parameters) before anything runs, so a bad line costs nothing; the error says ``file:line:column: what``.
+Errors only a run can find (a wait that times out) name their line too, and stop the script there. The run ends
+after the last line. :class:`Scenario` is the same set of operations for Python.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from . import objectives as objectives_mod
+from .objectives import ObjectiveConfig, ObjectiveManager
+from .population import DEFAULT_TYPES, Generator, PersonType, RateTable, scripted_spec, type_of_model
+
+if TYPE_CHECKING:
+    from .sim import CrowdSim
+
+DEFAULT_WAIT_TIMEOUT_S = 600.0
+UNITS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([a-z]+)$")
+_TOKEN = re.compile(r"[^\s=#]+|=")
+RESERVED = {"robot", "to", "at", "arrived", "timeout", "on", "off"}
+COMMANDS = ("run", "spawn", "place", "move", "wait", "objective", "generate", "robot")
+
+
+class ScriptError(ValueError):
+    """A bad script line: ``source:line:column: message`` (the column is left out for errors found while running)."""
+
+    def __init__(self, source: str, line: int, column: int | None, message: str) -> None:
+        self.source, self.line, self.column, self.message = source, line, column, message
+        where = f"{source}:{line}" + (f":{column}" if column else "")
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    column: int  # 1-based
+
+
+@dataclass
+class Command:
+    """One parsed line: ``op`` and its checked arguments; ``columns`` says where each argument was written."""
+
+    op: str
+    args: dict[str, Any]
+    line: int
+    text: str
+    columns: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Script:
+    source: str
+    commands: list[Command]
+
+
+# -------------------------------------------------------------------------------------------------------- parse
+class _Line:
+    """The tokens of one line, consumed left to right; every complaint carries the column it is about."""
+
+    def __init__(self, source: str, number: int, text: str) -> None:
+        self.source, self.lineno, self.text = source, number, text
+        code = text.split("#", 1)[0]
+        self.tokens = [Token(m.group(), m.start() + 1) for m in _TOKEN.finditer(code)]
+        self.pos = 0
+        self.end_column = len(code.rstrip()) + 1
+
+    def error(self, column: int | None, message: str) -> ScriptError:
+        return ScriptError(self.source, self.lineno, column, message)
+
+    def next(self, what: str) -> Token:
+        if self.pos >= len(self.tokens):
+            raise self.error(self.end_column, f"missing {what}")
+        tok = self.tokens[self.pos]
+        self.pos += 1
+        return tok
+
+    def peek(self) -> Token | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def keyword(self, word: str) -> Token:
+        tok = self.next(f"'{word}'")
+        if tok.text != word:
+            raise self.error(tok.column, f"expected '{word}', found {tok.text!r}")
+        return tok
+
+    def name(self, what: str = "a person's name") -> Token:
+        tok = self.next(what)
+        if not _NAME.match(tok.text):
+            raise self.error(tok.column, f"{tok.text!r} is not a name (letters, digits, _; not starting with a digit)")
+        if tok.text in RESERVED:
+            raise self.error(tok.column, f"{tok.text!r} is a reserved word and cannot name a person")
+        return tok
+
+    def number(self, what: str) -> tuple[float, Token]:
+        tok = self.next(what)
+        try:
+            value = float(tok.text)
+        except ValueError:
+            raise self.error(tok.column, f"{what}: {tok.text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise self.error(tok.column, f"{what}: {tok.text!r} is not a finite number")
+        return value, tok
+
+    def duration(self) -> tuple[float, Token]:
+        tok = self.next("a duration (e.g. 5s, 500ms, 5min)")
+        match = _DURATION.match(tok.text)
+        if not match:
+            try:
+                float(tok.text)
+                problem = "needs a unit"
+            except ValueError:
+                problem = "is not a duration"
+            raise self.error(tok.column, f"{tok.text!r} {problem}: write e.g. 5s, 500ms, 5min")
+        if match[2] not in UNITS:
+            unit_col = tok.column + len(match[1])
+            raise self.error(unit_col, f"unknown time unit {match[2]!r} (use {', '.join(UNITS)})")
+        return float(match[1]) * UNITS[match[2]], tok
+
+    def target(self) -> tuple[Any, Token]:
+        """A place name, ``robot``, or ``X Y``."""
+        tok = self.peek()
+        if tok is None:
+            raise self.error(self.end_column, "missing a place, 'robot' or X Y")
+        if _NAME.match(tok.text):
+            self.pos += 1
+            return tok.text, tok
+        try:
+            float(tok.text)
+        except ValueError:
+            raise self.error(tok.column, f"{tok.text!r} is not a place name, 'robot' or a coordinate") from None
+        x, _ = self.number("x")
+        y, _ = self.number("y")
+        return (x, y), tok
+
+    def done(self) -> None:
+        if self.pos < len(self.tokens):
+            tok = self.tokens[self.pos]
+            raise self.error(tok.column, f"unexpected {tok.text!r} at the end of the line")
+
+
+def parse(text: str, source: str = "<script>") -> Script:
+    """Parse a whole script (syntax only); the first bad line raises :class:`ScriptError`."""
+    commands = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = _Line(source, number, raw)
+        if not line.tokens:
+            continue
+        commands.append(_parse_line(line))
+    return Script(source, commands)
+
+
+def _parse_line(line: _Line) -> Command:
+    op_tok = line.next("a command")
+    op = op_tok.text
+    args: dict[str, Any] = {}
+    cols: dict[str, int] = {"op": op_tok.column}
+    if op == "run":
+        args["duration_s"], tok = line.duration()
+        cols["duration_s"] = tok.column
+    elif op == "spawn":
+        tok = line.name()
+        args["name"], cols["name"] = tok.text, tok.column
+        line.keyword("=")
+        tok = line.next("a person model (e.g. boy02, woman01, adult_man)")
+        if not _NAME.match(tok.text):
+            raise line.error(tok.column, f"{tok.text!r} is not a model name")
+        args["model"], cols["model"] = tok.text, tok.column
+        line.keyword("at")
+        args["at"], tok = line.target()
+        cols["at"] = tok.column
+        if args["at"] == "robot":
+            raise line.error(tok.column, "spawn at a place or X Y, not at the robot")
+    elif op == "place":
+        tok = line.name()
+        args["name"], cols["name"] = tok.text, tok.column
+        x, tok = line.number("x")
+        y, _ = line.number("y")
+        args["xy"], cols["xy"] = (x, y), tok.column
+    elif op == "move":
+        tok = line.name()
+        args["name"], cols["name"] = tok.text, tok.column
+        line.keyword("to")
+        args["to"], tok = line.target()
+        cols["to"] = tok.column
+    elif op == "wait":
+        tok = line.name()
+        args["name"], cols["name"] = tok.text, tok.column
+        line.keyword("arrived")
+        args["timeout_s"] = DEFAULT_WAIT_TIMEOUT_S
+        if line.peek() is not None:
+            line.keyword("timeout")
+            args["timeout_s"], tok = line.duration()
+            cols["timeout_s"] = tok.column
+    elif op == "objective":
+        tok = line.name()
+        args["name"], cols["name"] = tok.text, tok.column
+        tok = line.next("an objective")
+        if tok.text not in objectives_mod.REGISTRY:
+            raise line.error(tok.column, f"unknown objective {tok.text!r} (known: "
+                                         f"{', '.join(sorted(objectives_mod.REGISTRY))})")
+        args["objective"], cols["objective"] = tok.text, tok.column
+        cls = objectives_mod.REGISTRY[tok.text]
+        params: dict[str, float] = {}
+        while line.peek() is not None:
+            key = line.next("KEY=VALUE")
+            if key.text not in cls.defaults:
+                raise line.error(key.column, f"objective {cls.name!r} has no parameter {key.text!r} "
+                                             f"(its parameters: {', '.join(cls.defaults) or 'none'})")
+            eq = line.next("'=' after the parameter name")
+            if eq.text != "=":
+                raise line.error(eq.column, f"expected '=' after {key.text!r}, found {eq.text!r}")
+            value, vtok = line.number(f"value of {key.text}")
+            if value < 0:
+                raise line.error(vtok.column, f"{key.text} must not be negative")
+            if key.text in params:
+                raise line.error(key.column, f"{key.text} is given twice")
+            params[key.text] = value
+            cols[f"param:{key.text}"] = key.column
+        args["params"] = params
+    elif op == "generate":
+        tok = line.next("'on' or 'off'")
+        if tok.text not in ("on", "off"):
+            raise line.error(tok.column, f"generate takes 'on' or 'off', not {tok.text!r}")
+        args["on"], cols["on"] = tok.text == "on", tok.column
+    elif op == "robot":
+        x, tok = line.number("x")
+        y, _ = line.number("y")
+        args["xy"], cols["xy"] = (x, y), tok.column
+        args["yaw"] = 0.0
+        if line.peek() is not None:
+            args["yaw"], tok = line.number("yaw (rad)")
+            cols["yaw"] = tok.column
+    else:
+        raise line.error(op_tok.column, f"unknown command {op!r} (commands: {', '.join(COMMANDS)})")
+    line.done()
+    return Command(op, args, line.lineno, line.text, cols)
+
+
+def check(script: Script, crowd_map: Any, *, types: dict[str, PersonType] | None = None,
+          can_generate: bool = True, known: Iterable[str] = ()) -> None:
+    """Everything that can be known before running: names spawned before use and only once, places on the map,
+    models known, generation possible. ``known``: names that exist already (spawned by an earlier script or from
+    Python). Raises :class:`ScriptError` at the first problem."""
+    spawned: dict[str, int | None] = {name: None for name in known}
+    for cmd in script.commands:
+        def err(key: str, message: str, cmd: Command = cmd) -> ScriptError:
+            return ScriptError(script.source, cmd.line, cmd.columns.get(key), message)
+
+        name = cmd.args.get("name")
+        if cmd.op == "spawn":
+            if name in spawned:
+                where = f"line {spawned[name]}" if spawned[name] else "before this script"
+                raise err("name", f"{name!r} is already spawned ({where})")
+            try:
+                type_of_model(cmd.args["model"], types or DEFAULT_TYPES)
+            except KeyError as exc:
+                raise err("model", exc.args[0]) from None
+        elif name is not None and name not in spawned:
+            raise err("name", f"no person named {name!r} has been spawned before this line")
+        for key in ("at", "to"):
+            where = cmd.args.get(key)
+            if isinstance(where, str) and where != "robot":
+                try:
+                    crowd_map.point(where)
+                except KeyError as exc:
+                    raise err(key, exc.args[0]) from None
+        if cmd.op == "generate" and cmd.args["on"] and not can_generate:
+            raise err("on", "generate on: no rates file is loaded (give --rates)")
+        if cmd.op == "spawn":
+            spawned[name] = cmd.line
+
+
+def load_script(path: str | Path) -> Script:
+    """Read and parse a .scn file (a path, or a name under config/scenarios/)."""
+    from .configfile import resolve
+
+    resolved = resolve(path, "scenarios", suffix=".scn")
+    try:
+        text = resolved.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError(str(path), 0, None, f"cannot read: {exc.strerror}") from None
+    return parse(text, str(resolved))
+
+
+# --------------------------------------------------------------------------------------------------------- run
+class Scenario:
+    """The script's operations for Python, on one sim; also where its hooks are registered.
+
+    Hook order each step: the generator (new people), then the objective manager (reactions), then any recorder
+    the caller adds, so what is recorded at time t is the state the step starts from.
+    """
+
+    def __init__(self, sim: CrowdSim, *, rates: RateTable | list[RateTable] | None = None,
+                 start_s: float | None = None, objectives: ObjectiveConfig | None = None,
+                 generate: bool = False) -> None:
+        self.sim = sim
+        tables = [rates] if isinstance(rates, RateTable) else list(rates or [])
+        self.types: dict[str, PersonType] = {**DEFAULT_TYPES, **(tables[0].person_types if tables else {})}
+        self.generator = Generator(sim, tables, start_s=start_s, enabled=generate) if tables else None
+        config_at = None
+        if objectives is None and tables:  # each rates file's own reactions, on the days it covers
+            configs = [objectives_mod.config_from_table(t.objectives) for t in tables]
+            objectives = configs[0]
+            gen = self.generator
+
+            def config_at(time_s: float) -> ObjectiveConfig | None:
+                table = gen.table_for(gen.week_time(time_s)[0])
+                return configs[tables.index(table)] if table is not None else None
+
+        self.objectives = ObjectiveManager(sim, objectives, stochastic=generate, config_at=config_at)
+        if self.generator is not None:
+            sim.hooks.append(self.generator)
+        sim.hooks.append(self.objectives)
+        self.ids: dict[str, int] = {}
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def id_of(self, name: str) -> int:
+        if name not in self.ids:
+            raise KeyError(f"no person named {name!r} (spawned: {', '.join(self.ids) or 'none'})")
+        return self.ids[name]
+
+    def _point(self, where: str | tuple[float, float]) -> tuple[float, float]:
+        if isinstance(where, str):
+            p = self.sim.map.point(where)
+            return float(p[0]), float(p[1])
+        return float(where[0]), float(where[1])
+
+    # -- the operations --------------------------------------------------------------------------------------
+    def robot(self, x: float, y: float, yaw: float = 0.0) -> None:
+        """Put the robot there (standalone runs have no robot program to move it)."""
+        self.sim.set_robot(x, y, yaw=yaw)
+
+    def run(self, duration_s: float) -> None:
+        """Step the sim for ``duration_s`` of simulated time (rounded to whole steps)."""
+        self.sim.run(duration_s)
+
+    def spawn(self, name: str, model: str, at: str | tuple[float, float]) -> int:
+        """A named person of a model at a place or point, regardless of the rates (000: instruction 2). It stands
+        until moved, and stays when it arrives (scripted people do not leave by themselves)."""
+        if name in self.ids:
+            raise KeyError(f"{name!r} is already spawned")
+        agent_id = self.sim.add_agent(scripted_spec(model, self._point(at), name, self.types))
+        self.ids[name] = agent_id
+        return agent_id
+
+    def place(self, name: str, x: float, y: float) -> None:
+        """Set where the person stands (velocity zero); a route it had is kept."""
+        self.sim.place(self.id_of(name), x, y)
+
+    def move(self, name: str, to: str | tuple[float, float]) -> None:
+        """Walk along the passage graph to a place, a point, or ``"robot"`` (up to where the robot stands now)."""
+        agent_id = self.id_of(name)
+        if isinstance(to, str):
+            if to != "robot":
+                self.sim.map.point(to)  # an unknown name fails here, before the agent is touched
+            self.sim.move(agent_id, to)
+        else:
+            self.sim.move(agent_id, (float(to[0]), float(to[1])))
+
+    def wait_arrived(self, name: str, timeout_s: float = DEFAULT_WAIT_TIMEOUT_S) -> float:
+        """Run until the person has arrived; returns the simulated seconds waited. TimeoutError past the timeout."""
+        agent_id = self.id_of(name)
+        t0 = self.sim.time_s
+        limit = int(round(timeout_s / self.sim.dt))
+        for _ in range(limit):
+            if self.sim.arrived(agent_id):
+                return self.sim.time_s - t0
+            self.sim.step()
+        if self.sim.arrived(agent_id):
+            return self.sim.time_s - t0
+        raise TimeoutError(f"{name} did not arrive within {timeout_s:g} s of simulated time")
+
+    def objective(self, name: str, objective: str, **params: float) -> None:
+        """Arm ``objective`` for the person, changing only the named parameters."""
+        self.objectives.assign(self.id_of(name), objective, params)
+
+    def generate(self, on: bool) -> None:
+        """Stochastic generation and stochastic reactions together on or off (000: a script's special mode)."""
+        if on and self.generator is None:
+            raise ValueError("generate on: no rates file is loaded")
+        if self.generator is not None:
+            self.generator.enabled = on
+        self.objectives.stochastic = on
+
+    # -- scripts ---------------------------------------------------------------------------------------------
+    def run_script(self, script: Script | str, source: str = "<script>",
+                   on_line: Callable[[Command], None] | None = None) -> None:
+        """Parse and check the whole script first, then execute it line by line; the run ends at the last line.
+
+        ``on_line`` is called after each line has run (the display/report step S27 of FIG. 12).
+        """
+        if isinstance(script, str):
+            script = parse(script, source)
+        check(script, self.sim.map, types=self.types, can_generate=self.generator is not None, known=self.ids)
+        self.generate(False)  # a script starts in its own mode: no stochastic transitions (000, FIG. 12)
+        for cmd in script.commands:
+            try:
+                self._execute(cmd)
+            except (KeyError, ValueError, TimeoutError) as exc:
+                message = exc.args[0] if exc.args else str(exc)
+                raise ScriptError(script.source, cmd.line, None, f"{cmd.op}: {message}") from None
+            if on_line is not None:
+                on_line(cmd)
+
+    def _execute(self, cmd: Command) -> None:
+        a = cmd.args
+        if cmd.op == "run":
+            self.run(a["duration_s"])
+        elif cmd.op == "spawn":
+            self.spawn(a["name"], a["model"], a["at"])
+        elif cmd.op == "place":
+            self.place(a["name"], *a["xy"])
+        elif cmd.op == "move":
+            self.move(a["name"], a["to"])
+        elif cmd.op == "wait":
+            self.wait_arrived(a["name"], a["timeout_s"])
+        elif cmd.op == "objective":
+            self.objective(a["name"], a["objective"], **a["params"])
+        elif cmd.op == "generate":
+            self.generate(a["on"])
+        elif cmd.op == "robot":
+            self.robot(*a["xy"], yaw=a["yaw"])

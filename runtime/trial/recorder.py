@@ -1,0 +1,164 @@
+"""Trial recording: one MCAP file per trial, JSON messages, readable after a crash.
+
+The file format is MCAP and the writer is the ``mcap`` package from PyPI, Foxglove's own Python library for the
+format (maintained with the spec, used by the ROS 2 and Foxglove tooling). MCAP is self-describing (every channel
+carries its schema), indexed for random access when complete, and still readable record by record when the
+writer died before the footer; that last property is what crash survival relies on.
+
+Crash survival: messages go into a compressed chunk in memory; every ``flush_every_s`` of *log* time (not wall
+time, so a trial that runs 50x faster than real time still loses at most one simulated second) the chunk is
+closed, written and the file object flushed to the kernel. A SIGKILL after that loses only the open chunk: the
+log is readable up to the last flush boundary (``flushed_through_s``). ``fsync=True`` adds an ``os.fsync`` per
+flush for power loss; a killed process does not need it (the kernel keeps what was written), so it is off.
+
+Determinism: nothing of the wall clock goes into the file (message times are the caller's, publish time = log
+time, JSON with sorted keys), so the same trial gives the same bytes with the same library versions.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from mcap.writer import CompressionType, Writer
+
+from .topics import check_payload, schema_for
+
+LOG_NAME = "trial.mcap"
+PROFILE = ""  # no ROS profile: plain JSON channels
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become null (JSON has no NaN), numpy scalars and tuples plain values."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return _plain(value.tolist())
+    raise TypeError(f"cannot record a {type(value).__name__} ({value!r}) as JSON")
+
+
+def encode_json(payload: Any) -> bytes:
+    """The canonical JSON bytes of a message or schema: sorted keys, no spaces, no NaN."""
+    return json.dumps(_plain(payload), sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+class TrialRecorder:
+    """Writes ``out_dir/trial.mcap``: ``write(topic, t_s, payload)`` per message, ``close()`` for the footer.
+
+    One channel per topic, registered on first use with its JSON schema (``topics.SCHEMAS``); known topics are
+    checked for their required keys. ``t_s`` is the trial time in seconds (>= 0); messages may come in any order,
+    the reader sorts them (``flushed_through_s`` assumes they come roughly in time order). Use as a context
+    manager so an exception still writes a complete file. Thread-safe: the robot loop and the crowd bridge may
+    record from their own threads.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike[str], *, flush_every_s: float = 1.0, fsync: bool = False,
+                 chunk_size: int = 1 << 20):
+        if not flush_every_s > 0:
+            raise ValueError(f"flush_every_s must be > 0, not {flush_every_s!r}")
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.out_dir / LOG_NAME
+        self.flush_every_s = float(flush_every_s)
+        self._fsync = fsync
+        self._file = open(self.path, "wb")
+        # chunk_size only bounds memory; the flush timer is what bounds the loss on a crash.
+        self._writer = Writer(self._file, chunk_size=chunk_size, compression=CompressionType.ZSTD)
+        self._writer.start(profile=PROFILE)
+        self._channels: dict[str, int] = {}
+        self._sequence: dict[str, int] = {}
+        self._next_flush_s = self.flush_every_s
+        self._flushed_through_s = 0.0
+        self._closed = False
+        self._lock = threading.Lock()
+        self.flush()  # the header is on disk before the first message
+
+    @property
+    def flushed_through_s(self) -> float:
+        """Every message with a time below this is in the file (survives a SIGKILL of this process)."""
+        return self._flushed_through_s
+
+    def write(self, topic: str, t_s: float, payload: dict[str, Any]) -> None:
+        """Record one message. Flushes first when ``t_s`` crossed a flush boundary (see the module docstring)."""
+        if self._closed:
+            raise ValueError(f"{self.path}: recorder is closed")
+        if not isinstance(topic, str) or not topic.startswith("/"):
+            raise ValueError(f"topic must be a string starting with '/', not {topic!r}")
+        if not isinstance(payload, dict):
+            raise TypeError(f"{topic}: payload must be a dict, not {type(payload).__name__}")
+        t_s = float(t_s)
+        if not (math.isfinite(t_s) and t_s >= 0.0):
+            raise ValueError(f"{topic}: time must be finite and >= 0 s, not {t_s!r}")
+        check_payload(topic, payload)
+        data = encode_json(payload)
+        log_time = round(t_s * 1e9)
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.path}: recorder is closed")
+            if t_s >= self._next_flush_s:
+                self._flush_to(math.floor(t_s / self.flush_every_s) * self.flush_every_s)
+            channel = self._channels.get(topic)
+            if channel is None:
+                channel = self._register(topic)
+            sequence = self._sequence[topic]
+            self._sequence[topic] = sequence + 1
+            self._writer.add_message(channel, log_time=log_time, data=data, publish_time=log_time, sequence=sequence)
+
+    def flush(self) -> None:
+        """Close the open chunk and push everything written so far to the kernel (and disk with ``fsync``)."""
+        with self._lock:
+            if not self._closed:
+                self._flush()
+
+    def _flush(self) -> None:
+        self._writer.flush()  # mcap >= 1.6: ends the open chunk, writes it, flushes the stream
+        self._file.flush()
+        if self._fsync:
+            os.fsync(self._file.fileno())
+
+    def _flush_to(self, boundary_s: float) -> None:
+        self._flush()
+        self._flushed_through_s = boundary_s
+        self._next_flush_s = boundary_s + self.flush_every_s
+
+    def _register(self, topic: str) -> int:
+        schema = schema_for(topic)
+        schema_id = self._writer.register_schema(name=schema.get("title", topic), encoding="jsonschema",
+                                                 data=encode_json(schema))
+        channel = self._writer.register_channel(topic=topic, message_encoding="json", schema_id=schema_id)
+        self._channels[topic] = channel
+        self._sequence[topic] = 0
+        return channel
+
+    def close(self) -> None:
+        """Write the last chunk, the summary (schemas, channels, statistics, indexes) and the footer."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._writer.finish()
+                self._file.flush()
+                if self._fsync:
+                    os.fsync(self._file.fileno())
+            finally:
+                self._file.close()
+
+    def __enter__(self) -> TrialRecorder:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,81 @@
+"""``hil report DIR``: metrics.json and topdown.png rebuilt from DIR/trial.mcap alone.
+
+The log is the record of a trial; the metrics and the picture are views of it. Rebuilding them from the log
+means a metric can be fixed or added later and old trials re-scored, and that a crashed trial (no footer) still
+gets its report: the report says how far the log goes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .log import read_log
+from .metrics import compute_metrics, write_metrics
+from .recorder import LOG_NAME
+from .topdown import write_topdown
+
+METRICS_NAME = "metrics.json"
+TOPDOWN_NAME = "topdown.png"
+
+
+def build_report(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read DIR/trial.mcap, write DIR/metrics.json and DIR/topdown.png; return the metrics written.
+
+    metrics.json is ``compute_metrics`` of the log plus a ``log`` section: whether the log was complete, how many
+    messages it held, and why reading stopped when it was cut short.
+    """
+    trial_dir = Path(trial_dir)
+    log = read_log(trial_dir / LOG_NAME)
+    metrics = compute_metrics(log.messages)
+    metrics["log"] = {"complete": log.complete, "messages": log.count(), "stopped": log.stopped,
+                      "end_s": round(max((m[-1].t for m in log.messages.values() if m), default=0.0), 4)}
+    write_metrics(metrics, trial_dir / METRICS_NAME)
+    write_topdown(log.messages, trial_dir / TOPDOWN_NAME, metrics)
+    return metrics
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}{unit}"
+    return f"{value}{unit}"
+
+
+def format_metrics(metrics: dict[str, Any]) -> str:
+    """The metrics as a short human-readable table (the file has everything)."""
+    c = metrics["collisions"]
+    to_goal = _fmt(metrics["time_to_goal_s"], " s") if metrics["goal"]["reached"] else "not reached"
+    lines = [
+        f"time to goal        {to_goal}",
+        f"duration            {_fmt(metrics['duration_s'], ' s')}",
+        f"path length         {_fmt(metrics['path_length_m'], ' m')}",
+        f"time not moving     {_fmt(metrics['time_not_moving_s'], ' s')}",
+        f"people seen         {metrics['samples']['people_seen']}",
+        (f"min distance        {_fmt(metrics['min_distance_m'], ' m')} (centre to centre; "
+         f"clearance {_fmt(metrics['min_clearance_m'], ' m')})"),
+        f"mean distance       {_fmt(metrics['mean_distance_m'], ' m')} (to the nearest person)",
+    ]
+    for name, zone in metrics["intrusions"].items():
+        lines.append(f"{name + ' space':<19} {zone['entries']} entries, {zone['person_seconds']:.2f} person-s "
+                     f"(< {zone['radius_m']} m)")
+    lines.append(f"collisions          {c['robot_initiated']} robot-initiated, {c['person_initiated']} "
+                 f"person-initiated ({c['source']})")
+    log = metrics.get("log")
+    if log is not None and not log["complete"]:
+        lines.append(f"log                 cut short at {log['end_s']} s: {log['stopped']}")
+    return "\n".join(lines)
+
+
+def cli(args: argparse.Namespace) -> int:
+    trial_dir = Path(args.dir)
+    if not (trial_dir / LOG_NAME).is_file():
+        print(f"hil: error: {trial_dir / LOG_NAME}: no trial log there", file=sys.stderr)
+        return 2
+    metrics = build_report(trial_dir)
+    print(format_metrics(metrics))
+    print(f"wrote {trial_dir / METRICS_NAME} and {trial_dir / TOPDOWN_NAME}")
+    return 0

@@ -1,0 +1,144 @@
+"""The topics of a trial log and their JSON schemas.
+
+Every channel carries JSON messages described by a JSON Schema (MCAP schema encoding ``jsonschema``), so Foxglove,
+the ``mcap`` CLI or a ten-line script can read a trial without our code. The schemas are the contract between the
+trial runner that writes the log and the report that reads it: the recorder checks the required keys of the known
+topics at write time, so a misnamed field fails in the run that wrote it rather than as a silent ``None`` metric
+later. Other topics (anything starting with ``/``) are accepted with a permissive schema.
+
+Units are SI throughout: metres, seconds, radians, m/s, rad/s; positions in the map frame (x east, y north).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_NUM = {"type": "number"}
+_POINT = {"type": "array", "items": _NUM, "minItems": 2, "maxItems": 2}
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "/clock": {
+        "title": "hil.Clock",
+        "description": "Simulated (or wall) time of the trial, seconds.",
+        "type": "object",
+        "properties": {"t": _NUM},
+        "required": ["t"],
+    },
+    "/robot/state": {
+        "title": "hil.RobotState",
+        "description": "Base pose and velocity in the map frame, joint positions by blueprint name.",
+        "type": "object",
+        "properties": {
+            "x": _NUM, "y": _NUM, "yaw": _NUM,
+            "vx": {"type": "number", "description": "forward speed along the heading, m/s"},
+            "w": {"type": "number", "description": "yaw rate, rad/s"},
+            "joints": {"type": "object", "additionalProperties": _NUM},
+        },
+        "required": ["x", "y", "yaw", "vx", "w"],
+    },
+    "/pedestrians": {
+        "title": "hil.Pedestrians",
+        "description": "Every person in the world at one crowd tick (actual states, not intents).",
+        "type": "object",
+        "properties": {
+            "people": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "type": {"type": "string"},
+                        "x": _NUM, "y": _NUM, "vx": _NUM, "vy": _NUM,
+                        "radius": {"type": "number", "description": "body radius, m (0.25 when absent)"},
+                        "gaze": {"description": "where the person looks: yaw (rad) or a unit vector [gx, gy]",
+                                 "oneOf": [_NUM, _POINT, {"type": "null"}]},
+                    },
+                    "required": ["id", "x", "y", "vx", "vy"],
+                },
+            },
+        },
+        "required": ["people"],
+    },
+    "/robot/sensors": {
+        "title": "hil.RobotSensors",
+        "description": "What the robot's sensors read: ring ranges in metres (null: no echo), pressed contact zones.",
+        "type": "object",
+        "properties": {
+            "ring": {"type": "array", "items": {"oneOf": [_NUM, {"type": "null"}]}},
+            "contacts": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["ring", "contacts"],
+    },
+    "/world/contacts": {
+        "title": "hil.WorldContacts",
+        "description": "Ground truth from the physics engine: ids of the people touching the robot now.",
+        "type": "object",
+        "properties": {"people": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["people"],
+    },
+    "/bus/stats": {
+        "title": "hil.BusStats",
+        "description": "BusStats.as_dict() of the robot's bus host (cumulative counters, latency percentiles).",
+        "type": "object",
+        "additionalProperties": {"oneOf": [_NUM, {"type": "null"}]},
+    },
+    "/map": {
+        "title": "hil.Map",
+        "description": "The world's static layout, written once at the start.",
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "walls": {"type": "array", "items": {"type": "array", "items": _NUM, "minItems": 4, "maxItems": 4},
+                      "description": "segments [x1, y1, x2, y2]"},
+            "places": {"type": "object", "additionalProperties": _POINT},
+            "entrances": {"type": "object",
+                          "description": "name -> a point [x, y] or a segment [x1, y1, x2, y2]",
+                          "additionalProperties": {"type": "array", "items": _NUM}},
+            "start": {"oneOf": [_POINT, {"type": "null"}]},
+            "goal": {"oneOf": [_POINT, {"type": "null"}]},
+            "goal_radius": {"type": "number", "description": "m; 0.5 when absent"},
+        },
+        "required": ["walls", "goal"],
+    },
+    "/trial/meta": {
+        "title": "hil.TrialMeta",
+        "description": "What ran: seed, scenario, profile, software versions; robot footprint radius.",
+        "type": "object",
+        "properties": {
+            "seed": {"type": "integer"},
+            "scenario": {"type": "string"},
+            "profile": {"type": "string"},
+            "versions": {"type": "object", "additionalProperties": {"type": "string"}},
+            "robot_radius": {"type": "number", "description": "m; 0.3 when absent"},
+        },
+        "required": ["seed", "scenario", "profile", "versions"],
+    },
+}
+
+GENERIC_SCHEMA: dict[str, Any] = {"title": "hil.Json", "type": "object"}
+
+
+def schema_for(topic: str) -> dict[str, Any]:
+    """The JSON schema of a topic (a permissive object schema for topics not listed in SCHEMAS)."""
+    return SCHEMAS.get(topic, GENERIC_SCHEMA)
+
+
+def check_payload(topic: str, payload: dict[str, Any]) -> None:
+    """Raise ValueError naming the topic and the key when a known topic's payload lacks a required key.
+
+    Only the keys the report depends on are checked (required keys, and those of every person in
+    /pedestrians); full JSON Schema validation would need another dependency and cost time on every message.
+    """
+    schema = SCHEMAS.get(topic)
+    if schema is None:
+        return
+    missing = [k for k in schema.get("required", ()) if k not in payload]
+    if missing:
+        raise ValueError(f"{topic}: payload lacks {', '.join(missing)} (has {sorted(payload)})")
+    if topic == "/pedestrians":
+        if not isinstance(payload["people"], (list, tuple)):
+            raise ValueError(f"/pedestrians: 'people' must be a list, not {type(payload['people']).__name__}")
+        need = SCHEMAS["/pedestrians"]["properties"]["people"]["items"]["required"]
+        for k, person in enumerate(payload["people"]):
+            lacking = [key for key in need if key not in person]
+            if lacking:
+                raise ValueError(f"/pedestrians: people[{k}] lacks {', '.join(lacking)} (has {sorted(person)})")
