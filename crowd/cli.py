@@ -14,7 +14,6 @@ import argparse
 import json
 import sys
 
-SERVE_NOT_YET = "not yet: the bridge comes with issue 7"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="OUT", help="write agent trajectories as JSON ('-': stdout)")
     parser.add_argument("--sample", type=float, help="trajectory sample period in simulated seconds (default: dt)")
     parser.add_argument("--serve", metavar="ENDPOINT",
-                        help="serve the world over the bridge (not yet: the bridge comes with issue 7; exits 2)")
+                        help="be the world's crowd over the bridge: answer its ticks on this ZeroMQ endpoint "
+                             "(e.g. tcp://127.0.0.1:5760; '*' as port picks one); the first stdout line says where")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="for 'objectives': a table or JSON")
 
@@ -73,9 +73,6 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "objectives":
         print(list_objectives(args.format))
         return 0
-    if args.serve:
-        print(f"hil crowd --serve: {SERVE_NOT_YET}", file=sys.stderr)
-        return 2
     if not args.map:
         raise ValueError("hil crowd: --map is needed (e.g. --map arcade)")
     if args.script and args.duration is not None:
@@ -100,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
     scenario = Scenario(sim, rates=tables, start_s=start_s, generate=script is None)
     if script is not None:  # a bad line stops us here, before anything runs or any file is written
         check(script, crowd_map, types=scenario.types, can_generate=scenario.generator is not None)
+    if args.serve:
+        from .serve import serve
+
+        ticks = serve(sim, args.serve, ready=lambda line: print(line, flush=True))
+        print(f"crowd: served {ticks} ticks, {sim.time_s:.1f} s simulated", file=sys.stderr)
+        return 0
     recorder = TrajectoryRecorder(sim, args.sample)
     sim.hooks.append(recorder)
     failure: ScriptError | None = None

@@ -327,10 +327,6 @@ def test_hil_crowd_objectives_lists_the_registry():
     assert {i["name"] for i in listed} >= {"interact", "threatening"}
 
 
-def test_hil_crowd_serve_is_not_there_yet():
-    done = _hil("--map", "arcade", "--serve", "tcp://127.0.0.1:5999")
-    assert done.returncode == 2
-    assert "not yet: the bridge comes with issue 7" in done.stderr
 
 
 def test_hil_crowd_reports_a_bad_script_with_file_line_and_column(tmp_path):

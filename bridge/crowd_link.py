@@ -1,0 +1,87 @@
+"""The world <-> crowd link in lockstep (DESIGN "The bridge"; reference 000): at every crowd tick the world
+sends the robot's state and the people's *actual* states (after physics), and the crowd answers with its
+*intents*: each person's desired velocity and gaze, who appeared, who left.
+
+The world owns time: it calls :meth:`CrowdClient.tick` once per crowd period, and the crowd steps up to the time
+it is given. Messages are msgpack envelopes (``tick`` -> ``intents``, ``bye``); a crowd that does not answer
+within the timeout is reported by name and endpoint, never waited for forever.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import zmq
+
+from .envelope import EnvelopeError, pack, unpack
+
+REQUESTS = ("tick", "bye")
+REPLIES = ("intents", "error")
+
+
+class CrowdLinkError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Person:
+    """One person as the crowd intends it: where it is, the velocity it wants, where it looks, its body."""
+
+    id: int
+    type: str
+    x: float
+    y: float
+    vx: float
+    vy: float
+    gaze_x: float = 1.0
+    gaze_y: float = 0.0
+    radius: float = 0.25
+    height: float = 1.7
+
+
+def tick_payload(t_s: float, robot: dict | None, people: list[dict]) -> dict:
+    """robot: {x, y, yaw, vx, vy, radius} or None; people: [{id, x, y, vx, vy}] as the world measured them."""
+    return {"t": float(t_s), "robot": robot, "people": people}
+
+
+def intents_payload(t_s: float, people: list[Person], spawned: list[int], removed: list[int]) -> dict:
+    return {"t": float(t_s), "people": [p.__dict__ for p in people], "spawned": spawned, "removed": removed}
+
+
+def parse_people(payload: dict) -> list[Person]:
+    try:
+        return [Person(**person) for person in payload["people"]]
+    except (KeyError, TypeError) as exc:
+        raise EnvelopeError(f"intents: malformed people list ({exc})") from None
+
+
+class CrowdClient:
+    """The world's end of the link (REQ)."""
+
+    def __init__(self, endpoint: str, timeout_s: float = 10.0):
+        self.endpoint, self.timeout_s = endpoint, timeout_s
+        self._socket = zmq.Context.instance().socket(zmq.REQ)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(endpoint)
+        self.seq = 0
+
+    def tick(self, t_s: float, robot: dict | None, people: list[dict]) -> tuple[float, list[Person], dict]:
+        """Send one tick; returns (crowd time, people, the whole reply payload)."""
+        self.seq += 1
+        self._socket.send(pack("tick", tick_payload(t_s, robot, people), seq=self.seq, t=t_s))
+        if not self._socket.poll(int(self.timeout_s * 1000)):
+            raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer tick {self.seq} (t={t_s:.3f} s) within "
+                                 f"{self.timeout_s:g} s: stopped, crashed or stalled")
+        try:
+            reply = unpack(self._socket.recv(), REPLIES)
+        except EnvelopeError as exc:
+            raise CrowdLinkError(f"the crowd at {self.endpoint} sent a bad reply: {exc}") from None
+        if reply.type == "error":
+            raise CrowdLinkError(f"the crowd at {self.endpoint} refused tick {self.seq}: {reply.payload}")
+        return reply.payload["t"], parse_people(reply.payload), reply.payload
+
+    def close(self) -> None:
+        try:
+            self._socket.send(pack("bye", {}, seq=self.seq + 1))
+            self._socket.poll(500)
+        finally:
+            self._socket.close(0)
