@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, require
+from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, require, resolve_config_path
 
 MAPS_DIR = Path(__file__).resolve().parents[1] / "config" / "maps"
 SECTIONS = ("name", "defaults", "walls", "places", "entrances", "graph", "plazas")
@@ -322,14 +322,7 @@ def segments_cross(p0: np.ndarray, p1: np.ndarray, q0: np.ndarray, q1: np.ndarra
 
 def resolve_map_path(name_or_path: str | Path) -> Path:
     """A name under config/maps/ (``arcade``) or a path to a YAML file."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    path = MAPS_DIR / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in MAPS_DIR.glob("*.yaml"))
-        raise ConfigError(str(name_or_path), None, f"no map of that name; known: {', '.join(known)}")
-    return path
+    return resolve_config_path(name_or_path, MAPS_DIR, "map")
 
 
 def load_crowd_map(name_or_path: str | Path) -> CrowdMap:

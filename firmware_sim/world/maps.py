@@ -24,6 +24,7 @@ from devices.yaml_source import (
     SourceList,
     load_yaml_file,
     require,
+    resolve_config_path,
 )
 
 MAPS_DIR = Path(__file__).resolve().parents[2] / "config" / "maps"
@@ -75,14 +76,7 @@ class Map:
 
 def resolve_map_path(name_or_path: str | Path) -> Path:
     """A name under config/maps/ (``lab``) or a path to a YAML file."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    path = MAPS_DIR / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in MAPS_DIR.glob("*.yaml"))
-        raise ConfigError(str(name_or_path), None, f"no map of that name; known: {', '.join(known)}")
-    return path
+    return resolve_config_path(name_or_path, MAPS_DIR, "map")
 
 
 def load_map(name_or_path: str | Path) -> Map:
