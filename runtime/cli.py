@@ -79,12 +79,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_servo_chain_demo, run_wander_demo
+    from .demo import TrialError, run_servo_chain_demo, run_trial
 
     if args.servo_chain:
         run_servo_chain_demo(duration_s=args.duration or 3.0)
         return 0
-    return run_wander_demo(duration_s=args.duration or 30.0)
+    try:
+        run_trial(args.out, seed=args.seed, duration_s=args.duration or 60.0, crowd_timeout_s=args.crowd_timeout,
+                  crowd_endpoint=args.crowd, out=lambda line: print(line, flush=True))
+    except TrialError as exc:
+        print(f"hil demo: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cmd_crowd(args: argparse.Namespace) -> int:
@@ -137,7 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware)")
-    demo.add_argument("--duration", type=float, help="seconds to run (simulated; default 30, servo chain 3)")
+    demo.add_argument("--duration", type=float, help="seconds to run (simulated; default 60, servo chain 3)")
+    demo.add_argument("--out", help="trial folder: trial.mcap, metrics.json, topdown.png (default trials/demo-SEED)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the crowd and the sensors (default 0)")
+    demo.add_argument("--crowd", metavar="ENDPOINT", help="use a crowd already served there (default: start one)")
+    demo.add_argument("--crowd-timeout", type=float, default=10.0,
+                      help="seconds of wall time the world waits for a crowd tick before failing (default 10)")
     demo.add_argument("--servo-chain", action="store_true", help="the bus-only demo: 17 servos, 100 Hz, 1 Mbaud")
     demo.set_defaults(func=_cmd_demo)
 

@@ -1,9 +1,11 @@
 """``hil demo``: the best end-to-end run there is, on the built-in virtual robot, no hardware.
 
-Until the crowd and the trial recorder exist (issues 6, 7) that is the commbot, scanned from its parts, in the
-lab map, on the simulator's clock, driven by examples/wander_avoid.py through the Robot API: it cruises, turns
-away from what its ring sees, and stops on a bumper press. ``hil demo --servo-chain`` is the bus-only run: 17
-servos at emulated 1 Mbaud moved by a 100 Hz SyncWrite + FastSyncRead loop.
+``hil demo [--out DIR] [--seed N] [--duration S]`` is the full trial (:func:`run_trial`): a crowd process
+(``hil crowd --map arcade --serve``, background generation from the rates) ticked by the world in lockstep, the
+commbot in the arcade on the simulator's clock, driven by examples/guide_robot.py through the Robot API, recorded
+into DIR/trial.mcap and reported as DIR/metrics.json and DIR/topdown.png. The same seed gives the same bytes.
+``hil demo --servo-chain`` is the bus-only run: 17 servos at emulated 1 Mbaud moved by a 100 Hz SyncWrite +
+FastSyncRead loop. The harness imports firmware_sim and bridge lazily, inside functions.
 """
 from __future__ import annotations
 
@@ -60,17 +62,130 @@ def run_servo_chain_demo(url: str = "sim://servo_chain?baud=1000000&latency_ms=0
 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-DEMO_PROFILE = {"bus": "sim://commbot?clock=sim&map=lab", "clock": "sim", "semantics": "commbot",
-                "description": "hil demo: the commbot in the lab map on the simulator's clock"}
+# --- the full trial (issue 7 item 4): crowd + world + guide robot + recording + report -----------------------------
+
+TRIAL_MAP = "arcade"
+TRIAL_HZ = 10.0
+BUS_STATS_EVERY_S = 1.0
+ROBOT_RADIUS_M = 0.3
+DEFAULT_CROWD_TIMEOUT_S = 10.0
 
 
-def run_wander_demo(duration_s: float = 30.0) -> int:
-    """examples/wander_avoid.py on the commbot in the lab map (needs a source checkout, where examples/ lives)."""
-    from .robot.runner import run_controller
+class TrialError(RuntimeError):
+    """The trial could not run to its end (the crowd died, the world failed, ...)."""
 
-    controller = EXAMPLES / "wander_avoid.py"
-    if not controller.exists():
-        raise FileNotFoundError(f"{controller}: the demo controller ships with the source checkout "
-                                "(hil demo --servo-chain runs without it)")
-    summary = run_controller(controller, DEMO_PROFILE, duration_s=duration_s)
-    return 0 if summary.stopped in ("returned", "duration") else 1
+
+def _load_example(name: str):
+    import importlib.util
+
+    path = EXAMPLES / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: the demo controller ships with the source checkout")
+    spec = importlib.util.spec_from_file_location(f"hil_example_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def start_crowd(seed: int, crowd_map: str = TRIAL_MAP):
+    """``hil crowd --map MAP --serve tcp://127.0.0.1:* --seed N`` as a subprocess; returns (process, endpoint)."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", "import sys; from runtime.cli import main; sys.exit(main())", "crowd",
+               "--map", crowd_map, "--serve", "tcp://127.0.0.1:*", "--seed", str(seed)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=str(EXAMPLES.parent))
+    line = proc.stdout.readline().split()
+    if len(line) != 2 or line[0] != "crowd":
+        proc.kill()
+        proc.wait()
+        raise TrialError(f"the crowd did not start (said {' '.join(line)!r}, exit {proc.poll()})")
+    return proc, line[1]
+
+
+def _map_message(name: str, start, goal) -> dict:
+    # lazily: the harness, not the runtime, knows the world's files
+    from firmware_sim.world import load_map
+
+    the_map = load_map(name)
+    return {"name": the_map.name, "walls": [[*w.start, *w.end] for w in the_map.walls],
+            "places": {k: list(v) for k, v in the_map.places.items()}, "start": list(start[:2]),
+            "goal": list(goal), "goal_radius": 0.5}
+
+
+def run_trial(out_dir: str | Path | None = None, seed: int = 0, duration_s: float = 60.0,
+              crowd_timeout_s: float = DEFAULT_CROWD_TIMEOUT_S, crowd_endpoint: str | None = None, out=print,
+              progress: bool = True) -> dict:
+    """The full trial: returns the metrics (also in OUT/metrics.json, with OUT/trial.mcap and OUT/topdown.png).
+    ``crowd_endpoint``: an already served crowd (``hil crowd --serve``) instead of starting one. Raises TrialError
+    naming the crowd's endpoint when it stops answering for ``crowd_timeout_s``."""
+    from bridge.crowd_link import CrowdLinkError
+
+    from .robot import Robot
+    from .trial import TrialRecorder
+    from .trial.report import build_report
+
+    out_dir = Path(out_dir or f"trials/demo-{seed}")
+    guide_mod = _load_example("guide_robot.py")
+    start, goal = guide_mod.START, guide_mod.WAYPOINTS[-1]
+    proc, endpoint = (None, crowd_endpoint) if crowd_endpoint else start_crowd(seed)
+    url = (f"sim://commbot?clock=sim&map={TRIAL_MAP}&seed={seed}&crowd={endpoint}&crowd_timeout={crowd_timeout_s:g}"
+           f"&pose={start[0]:g},{start[1]:g},{start[2]:g}")
+    profile = {"bus": url, "clock": "sim", "semantics": "commbot",
+               "description": "hil demo: the commbot guide in the arcade with a crowd, on the simulator's clock"}
+    wall_start = time.perf_counter()
+    reached_at = None
+    try:
+        with TrialRecorder(out_dir) as rec, Robot.open(profile) as robot:
+            embodied = robot.bus.transport.embodied
+            rec.write("/trial/meta", 0.0, {"seed": seed, "scenario": "background", "profile": "commbot-arcade",
+                                           "versions": {"hil": "demo"}, "robot_radius": ROBOT_RADIUS_M})
+            rec.write("/map", 0.0, _map_message(TRIAL_MAP, start, goal))
+            guide = guide_mod.Guide(robot)
+            ring, bumper, base = robot.sensors["ring"], robot.sensors["bumper"], robot.base
+            next_stats, next_progress = 0.0, 0.0
+            try:
+                for tick in robot.loop(hz=TRIAL_HZ, duration_s=duration_s):
+                    t = tick.time
+                    if not guide.done:
+                        guide.step(robot)
+                    elif reached_at is None:
+                        reached_at = t
+                    x, y, yaw = base.odometry
+                    vel = base.velocity
+                    rec.write("/clock", t, {"t": t})
+                    rec.write("/robot/state", t, {"x": x, "y": y, "yaw": yaw, "vx": vel.v, "w": vel.w,
+                                                  "joints": {n: j.position for n, j in robot.joints.items()}})
+                    rec.write("/robot/sensors", t, {"ring": ring.ranges,
+                                                    "contacts": [z for z, on in bumper.pressed.items() if on]})
+                    with embodied.device.lock:
+                        people = embodied.crowd.states()
+                    rec.write("/pedestrians", t, {"people": people})
+                    if t >= next_stats - 1e-9:
+                        stats = robot.stats.as_dict()
+                        rec.write("/bus/stats", t, {k: v for k, v in stats.items() if not k.startswith("latency")})
+                        next_stats += BUS_STATS_EVERY_S
+                    if progress and t >= next_progress - 1e-9:
+                        out(_progress_line(t, duration_s, x, y, len(people), time.perf_counter() - wall_start))
+                        next_progress += max(1.0, duration_s / 20)
+            except CrowdLinkError as exc:
+                raise TrialError(f"trial failed: {exc}") from None
+        wall_s = time.perf_counter() - wall_start
+    finally:
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            proc.stdout.close()
+    metrics = build_report(out_dir)
+    out(f"trial done: {duration_s:g} s simulated in {wall_s:.1f} s wall; "
+        f"{f'goal reached at {reached_at:.1f} s' if reached_at is not None else 'goal not reached'}; "
+        f"wrote {out_dir}/trial.mcap, metrics.json, topdown.png")
+    return metrics
+
+
+def _progress_line(t: float, duration_s: float, x: float, y: float, people: int, wall_s: float) -> str:
+    width = 20
+    done = min(width, round(width * t / duration_s)) if duration_s > 0 else width
+    return (f"[{'#' * done}{'.' * (width - done)}] t={t:5.1f}/{duration_s:g} s  robot ({x:+6.2f}, {y:+5.2f})  "
+            f"{people:2d} people  wall {wall_s:5.1f} s")

@@ -59,6 +59,7 @@ class EmbodiedRobot:
     clock: str
     pacer: Pacer | None = None
     _lockstep: tuple | None = None
+    crowd: object | None = None  # the CrowdBridge (crowd_bridge.attach_crowd) when a crowd is connected
 
     def lockstep(self, stall_timeout_s: float | None = None):
         """The lockstep clock of this world (created on first use): (core, condition). The world is the master;
@@ -75,6 +76,8 @@ class EmbodiedRobot:
         return self._lockstep
 
     def close(self) -> None:
+        if self.crowd is not None:
+            self.crowd.close()
         self.world.close()
 
     def __enter__(self) -> "EmbodiedRobot":
@@ -87,7 +90,10 @@ class EmbodiedRobot:
 def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_name: str | None = None,
            base_xy_yaw: tuple[float, float, float] = (0.0, 0.0, 0.0), seed: int = 0, watchdog_s: float = 0.5,
            timing: WireTiming | None = None, faults: FaultInjector | None = None,
-           time_step_s: float | None = None) -> EmbodiedRobot:
+           time_step_s: float | None = None, crowd_endpoint: str | None = None, crowd_period_s: float = 0.1,
+           crowd_timeout_s: float = 10.0) -> EmbodiedRobot:
+    """``crowd_endpoint``: a served crowd (``hil crowd --serve``) ticked every ``crowd_period_s`` of world time
+    (see crowd_bridge.py); its pedestrians live in this world and the ring sees them."""
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, not {clock!r}")
     world = World(gui=gui, **({"time_step_s": time_step_s} if time_step_s else {}))
@@ -108,7 +114,16 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
     else:
         pacer = None
         device = VirtualBusDevice(parts, timing=timing, faults=faults, clock=lambda: world.time_s)
-    return EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer)
+    embodied = EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer)
+    if crowd_endpoint:
+        from .crowd_bridge import attach_crowd
+
+        try:
+            attach_crowd(embodied, crowd_endpoint, period_s=crowd_period_s, timeout_s=crowd_timeout_s)
+        except BaseException:
+            embodied.close()
+            raise
+    return embodied
 
 
 def _frictions(parts: Iterable[PartFirmware]) -> dict[tuple[int, str], float]:

@@ -3,7 +3,9 @@
 NAME is an assembly under config/robots/ (or a path to one). Query options switch on wire timing and faults:
 ``sim://servo_chain?baud=1000000&latency_ms=1&bitflip=1e-4&drop=0.01&seed=3``. An assembly of self-describing
 parts lives in a pybullet world (``world=0`` turns it off): ``clock=real|sim``, ``map=lab``, ``watchdog_ms=500``,
-``seed`` also seeds the sensors. Calls go straight into the
+``seed`` also seeds the sensors, ``pose=x,y,yaw`` places the robot (m, m, rad), ``crowd=tcp://...`` connects a
+served crowd (``hil crowd --serve``) whose people walk in the world, ``crowd_timeout`` (s, default 10) is how
+long the world waits for it. Calls go straight into the
 device, so the transport knows when no more bytes can come (:attr:`idle`) and never waits for a timeout in vain.
 This is the one place the host imports firmware_sim, and it does so lazily.
 """
@@ -15,7 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 from .base import Transport, TransportError
 
 _OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "seed": int, "return_delay": int,
-            "world": int, "clock": str, "map": str, "watchdog_ms": float}
+            "world": int, "clock": str, "map": str, "watchdog_ms": float, "pose": str, "crowd": str,
+            "crowd_timeout": float}
 
 
 class SimTransport(Transport):
@@ -39,7 +42,9 @@ class SimTransport(Transport):
 
                 self.embodied = embody(assembly, clock=options.get("clock", "real"), map_name=options.get("map"),
                                        seed=options.get("seed", 0), watchdog_s=options.get("watchdog_ms", 500.0) / 1000,
-                                       timing=timing, faults=faults)
+                                       timing=timing, faults=faults, base_xy_yaw=_pose(url, options.get("pose")),
+                                       crowd_endpoint=options.get("crowd"),
+                                       crowd_timeout_s=options.get("crowd_timeout", 10.0))
                 device = self.embodied.device
             else:
                 device = VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
@@ -87,6 +92,18 @@ def _sleep_until(deadline: float, clock) -> None:
     from firmware_sim.timing import sleep_until
 
     sleep_until(deadline, clock)
+
+
+def _pose(url: str, text: str | None) -> tuple[float, float, float]:
+    if not text:
+        return (0.0, 0.0, 0.0)
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) not in (2, 3):
+        raise TransportError(0, f"{url}: pose={text!r}: expected x,y or x,y,yaw (numbers)")
+    return values[0], values[1], values[2] if len(values) == 3 else 0.0
 
 
 def parse_sim_url(url: str) -> tuple[str, dict]:

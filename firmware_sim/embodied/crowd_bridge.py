@@ -1,0 +1,111 @@
+"""The crowd as a scheduled part of the world's time (issue 7 item 2, lockstep only).
+
+``attach_crowd(embodied, endpoint)`` connects the world to a served crowd (``hil crowd --serve``) and adds a
+pre-step hook: whenever the world's step count reaches the next crowd tick (every ``period_s`` of world time,
+counted in whole physics steps so the schedule never drifts), the robot's base state and the people's *actual*
+states (after physics) go to the crowd in one :meth:`bridge.crowd_link.CrowdClient.tick`, and its answer (each
+person's intended velocity, who appeared, who left) goes into :meth:`Pedestrians.sync`. The physics then drives
+the capsules toward those velocities until the next tick.
+
+The world waits for the crowd: the tick is a blocking request. A crowd that does not answer within ``timeout_s``
+raises :class:`bridge.crowd_link.CrowdLinkError` naming its endpoint (out of the step, so out of whoever advanced
+the world: the lockstep clock's participant, i.e. the trial fails clearly instead of hanging).
+"""
+from __future__ import annotations
+
+import math
+
+import pybullet as p
+
+from ..world.pedestrians import PedestrianIntent, Pedestrians
+
+ROBOT_RADIUS_M = 0.3
+
+
+class CrowdBridge:
+    """The world's end of the crowd link: owns the Pedestrians and the CrowdClient; :meth:`close` says bye."""
+
+    def __init__(self, embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,
+                 robot_radius_m: float = ROBOT_RADIUS_M):
+        from bridge.crowd_link import CrowdClient
+
+        world = embodied.world
+        if not period_s > 0:
+            raise ValueError(f"crowd period must be > 0 s, not {period_s!r}")
+        self.embodied, self.world, self.endpoint = embodied, world, endpoint
+        self.robot_radius_m = robot_radius_m
+        self.every_steps = max(1, round(period_s / world.time_step_s))
+        self.period_s = self.every_steps * world.time_step_s
+        self.pedestrians = Pedestrians(world)
+        self.client = CrowdClient(endpoint, timeout_s=timeout_s)
+        self.people: dict[int, object] = {}  # id -> bridge.crowd_link.Person of the last reply (type, gaze, radius)
+        self.ticks = 0
+        self.failure: str | None = None
+        self.crowd_time_s = 0.0
+        self._closed = False
+        world.add_pre_step(self._pre_step)
+
+    def _pre_step(self, world) -> None:
+        if world.steps % self.every_steps == 0:
+            self.tick()
+
+    def robot_state(self) -> dict:
+        body = self.embodied.robot
+        (x, y, _), quat = body.base_pose()
+        yaw = _yaw(quat)
+        (vx, vy, _), _ = p.getBaseVelocity(body.body_id, physicsClientId=body.client)
+        return {"x": x, "y": y, "yaw": yaw, "vx": vx, "vy": vy, "radius": self.robot_radius_m}
+
+    def tick(self) -> None:
+        """One exchange with the crowd at the world's current time."""
+        from bridge.crowd_link import CrowdLinkError
+
+        actual = [{"id": s.id, "x": s.x, "y": s.y, "vx": s.vx, "vy": s.vy} for s in self.pedestrians.states()]
+        try:
+            t, people, _ = self.client.tick(self.world.time_s, self.robot_state(), actual)
+        except CrowdLinkError as exc:
+            # the crowd is gone: the world stops asking (so shutting down does not wait for it again), the people
+            # stay where they are, and the error goes to whoever advanced the world
+            self.failure = str(exc)
+            self.world.remove_hook(self._pre_step)
+            for person in self.pedestrians.intended:
+                self.pedestrians.intended[person] = (0.0, 0.0)
+            raise
+        self.crowd_time_s = t
+        self.people = {person.id: person for person in people}
+        self.pedestrians.sync([PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius,
+                                                person.height) for person in people])
+        self.ticks += 1
+
+    def states(self) -> list[dict]:
+        """Every person's actual state with what the crowd says of them: [{id, type, x, y, vx, vy, radius, gaze}]."""
+        out = []
+        for s in self.pedestrians.states():
+            person = self.people.get(s.id)
+            out.append({"id": s.id, "x": s.x, "y": s.y, "vx": s.vx, "vy": s.vy,
+                        "type": getattr(person, "type", "adult"),
+                        "radius": getattr(person, "radius", 0.25),
+                        "gaze": [getattr(person, "gaze_x", 1.0), getattr(person, "gaze_y", 0.0)]})
+        return out
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.world.remove_hook(self._pre_step)
+        try:
+            self.client.close()
+        except Exception:  # a dead crowd cannot be told goodbye
+            pass
+
+
+def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0) -> CrowdBridge:
+    """Make the crowd at ``endpoint`` part of ``embodied``'s world time; the bridge is also ``embodied.crowd``."""
+    bridge = CrowdBridge(embodied, endpoint, period_s=period_s, timeout_s=timeout_s)
+    embodied.crowd = bridge
+    return bridge
+
+
+def _yaw(quat) -> float:
+    x, y, z, w = quat
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
