@@ -35,32 +35,18 @@ from pathlib import Path
 
 import numpy as np
 
-from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, require, resolve_config_path
+from devices.map_format import Wall, is_number, no_unknown, parse_defaults, parse_wall, positive
+from devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require, resolve_config_path
 
 MAPS_DIR = Path(__file__).resolve().parents[1] / "config" / "maps"
 SECTIONS = ("name", "defaults", "walls", "places", "entrances", "graph", "plazas")
-WALL_KEYS = ("from", "to", "thickness", "height", "name")
 ENTRANCE_KEYS = ("at", "width", "role")
 ROLES = ("entrance", "exit", "both")
-DEFAULT_THICKNESS = 0.1
-DEFAULT_HEIGHT = 2.0
 DEFAULT_GATE_WIDTH = 1.0
 RESERVED_NAME = "robot"
 VISIBILITY_CLEARANCE = 0.3  # metres of free space a straight leg of a route keeps from walls (a body's half width)
 
 Point = tuple[float, float]
-
-
-@dataclass(frozen=True)
-class Wall:
-    """A segment with a thickness (the physics world builds a box on it; the crowd keeps bodies off its faces)."""
-
-    start: Point
-    end: Point
-    thickness: float
-    height: float
-    name: str = ""
-    line: int = 0
 
 
 @dataclass(frozen=True)
@@ -335,11 +321,11 @@ def parse_crowd_map(doc: object, source: str) -> CrowdMap:
     """A CrowdMap from a loaded YAML document (devices.yaml_source), checked whole."""
     if not isinstance(doc, SourceDict):
         raise ConfigError(source, getattr(doc, "line", None), "a map must be a mapping with 'name' and 'walls'")
-    _no_unknown(doc, SECTIONS, "map")
+    no_unknown(doc, SECTIONS, "map")
     name = require(doc, "name", str, "map")
-    defaults = _defaults(doc)
+    defaults = parse_defaults(doc)
     walls_doc = require(doc, "walls", list, "map")
-    walls = tuple(_wall(walls_doc, k, defaults) for k in range(len(walls_doc)))
+    walls = tuple(parse_wall(walls_doc, k, defaults) for k in range(len(walls_doc)))
     names: dict[str, int] = {}  # every name -> its line, to refuse duplicates across sections
     places = _named_points(doc, "places", names)
     entrances = _entrances(doc, names)
@@ -352,25 +338,8 @@ def parse_crowd_map(doc: object, source: str) -> CrowdMap:
     return crowd_map
 
 
-def _no_unknown(mapping: SourceDict, known: tuple[str, ...], what: str) -> None:
-    for key in mapping:
-        if key not in known:
-            raise mapping.error(key, f"{what}: unknown field {key!r}; fields: {', '.join(known)}")
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _positive(mapping: SourceDict, key: str, what: str) -> float:
-    value = mapping[key]
-    if not _number(value) or value <= 0:
-        raise mapping.error(key, f"{what}: {key} must be a number > 0 (metres), not {value!r}")
-    return float(value)
-
-
 def _xy(value: object, where: ConfigError, what: str) -> Point:
-    if not isinstance(value, list) or len(value) != 2 or not all(_number(v) for v in value):
+    if not isinstance(value, list) or len(value) != 2 or not all(is_number(v) for v in value):
         raise ConfigError(where.source, where.line, f"{what} must be [x, y] in metres, not {value!r}")
     return float(value[0]), float(value[1])
 
@@ -379,32 +348,6 @@ def _point(mapping: SourceDict, key: str, what: str) -> Point:
     if key not in mapping:
         raise mapping.error(None, f"{what}: missing field {key!r}")
     return _xy(mapping[key], mapping.error(key, ""), f"{what}: {key}")
-
-
-def _defaults(doc: SourceDict) -> dict[str, float]:
-    out = {"thickness": DEFAULT_THICKNESS, "height": DEFAULT_HEIGHT}
-    if "defaults" not in doc:
-        return out
-    defaults = require(doc, "defaults", dict, "map")
-    _no_unknown(defaults, tuple(out), "defaults")
-    for key in defaults:
-        out[key] = _positive(defaults, key, "defaults")
-    return out
-
-
-def _wall(walls: SourceList, k: int, defaults: dict[str, float]) -> Wall:
-    entry = walls[k]
-    what = f"wall #{k + 1}"
-    if not isinstance(entry, SourceDict):
-        raise ConfigError(walls.source, walls.line_of(k), f"{what} must be a mapping with 'from' and 'to'")
-    _no_unknown(entry, WALL_KEYS, what)
-    start, end = _point(entry, "from", what), _point(entry, "to", what)
-    if math.dist(start, end) < 1e-9:
-        raise entry.error("to", f"{what}: 'from' and 'to' are the same point {list(start)}; a wall needs a length")
-    thickness = _positive(entry, "thickness", what) if "thickness" in entry else defaults["thickness"]
-    height = _positive(entry, "height", what) if "height" in entry else defaults["height"]
-    name = require(entry, "name", str, what) if "name" in entry else ""
-    return Wall(start, end, thickness, height, name, entry.line)
 
 
 def _claim(names: dict[str, int], name: object, mapping: SourceDict, what: str) -> str:
@@ -439,9 +382,9 @@ def _entrances(doc: SourceDict, names: dict[str, int]) -> dict[str, Entrance]:
         _claim(names, name, section, "entrances")
         what = f"entrance {name!r}"
         entry = require(section, name, dict, "entrances")
-        _no_unknown(entry, ENTRANCE_KEYS, what)
+        no_unknown(entry, ENTRANCE_KEYS, what)
         point = _point(entry, "at", what)
-        width = _positive(entry, "width", what) if "width" in entry else DEFAULT_GATE_WIDTH
+        width = positive(entry, "width", what) if "width" in entry else DEFAULT_GATE_WIDTH
         role = require(entry, "role", str, what) if "role" in entry else "both"
         if role not in ROLES:
             raise entry.error("role", f"{what}: role must be one of {', '.join(ROLES)}, not {role!r}")
@@ -458,7 +401,7 @@ def _graph(doc: SourceDict, entrances: dict[str, Entrance],
             raise doc.error(None, "map: entrances need a 'graph' section (nodes and edges) that reaches them")
         return nodes, (), []
     graph = require(doc, "graph", dict, "map")
-    _no_unknown(graph, ("nodes", "edges"), "graph")
+    no_unknown(graph, ("nodes", "edges"), "graph")
     node_doc = require(graph, "nodes", dict, "graph")
     for name in node_doc:
         _claim(names, name, node_doc, "graph nodes")
@@ -497,7 +440,7 @@ def _plazas(doc: SourceDict, names: dict[str, int]) -> dict[str, Plaza]:
         _claim(names, name, section, "plazas")
         what = f"plaza {name!r}"
         entry = require(section, name, dict, "plazas")
-        _no_unknown(entry, ("rect", "polygon"), what)
+        no_unknown(entry, ("rect", "polygon"), what)
         if ("rect" in entry) == ("polygon" in entry):
             raise entry.error(None, f"{what}: give exactly one of rect: [[x0, y0], [x1, y1]] or polygon: [[x, y], ...]")
         if "rect" in entry:

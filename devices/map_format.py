@@ -1,0 +1,97 @@
+"""The wall format of config/maps/*.yaml, shared by the physics world and the crowd (both read the same files).
+
+A wall is a segment ``{from: [x, y], to: [x, y], thickness?, height?, name?}`` in metres; ``defaults`` gives the
+thickness and height of walls that do not say. Errors are ConfigError with file:line (devices.yaml_source).
+Each reader adds its own sections (places, entrances, a passage graph) on top.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .yaml_source import ConfigError, SourceDict, SourceList, require
+
+WALL_KEYS = ("from", "to", "thickness", "height", "name")
+DEFAULT_THICKNESS = 0.1
+DEFAULT_HEIGHT = 2.0
+
+
+@dataclass(frozen=True)
+class Wall:
+    """A segment with a thickness (the physics world builds a box on it; the crowd keeps bodies off its faces)."""
+
+    start: tuple[float, float]
+    end: tuple[float, float]
+    thickness: float
+    height: float
+    name: str = ""
+    line: int = 0  # where the map file defines it, for messages
+
+    @property
+    def length(self) -> float:
+        return math.hypot(self.end[0] - self.start[0], self.end[1] - self.start[1])
+
+    @property
+    def midpoint(self) -> tuple[float, float]:
+        return (self.start[0] + self.end[0]) / 2, (self.start[1] + self.end[1]) / 2
+
+    @property
+    def yaw(self) -> float:
+        """Heading of the segment from start to end (rad, about z)."""
+        return math.atan2(self.end[1] - self.start[1], self.end[0] - self.start[0])
+
+
+def no_unknown(mapping: SourceDict, known: tuple[str, ...], what: str) -> None:
+    for key in mapping:
+        if key not in known:
+            raise mapping.error(key, f"{what}: unknown field {key!r}; fields: {', '.join(known)}")
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def positive(mapping: SourceDict, key: str, what: str) -> float:
+    value = mapping[key]
+    if not is_number(value) or value <= 0:
+        raise mapping.error(key, f"{what}: {key} must be a number > 0 (metres), not {value!r}")
+    return float(value)
+
+
+def point(mapping: SourceDict, key: str, what: str) -> tuple[float, float]:
+    value = require(mapping, key, list, what)
+    if len(value) != 2 or not all(is_number(v) for v in value):
+        raise mapping.error(key, f"{what}: {key} must be [x, y] in metres, not {list(value)!r}")
+    return float(value[0]), float(value[1])
+
+
+def parse_defaults(doc: SourceDict) -> dict[str, float]:
+    out = {"thickness": DEFAULT_THICKNESS, "height": DEFAULT_HEIGHT}
+    if "defaults" not in doc:
+        return out
+    defaults = require(doc, "defaults", dict, "map")
+    no_unknown(defaults, tuple(out), "defaults")
+    for key in defaults:
+        out[key] = positive(defaults, key, "defaults")
+    return out
+
+
+def parse_walls(doc: SourceDict) -> tuple[Wall, ...]:
+    defaults = parse_defaults(doc)
+    walls = require(doc, "walls", list, "map")
+    return tuple(parse_wall(walls, k, defaults) for k in range(len(walls)))
+
+
+def parse_wall(walls: SourceList, k: int, defaults: dict[str, float]) -> Wall:
+    entry = walls[k]
+    what = f"wall #{k + 1}"
+    if not isinstance(entry, SourceDict):
+        raise ConfigError(walls.source, walls.line_of(k), f"{what} must be a mapping with 'from' and 'to'")
+    no_unknown(entry, WALL_KEYS, what)
+    start, end = point(entry, "from", what), point(entry, "to", what)
+    if math.hypot(end[0] - start[0], end[1] - start[1]) < 1e-9:
+        raise entry.error("to", f"{what}: 'from' and 'to' are the same point {list(start)}; a wall needs a length")
+    thickness = positive(entry, "thickness", what) if "thickness" in entry else defaults["thickness"]
+    height = positive(entry, "height", what) if "height" in entry else defaults["height"]
+    name = require(entry, "name", str, what) if "name" in entry else ""
+    return Wall(start, end, thickness, height, name, entry.line)
