@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from devices.map_format import Wall, is_number, no_unknown, parse_defaults, parse_wall, positive
+from devices.map_format import Wall, is_number, no_unknown, parse_walls, positive
 from devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require, resolve_config_path
 
 MAPS_DIR = Path(__file__).resolve().parents[1] / "config" / "maps"
@@ -323,9 +323,7 @@ def parse_crowd_map(doc: object, source: str) -> CrowdMap:
         raise ConfigError(source, getattr(doc, "line", None), "a map must be a mapping with 'name' and 'walls'")
     no_unknown(doc, SECTIONS, "map")
     name = require(doc, "name", str, "map")
-    defaults = parse_defaults(doc)
-    walls_doc = require(doc, "walls", list, "map")
-    walls = tuple(parse_wall(walls_doc, k, defaults) for k in range(len(walls_doc)))
+    walls = parse_walls(doc)
     names: dict[str, int] = {}  # every name -> its line, to refuse duplicates across sections
     places = _named_points(doc, "places", names)
     entrances = _entrances(doc, names)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devices.map_format import Wall, no_unknown, parse_defaults, parse_wall, point
+from devices.map_format import Wall, no_unknown, parse_walls, point
 from devices.yaml_source import (
     ConfigError,
     SourceDict,
@@ -63,9 +63,7 @@ def parse_map(doc: object, source: str) -> Map:
         raise ConfigError(source, getattr(doc, "line", None), "a map must be a mapping with 'name' and 'walls'")
     no_unknown(doc, SECTIONS + CROWD_SECTIONS, "map")
     name = require(doc, "name", str, "map")
-    defaults = parse_defaults(doc)
-    walls_doc = require(doc, "walls", list, "map")
-    walls = tuple(parse_wall(walls_doc, k, defaults) for k in range(len(walls_doc)))
+    walls = parse_walls(doc)
     places = _places(doc)
     return Map(name=name, source=source, walls=walls, places=places)
 
