@@ -4,15 +4,20 @@ sends the robot's state and the people's *actual* states (after physics), and th
 
 The world owns time: it calls :meth:`CrowdClient.tick` once per crowd period, and the crowd steps up to the time
 it is given. Messages are msgpack envelopes (``tick`` -> ``intents``, ``bye``); a crowd that does not answer
-within the timeout is reported by name and endpoint, never waited for forever.
+within the timeout is reported by name and endpoint, never waited for forever. Plain on loopback; given a
+:class:`bridge.security.Security` the link is CURVE-encrypted and the crowd admits only authorized world keys.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import zmq
 
 from .envelope import EnvelopeError, pack, unpack
+
+if TYPE_CHECKING:
+    from .security import Security
 
 REQUESTS = ("tick", "bye")
 REPLIES = ("intents", "error")
@@ -55,13 +60,26 @@ def parse_people(payload: dict) -> list[Person]:
 
 
 class CrowdClient:
-    """The world's end of the link (REQ)."""
+    """The world's end of the link (REQ); with ``security`` it is CURVE-encrypted (the crowd must have
+    authorized the client key), and a refused handshake is named in the timeout error instead of a silent crowd."""
 
-    def __init__(self, endpoint: str, timeout_s: float = 10.0):
+    def __init__(self, endpoint: str, timeout_s: float = 10.0, security: Security | None = None):
         self.endpoint, self.timeout_s = endpoint, timeout_s
         self._socket = zmq.Context.instance().socket(zmq.REQ)
         self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.connect(endpoint)
+        self._watch = None
+        try:
+            if security is not None:
+                from .security import HandshakeWatch
+
+                security.apply_client(self._socket)
+                self._watch = HandshakeWatch(self._socket, security)
+            self._socket.connect(endpoint)
+        except BaseException:
+            if self._watch is not None:
+                self._watch.close()
+            self._socket.close(0)
+            raise
         self.seq = 0
 
     def tick(self, t_s: float, robot: dict | None, people: list[dict]) -> tuple[float, list[Person], dict]:
@@ -69,8 +87,9 @@ class CrowdClient:
         self.seq += 1
         self._socket.send(pack("tick", tick_payload(t_s, robot, people), seq=self.seq, t=t_s))
         if not self._socket.poll(int(self.timeout_s * 1000)):
+            why = self._watch.reason() if self._watch is not None else ""
             raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer tick {self.seq} (t={t_s:.3f} s) within "
-                                 f"{self.timeout_s:g} s: stopped, crashed or stalled")
+                                 f"{self.timeout_s:g} s: {why or 'stopped, crashed or stalled'}")
         try:
             reply = unpack(self._socket.recv(), REPLIES)
         except EnvelopeError as exc:
@@ -80,8 +99,13 @@ class CrowdClient:
         return reply.payload["t"], parse_people(reply.payload), reply.payload
 
     def close(self) -> None:
+        """Say bye when the socket still can (after an unanswered tick a REQ socket cannot send), then release it."""
         try:
             self._socket.send(pack("bye", {}, seq=self.seq + 1))
             self._socket.poll(500)
+        except zmq.ZMQError:
+            pass
         finally:
+            if self._watch is not None:
+                self._watch.close()
             self._socket.close(0)

@@ -11,7 +11,8 @@ wake reply carries, so participants can announce it.
 
 :class:`LockstepCore` is the bookkeeping (no threads, no sockets). :class:`LocalParticipant` is a blocking
 participant in the same process; :class:`ClockServer` / :class:`RemoteParticipant` carry the protocol over
-ZeroMQ (ROUTER / REQ, msgpack envelopes: hello, sleep_until, bye -> welcome, wake, error).
+ZeroMQ (ROUTER / REQ, msgpack envelopes: hello, sleep_until, bye -> welcome, wake, error), plain on loopback or,
+given a :class:`bridge.security.Security`, with CURVE encryption and client authentication.
 """
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from time import perf_counter as wall_clock
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import zmq
 
 from .envelope import EnvelopeError, pack, unpack
+
+if TYPE_CHECKING:
+    from .security import Security
 
 log = logging.getLogger(__name__)
 DEFAULT_STALL_TIMEOUT_S = 10.0
@@ -148,16 +152,24 @@ class ClockServer:
     """The master's side over ZeroMQ: a ROUTER socket served by a thread until :meth:`close`.
 
     ``lock`` is held while time advances, so the bus device (which takes the same lock for each instruction)
-    never sees a world mid-step.
+    never sees a world mid-step. With ``security`` only participants holding an authorized key get in, and
+    everything on the wire is encrypted; bad keys raise :class:`bridge.security.SecurityError` before binding.
     """
 
-    def __init__(self, core: LockstepCore, endpoint: str, lock: threading.RLock | None = None):
+    def __init__(self, core: LockstepCore, endpoint: str, lock: threading.RLock | None = None,
+                 security: Security | None = None):
         self.core, self.endpoint = core, endpoint
         self.lock = lock or threading.RLock()
         self._context = zmq.Context.instance()
         self._socket = self._context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.bind(endpoint)
+        try:
+            if security is not None:
+                security.apply_server(self._socket)
+            self._socket.bind(endpoint)
+        except BaseException:
+            self._socket.close(0)
+            raise
         self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._pending: dict[str, bytes] = {}  # participant -> ROUTER identity awaiting a reply
         self._identity_of: dict[bytes, str] = {}
@@ -229,23 +241,36 @@ class ClockServer:
 
 
 class RemoteParticipant:
-    """A participant in another process than the master; every call is a REQ/REP round trip."""
+    """A participant in another process than the master; every call is a REQ/REP round trip (CURVE-encrypted
+    with ``security``, whose client key the master must have authorized)."""
 
-    def __init__(self, endpoint: str, name: str, timeout_s: float = 2 * DEFAULT_STALL_TIMEOUT_S):
+    def __init__(self, endpoint: str, name: str, timeout_s: float = 2 * DEFAULT_STALL_TIMEOUT_S,
+                 security: Security | None = None):
         self.endpoint, self.name, self.timeout_s = endpoint, name, timeout_s
         self._socket = zmq.Context.instance().socket(zmq.REQ)
         self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.connect(endpoint)
-        self.epoch = 0
-        self.now_s = 0.0
-        reply = self._call("hello", {})
+        self._watch = None
+        try:
+            if security is not None:
+                from .security import HandshakeWatch
+
+                security.apply_client(self._socket)
+                self._watch = HandshakeWatch(self._socket, security)
+            self._socket.connect(endpoint)
+            self.epoch = 0
+            self.now_s = 0.0
+            reply = self._call("hello", {})
+        except BaseException:  # no master, or it refused us: leave no socket behind
+            self._release()
+            raise
         self.epoch, self.now_s = reply.payload.get("epoch", 0), reply.t
 
     def _call(self, kind: str, payload: dict):
         self._socket.send(pack(kind, {"name": self.name, **payload}, t=self.now_s))
         if not self._socket.poll(int(self.timeout_s * 1000)):
+            why = self._watch.reason() if self._watch is not None else ""
             raise LockstepError(f"lockstep: the clock master at {self.endpoint} did not answer {self.name!r}'s "
-                                f"{kind} within {self.timeout_s:g} s (stalled or gone)")
+                                f"{kind} within {self.timeout_s:g} s ({why or 'stalled or gone'})")
         try:
             reply = unpack(self._socket.recv(), REPLIES)
         except EnvelopeError as exc:
@@ -265,4 +290,9 @@ class RemoteParticipant:
             self._call("bye", {})
         except LockstepError:
             pass
+        self._release()
+
+    def _release(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
         self._socket.close(0)

@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                         "of the first rates file)")
     parser.add_argument("--script", help="a scenario script (.scn; a path or a name under config/scenarios/); it "
                                          "starts with generation off and ends at its last line")
+    parser.add_argument("--generate", action="store_true",
+                        help="with --script: stochastic generation and reactions stay on alongside the script (as "
+                             "if its first line were 'generate on'); the background crowd of a staged scene")
     parser.add_argument("--seed", type=int, default=0, help="seed of the crowd's only random generator (default 0)")
     parser.add_argument("--dt", type=float, default=0.1, help="crowd step in simulated seconds (default 0.1)")
     parser.add_argument("--duration", type=float,
@@ -38,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--serve", metavar="ENDPOINT",
                         help="be the world's crowd over the bridge: answer its ticks on this ZeroMQ endpoint "
                              "(e.g. tcp://127.0.0.1:5760; '*' as port picks one); the first stdout line says where")
+    parser.add_argument("--realtime", action="store_true",
+                        help="with --serve: run paced to wall time and stream (PUB/SUB plus a control channel) "
+                             "for a world on the real clock (sim://...&crowd_mode=realtime), instead of lockstep")
+    parser.add_argument("--keys", metavar="DIR",
+                        help="with --serve: CURVE-encrypt the link and answer only worlds whose key is in "
+                             "DIR/authorized/ (a key directory made by 'hil keys DIR'); needed off loopback")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="for 'objectives': a table or JSON")
 
@@ -50,6 +59,20 @@ def _robot_pose(text: str) -> tuple[float, float, float]:
     if len(values) not in (2, 3):
         raise ValueError(f"--robot {text!r}: expected X,Y or X,Y,YAW (numbers)")
     return values[0], values[1], values[2] if len(values) == 3 else 0.0
+
+
+def _security(args: argparse.Namespace):
+    """The keys of ``--keys``, checked before any file is loaded or anything bound: a bad key directory stops the
+    command with the file and the reason, not a crowd that silently refuses everyone."""
+    if not args.keys:
+        return None
+    if not args.serve:
+        raise ValueError("hil crowd: --keys secures the link of --serve: it needs --serve ENDPOINT")
+    from bridge.security import Security
+
+    security = Security.load(args.keys)
+    security.check_server()
+    return security
 
 
 def list_objectives(fmt: str = "text") -> str:
@@ -75,10 +98,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.map:
         raise ValueError("hil crowd: --map is needed (e.g. --map arcade)")
+    if args.realtime and not args.serve:
+        raise ValueError("hil crowd: --realtime is a way of serving: it needs --serve ENDPOINT")
+    if args.generate and not args.script:
+        raise ValueError("hil crowd: --generate goes with --script (without a script generation is on anyway)")
     if args.script and args.duration is not None:
         raise ValueError("hil crowd: --duration and --script do not go together: the script's last line ends the run")
     if args.dt <= 0:
         raise ValueError(f"hil crowd: --dt must be > 0, not {args.dt}")
+    security = _security(args)
 
     from .maps import load_crowd_map
     from .population import load_rates, parse_start
@@ -99,8 +127,21 @@ def run(args: argparse.Namespace) -> int:
         check(script, crowd_map, types=scenario.types, can_generate=scenario.generator is not None)
     if args.serve:
         from .serve import serve
+        from .stepper import Stepper
 
-        ticks = serve(sim, args.serve, ready=lambda line: print(line, flush=True))
+        stepper = Stepper(sim)
+        if script is not None:  # the script plays on the world's time, tick by tick
+            stepper.start(scenario.play(script, on_line=stepper.line_ran, generate=args.generate, world_robot=True))
+        if args.realtime:
+            from .serve_realtime import serve_realtime
+
+            stats = serve_realtime(sim, args.serve, ready=lambda line: print(line, flush=True), security=security,
+                                   stepper=stepper)
+            print(f"crowd: {stats.steps} steps in real time ({stats.skipped} skipped), {sim.time_s:.1f} s "
+                  "simulated", file=sys.stderr)
+            return 0
+        ticks = serve(sim, args.serve, ready=lambda line: print(line, flush=True), stepper=stepper,
+                      security=security)
         print(f"crowd: served {ticks} ticks, {sim.time_s:.1f} s simulated", file=sys.stderr)
         return 0
     recorder = TrajectoryRecorder(sim, args.sample)
@@ -108,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     failure: ScriptError | None = None
     try:
         if script is not None:
-            scenario.run_script(script)
+            scenario.run_script(script, generate=args.generate)
         else:
             scenario.run(60.0 if args.duration is None else args.duration)
     except ScriptError as exc:  # found while running (a wait that timed out): keep what was simulated

@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from . import objectives as objectives_mod
 from .objectives import ObjectiveConfig, ObjectiveManager
@@ -404,23 +404,58 @@ class Scenario:
 
     # -- scripts ---------------------------------------------------------------------------------------------
     def run_script(self, script: Script | str, source: str = "<script>",
-                   on_line: Callable[[Command], None] | None = None) -> None:
+                   on_line: Callable[[Command], None] | None = None, generate: bool = False) -> None:
         """Parse and check the whole script first, then execute it line by line; the run ends at the last line.
 
-        ``on_line`` is called after each line has run (the display/report step S27 of FIG. 12).
+        ``on_line`` is called after each line has run (the display/report step S27 of FIG. 12); ``generate``
+        keeps stochastic generation on alongside the script (see :meth:`play`).
+        """
+        for _ in self.play(script, source, on_line=on_line, generate=generate):
+            self.sim.step()
+
+    def play(self, script: Script | str, source: str = "<script>", *,
+             on_line: Callable[[Command], None] | None = None, generate: bool = False,
+             world_robot: bool = False) -> Iterator[Command]:
+        """The script as a generator that yields (the line being run) each time it needs one sim step, and steps
+        nothing itself: whoever owns time steps the sim between yields. Standalone that is :meth:`run_script`;
+        served to a world (crowd/serve.py) it is the world's tick, so ``run 5s`` lasts 5 s of the world's time.
+
+        The whole script is checked before the first line runs. ``generate``: stochastic generation and reactions
+        stay on alongside the script (as if its first line were ``generate on``). ``world_robot``: the world
+        places the robot, so ``robot`` lines are skipped.
         """
         if isinstance(script, str):
             script = parse(script, source)
         check(script, self.sim.map, types=self.types, can_generate=self.generator is not None, known=self.ids)
-        self.generate(False)  # a script starts in its own mode: no stochastic transitions (000, FIG. 12)
+        self.generate(generate)  # a script starts in its own mode: no stochastic transitions (000, FIG. 12)
         for cmd in script.commands:
+            if world_robot and cmd.op == "robot":
+                continue
             try:
-                self._execute(cmd)
+                for _ in self._steps(cmd):
+                    yield cmd
             except (KeyError, ValueError, TimeoutError) as exc:
                 message = exc.args[0] if exc.args else str(exc)
                 raise ScriptError(script.source, cmd.line, None, f"{cmd.op}: {message}") from None
             if on_line is not None:
                 on_line(cmd)
+
+    def _steps(self, cmd: Command) -> Iterator[None]:
+        """Run one line, yielding once per sim step it needs (``run`` and ``wait``); other lines take no time."""
+        a = cmd.args
+        if cmd.op == "run":
+            for _ in range(int(round(a["duration_s"] / self.sim.dt))):
+                yield
+        elif cmd.op == "wait":
+            agent_id = self.id_of(a["name"])
+            for _ in range(int(round(a["timeout_s"] / self.sim.dt))):
+                if self.sim.arrived(agent_id):
+                    return
+                yield
+            if not self.sim.arrived(agent_id):
+                raise TimeoutError(f"{a['name']} did not arrive within {a['timeout_s']:g} s of simulated time")
+        else:
+            self._execute(cmd)
 
     def _execute(self, cmd: Command) -> None:
         a = cmd.args

@@ -1,29 +1,58 @@
-"""The guide robot: along the arcade's middle passage from the west hall to the plaza, on odometry waypoints;
-slows down and stops when the ring sees someone (or something) close ahead, and turns its head toward the
-nearest thing the ring sees close by. Bus data only: odometry, ring ranges, joint targets.
+"""The guide robot: through the arcade from the west gate's hall to the east gate's hall, along the middle passage
+and around the fountain, on odometry waypoints. It slows down and stops when the ring sees someone (or something)
+close ahead, turns its head toward the nearest thing the ring sees close by, and - reference 000, step S7 - goes
+toward a person who stopped near it (someone who may be interested in the robot), faces them for a while, then
+goes on. Bus data only: odometry, ring ranges, joint targets.
 
     hil demo                                     # the full trial: crowd, world, this controller, report
     hil run examples/guide_robot.py --profile config/profiles/virtual.yaml \
-        --bus "sim://commbot?clock=sim&map=arcade&pose=-18,0,0" --duration 60
+        --bus "sim://commbot?clock=sim&map=arcade&pose=-18,0,0" --duration 120
 
 The start pose is where the robot is put in the map (the odometry is reset to it), so waypoints are map points.
+``Guide.mode`` says what it is doing: ``route`` (following the waypoints), ``engage`` (turning to and closing on
+someone who stopped near it), ``dwell`` (standing with them), ``detour`` (going around someone who stays in its
+way), ``done`` (at the last waypoint).
 """
 from __future__ import annotations
 
 import math
+from collections import deque
 
 HZ = 10.0
 START = (-18.0, 0.0, 0.0)  # the west hall, facing east along the middle passage
-WAYPOINTS = ((-10.0, 0.0), (-4.5, 0.0))  # mid_west, then the plaza's west node
+# mid_west, the plaza's west side, north of the fountain, the plaza's east side, mid_east, the east hall
+WAYPOINTS = ((-10.0, 0.0), (-4.2, 0.0), (-2.5, 3.0), (2.5, 3.0), (4.2, 0.0), (10.0, 0.0), (18.0, 0.0))
 REACHED_M = 0.4
 CRUISE_M_S = 0.45
 TURN_GAIN = 1.5
 MAX_TURN_RAD_S = 0.8
-AHEAD = math.radians(25)  # the sensors within this of straight on see "ahead"
-SLOW_M = 1.6  # something ahead closer than this: slow down
-STOP_M = 0.8  # closer than this: stop
+SENSOR_RADIUS_M = 0.20  # the ring's sensor faces are this far from its centre (the range is measured from there)
+PATH_HALF_WIDTH_M = 0.45  # what lies within this of the robot's centre line is in its way (body + margin)
+SLOW_M = 1.6  # something in the way closer ahead than this: slow down
+STOP_M = 0.6  # closer than this: stop
 LOOK_M = 1.5  # the head turns toward the nearest reading closer than this (the passage walls are ~1.8 m away)
 HEAD = "head.neck_yaw"
+
+# S7: someone who stopped near the robot
+FRONT_HALF = math.radians(65)  # where an interested person is looked for (the ring's front sensors)
+ENGAGE_M = 1.2  # nearer than this...
+STILL_S = 2.0  # ...and still (the reading moving less than STILL_M) this long while the robot stood or crept
+STILL_M = 0.15
+CREEP_M_S = 0.1  # the robot counts as standing below this speed
+APPROACH_M = 0.35  # close in until the reading is this short (the person keeps their own distance too)
+APPROACH_M_S = 0.15
+APPROACH_MAX_S = 4.0
+DWELL_S = 8.0  # time spent facing the person (an utterance would go here on the real robot)
+COOLDOWN_S = 20.0  # after a dwell, this long on the route before engaging again
+LOST_S = 1.0  # an engaged person not seen this long: back to the route
+
+# going around: someone who stays in the way after the robot was with them (or while it may not engage again)
+BLOCKED_S = 4.0  # stopped by something in the way this long: go around it
+DETOUR_TURN_RAD = math.radians(70)  # turn this far toward the freer side...
+DETOUR_M = 1.2  # ...and drive this far before heading for the waypoint again
+DETOUR_M_S = 0.3
+DETOUR_STOP_M = 0.15  # on a detour, only this close ahead stops the robot (people who keep a distance step back)
+DETOUR_MAX_S = 15.0
 
 
 def _wrap(a: float) -> float:
@@ -33,39 +62,170 @@ def _wrap(a: float) -> float:
 class Guide:
     """One decision per tick: ``step(robot)`` sets the base's twist and the head's target; ``done`` at the end."""
 
-    def __init__(self, robot, start=START, waypoints=WAYPOINTS):
+    def __init__(self, robot, start=START, waypoints=WAYPOINTS, hz: float = HZ):
         self.waypoints = list(waypoints)
-        self.done = False
+        self.period_s = 1.0 / hz
+        self.t = 0.0
+        self.mode = "route"
+        self.engagements = 0
+        self.detours = 0
+        self._front: deque[tuple[float | None, float]] = deque(maxlen=max(1, round(STILL_S * hz)))
+        self._mode_since = 0.0
+        self._seen_at = 0.0
+        self._cooldown_until = 0.0
+        self._blocked_since: float | None = None
+        self._detour: tuple[float, float, float] | None = None  # heading, start x, start y
         robot.base.reset_odometry(*start)
 
+    @property
+    def done(self) -> bool:
+        return self.mode == "done"
+
     def step(self, robot) -> tuple[float, float]:
-        base, ring = robot.base, robot.sensors["ring"]
-        x, y, yaw = base.odometry
+        self.t += self.period_s
+        ring = robot.sensors["ring"]
+        person = _nearest_in(ring, -FRONT_HALF, FRONT_HALF)
+        self._front.append((person[0] if person else None, abs(robot.base.velocity.v)))
+        v, w = {"route": self._route, "engage": self._engage, "dwell": self._dwell, "detour": self._go_around,
+                "done": lambda robot, person: (0.0, 0.0)}[self.mode](robot, person)
+        robot.base.drive(v, w)
+        if self.mode not in ("engage", "dwell"):
+            self.look(robot)
+        return v, w
+
+    def _set(self, mode: str) -> None:
+        self.mode, self._mode_since = mode, self.t
+
+    # --- route: waypoints, slowing for what is ahead ------------------------------------------------------------
+    def _route(self, robot, person) -> tuple[float, float]:
+        if self._someone_waits() and self.t >= self._cooldown_until:
+            self._set("engage")
+            self.engagements += 1
+            self._seen_at = self.t
+            return self._engage(robot, person)
+        x, y, yaw = robot.base.odometry
         while self.waypoints and math.hypot(self.waypoints[0][0] - x, self.waypoints[0][1] - y) < REACHED_M:
             self.waypoints.pop(0)
         if not self.waypoints:
-            self.done = True
-            base.stop()
+            self._set("done")
             return 0.0, 0.0
         wx, wy = self.waypoints[0]
         error = _wrap(math.atan2(wy - y, wx - x) - yaw)
         w = max(-MAX_TURN_RAD_S, min(MAX_TURN_RAD_S, TURN_GAIN * error))
         v = CRUISE_M_S * max(0.0, math.cos(error))
-        front = ring.nearest(-AHEAD, AHEAD)
+        front = _clearance_ahead(robot.sensors["ring"])
         if front is not None and front < SLOW_M:
             v *= max(0.0, (front - STOP_M) / (SLOW_M - STOP_M))
-        base.drive(v, w)
-        self.look(robot)
+        if front is not None and front < STOP_M:
+            self._blocked_since = self.t if self._blocked_since is None else self._blocked_since
+            if self.t - self._blocked_since >= BLOCKED_S:
+                return self._start_detour(robot)
+        else:
+            self._blocked_since = None
         return v, w
 
+    # --- going around what stays in the way ----------------------------------------------------------------------
+    def _start_detour(self, robot) -> tuple[float, float]:
+        """Turn toward the side with more room (the ring's readings 30 to 90 degrees left against right)."""
+        ring = robot.sensors["ring"]
+        left = _nearest_in(ring, math.radians(25), math.radians(95))
+        right = _nearest_in(ring, math.radians(-95), math.radians(-25))
+        room_left = left[0] if left else math.inf
+        room_right = right[0] if right else math.inf
+        x, y, yaw = robot.base.odometry
+        side = 1.0 if room_left >= room_right else -1.0
+        self.detours += 1
+        if self.detours % 3 == 0:  # the freer side did not work twice: try the other one
+            side = -side
+        self._detour = (_wrap(yaw + side * DETOUR_TURN_RAD), x, y)
+        self._blocked_since = None
+        self._set("detour")
+        return 0.0, 0.0
+
+    def _go_around(self, robot, person) -> tuple[float, float]:
+        heading, x0, y0 = self._detour
+        x, y, yaw = robot.base.odometry
+        error = _wrap(heading - yaw)
+        w = max(-MAX_TURN_RAD_S, min(MAX_TURN_RAD_S, TURN_GAIN * error))
+        if abs(error) > math.radians(15):
+            return 0.0, w
+        front = _clearance_ahead(robot.sensors["ring"])
+        if math.hypot(x - x0, y - y0) >= DETOUR_M or self.t - self._mode_since > DETOUR_MAX_S:
+            self._detour = None
+            self._set("route")
+            return 0.0, 0.0
+        if front is not None and front < DETOUR_STOP_M:  # people close around: creep, they make way
+            return 0.0, w
+        return DETOUR_M_S * min(1.0, (front if front is not None else SLOW_M) / SLOW_M) + 0.05, w
+
+    def _someone_waits(self) -> bool:
+        """Something stood within ENGAGE_M in front, still, for STILL_S while the robot stood or crept: a person
+        who stopped near the robot (a wall does not come that close to a robot following the passage)."""
+        if len(self._front) < self._front.maxlen:
+            return False
+        ranges = [r for r, _ in self._front]
+        if any(r is None or r > ENGAGE_M for r in ranges):
+            return False
+        return max(ranges) - min(ranges) < STILL_M and all(speed < CREEP_M_S for _, speed in self._front)
+
+    # --- S7: go toward the person, then stay with them -----------------------------------------------------------
+    def _engage(self, robot, person) -> tuple[float, float]:
+        if person is None or person[0] > ENGAGE_M + 0.5:
+            if self.t - self._seen_at > LOST_S:
+                self._leave()
+            return 0.0, 0.0
+        self._seen_at = self.t
+        distance, bearing = person
+        self._look_at(robot, bearing)
+        w = max(-MAX_TURN_RAD_S, min(MAX_TURN_RAD_S, TURN_GAIN * bearing))
+        facing = abs(bearing) < math.radians(20)
+        if distance <= APPROACH_M or self.t - self._mode_since > APPROACH_MAX_S:
+            self._set("dwell")
+            return 0.0, w
+        return (APPROACH_M_S if facing else 0.0), w
+
+    def _dwell(self, robot, person) -> tuple[float, float]:
+        if person is not None:
+            self._look_at(robot, person[1])
+        if self.t - self._mode_since >= DWELL_S:
+            self._leave()
+        return 0.0, 0.0
+
+    def _leave(self) -> None:
+        self._cooldown_until = self.t + COOLDOWN_S
+        self._front.clear()
+        self._set("route")
+
+    # --- the head ----------------------------------------------------------------------------------------------
     def look(self, robot) -> None:
         """Head toward the nearest close reading (back to straight ahead when nothing is close)."""
-        ring = robot.sensors["ring"]
-        close = [(r, a) for a, r in zip(ring.angles, ring.ranges) if r is not None and r < LOOK_M]
-        target = _wrap(min(close)[1]) if close else 0.0
+        close = _nearest_in(robot.sensors["ring"], -math.pi, math.pi)
+        self._look_at(robot, close[1] if close and close[0] < LOOK_M else 0.0)
+
+    def _look_at(self, robot, bearing: float) -> None:
         head = robot.joints.get(HEAD)
         if head is not None:
-            head.target = max(-1.2, min(1.2, target))
+            head.target = max(-1.2, min(1.2, _wrap(bearing)))
+
+
+def _clearance_ahead(ring) -> float | None:
+    """How far ahead the nearest echo in the robot's way is: each reading becomes a point (the range is measured
+    from the sensor face), and points within PATH_HALF_WIDTH_M of the centre line count by their distance ahead.
+    A person 40 degrees off the nose at 0.3 m is in the way; a wall 2 m to the side is not."""
+    ahead = []
+    for angle, rng in zip(ring.angles, ring.ranges):
+        if rng is None or abs(_wrap(angle)) > math.pi / 2:
+            continue
+        reach = SENSOR_RADIUS_M + rng
+        if abs(reach * math.sin(angle)) < PATH_HALF_WIDTH_M:
+            ahead.append(reach * math.cos(angle) - SENSOR_RADIUS_M)
+    return min(ahead) if ahead else None
+
+
+def _nearest_in(ring, lo: float, hi: float) -> tuple[float, float] | None:
+    """(range, bearing) of the shortest valid reading among the sensors pointing between lo and hi, or None."""
+    found = [(r, _wrap(a)) for a, r in zip(ring.angles, ring.ranges) if r is not None and lo <= _wrap(a) <= hi]
+    return min(found) if found else None
 
 
 def main(robot) -> None:
@@ -74,6 +234,7 @@ def main(robot) -> None:
         guide.step(robot)
         if guide.done:
             x, y, _ = robot.base.odometry
-            print(f"t={tick.time:6.2f} s  arrived at x={x:.2f} y={y:.2f} m", flush=True)
+            print(f"t={tick.time:6.2f} s  arrived at x={x:.2f} y={y:.2f} m after {guide.engagements} "
+                  f"engagement(s)", flush=True)
             robot.cycle()
             return

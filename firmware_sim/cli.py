@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     world.add_argument("--clock-endpoint", default="tcp://127.0.0.1:5757",
                        help="with --clock sim: where the lockstep clock is served (ZeroMQ; loopback by default; "
                             "tcp://127.0.0.1:* picks a free port). Printed as the second line of stdout")
+    world.add_argument("--keys", metavar="DIR",
+                       help="with --clock sim: CURVE-encrypt the clock endpoint and admit only participants whose "
+                            "key is in DIR/authorized/ (a key directory made by 'hil keys DIR'); needed off "
+                            "loopback. The bus itself (--pty/--tcp) is not ZeroMQ and stays as it is")
     world.add_argument("--stall-timeout", type=float, default=10.0,
                        help="with --clock sim: a participant awake longer than this (wall s) fails the run")
     world.add_argument("--gui", action="store_true", help="open the pybullet viewer (needs a display)")
@@ -75,11 +79,12 @@ def _pose(text: str) -> tuple[float, float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    security = _clock_security(args)  # a bad key directory stops us before anything is built or bound
     device = build_device(args)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    clock_server = _clock_server(device, args)
+    clock_server = _clock_server(device, args, security)
 
     def ready(where: str) -> None:
         print(where, flush=True)
@@ -98,12 +103,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clock_server(device: VirtualBusDevice, args: argparse.Namespace):
-    """With --clock sim, the world's lockstep clock served over ZeroMQ for participants in other processes."""
+def _clock_security(args: argparse.Namespace):
+    """The clock endpoint's keys (``--keys``), loaded and checked up front; None serves the clock plain."""
+    if not args.keys:
+        return None
+    if args.clock != "sim" or args.no_world:
+        raise ValueError("hil sim: --keys secures the lockstep clock endpoint: it needs --clock sim (and a world)")
+    from bridge.security import Security
+
+    security = Security.load(args.keys)
+    security.check_server()
+    return security
+
+
+def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=None):
+    """With --clock sim, the world's lockstep clock served over ZeroMQ for participants in other processes
+    (CURVE-secured with ``security``)."""
     embodied = getattr(device, "embodied", None)
     if embodied is None or embodied.clock != "sim":
+        if security is not None:
+            raise ValueError(f"hil sim: --keys: {args.assembly} has no world (its parts do not describe "
+                             f"themselves), so there is no lockstep clock to secure")
         return None
     from bridge.lockstep import ClockServer
 
     core, _ = embodied.lockstep(args.stall_timeout)
-    return ClockServer(core, args.clock_endpoint, lock=device.lock)
+    return ClockServer(core, args.clock_endpoint, lock=device.lock, security=security)

@@ -79,14 +79,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import TrialError, run_servo_chain_demo, run_trial
+    from .demo import DEFAULT_DURATION_S, TrialError, run_servo_chain_demo, run_trial
 
     if args.servo_chain:
         run_servo_chain_demo(duration_s=args.duration or 3.0)
         return 0
     try:
-        run_trial(args.out, seed=args.seed, duration_s=args.duration or 60.0, crowd_timeout_s=args.crowd_timeout,
-                  crowd_endpoint=args.crowd, out=lambda line: print(line, flush=True))
+        run_trial(args.out, seed=args.seed, duration_s=args.duration or DEFAULT_DURATION_S,
+                  crowd_timeout_s=args.crowd_timeout, crowd_endpoint=args.crowd, scenario=args.scenario,
+                  gui=args.gui, out=lambda line: print(line, flush=True))
     except TrialError as exc:
         print(f"hil demo: {exc}", file=sys.stderr)
         return 1
@@ -95,6 +96,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_crowd(args: argparse.Namespace) -> int:
     from crowd.cli import run  # the crowd simulator process; the runtime never imports it otherwise
+
+    return run(args)
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    from .keys_cli import run
 
     return run(args)
 
@@ -143,7 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware)")
-    demo.add_argument("--duration", type=float, help="seconds to run (simulated; default 60, servo chain 3)")
+    demo.add_argument("--duration", type=float,
+                      help="longest trial in simulated seconds; it ends 3 s after the goal (default 240; servo chain 3)")
+    demo.add_argument("--scenario", default="guide_meets_child",
+                      help="the staged scene (a script under config/scenarios/ or a path) over the background crowd; "
+                           "'none': background only (default guide_meets_child: reference 000 FIG. 11 on the route)")
+    demo.add_argument("--gui", action="store_true", help="watch it in the pybullet viewer (needs a display)")
     demo.add_argument("--out", help="trial folder: trial.mcap, metrics.json, topdown.png (default trials/demo-SEED)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the crowd and the sensors (default 0)")
     demo.add_argument("--crowd", metavar="ENDPOINT", help="use a crowd already served there (default: start one)")
@@ -162,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_crowd_arguments(crowd)
     crowd.set_defaults(func=_cmd_crowd)
+
+    keys = sub.add_parser("keys", help="create a CURVE key directory to encrypt and authenticate the bridge "
+                                       "(--keys DIR, sim://...&keys=DIR)")
+    from .keys_cli import add_arguments as add_keys_arguments
+
+    add_keys_arguments(keys)
+    keys.set_defaults(func=_cmd_keys)
     return parser
 
 

@@ -96,3 +96,75 @@ def test_a_dead_crowd_is_reported_by_name_not_waited_for():
     client = CrowdClient(endpoint, timeout_s=0.5)
     with pytest.raises(CrowdLinkError, match=f"the crowd at {endpoint} did not answer"):
         client.tick(0.1, ROBOT, [])
+
+
+# --- a script played on the world's time (FIG. 11 served) -----------------------------------------------------------
+STAGED_ROBOT = {"x": 7.0, "y": 0.0, "yaw": 3.1416, "vx": 0.0, "vy": 0.0, "radius": 0.3}  # where the script's robot line puts it
+
+
+def test_a_served_script_plays_on_the_worlds_ticks_exactly_as_it_runs_alone():
+    proc, endpoint = served_crowd("--seed", "2", "--script", "child_interacts")
+    events = []
+    try:
+        client = CrowdClient(endpoint, timeout_s=30)
+        served = []
+        people: list[dict] = []
+        for k in range(1, 401):
+            t, intended, payload = client.tick(k * 0.1, STAGED_ROBOT, people)
+            people = [{"id": p.id, "x": p.x, "y": p.y, "vx": p.vx, "vy": p.vy} for p in intended]
+            served.append((round(t, 6), [(p.id, round(p.x, 6), round(p.y, 6)) for p in intended]))
+            events += payload["script"]
+            assert payload["script_state"] == "playing"
+        client.close()
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = [e["line"] for e in events]
+    assert [e["text"].split()[0] for e in events] == ["run", "spawn", "place", "move", "wait", "move", "objective"], \
+        "the world places the robot: the script's robot line is skipped"
+    assert lines == sorted(lines)
+    assert [e["t"] for e in events][:2] == [5.0, 5.0], "run 5s ended at 5 s of the world's time, then the kid came"
+    assert served[60][1], "the kid is on the map after 5 s"
+
+    sim = CrowdSim(load_crowd_map("arcade"), seed=2)
+    scenario = Scenario(sim, rates=[load_rates("weekday"), load_rates("weekend")])
+    from crowd.script import load_script
+
+    alone = []
+    player = scenario.play(load_script("child_interacts"))
+    for _ in range(400):
+        next(player)
+        sim.step()
+        alone.append((round(sim.time_s, 6), [(p.id, round(p.x, 6), round(p.y, 6)) for p in intents(sim)]))
+    assert served == alone, "served or standalone, the staged scene is the same"
+
+
+def test_a_served_script_that_fails_names_its_line_and_the_crowd_goes_on():
+    from crowd.stepper import Stepper
+
+    sim = CrowdSim(load_crowd_map("arcade"), seed=0)
+    scenario = Scenario(sim)
+    stepper, logged = Stepper(sim, log=lambda text: logged.append(text)), []
+    script = "spawn a = boy01 at west_gate\nmove a to east_gate\nwait a arrived timeout 2s\nspawn b = boy02 at plaza"
+    stepper.start(scenario.play(script, "r.scn", on_line=stepper.line_ran, world_robot=True))
+    apply_tick(sim, {"t": 5.0, "robot": None, "people": []}, stepper.step)
+    report = stepper.drain()
+    assert report["script_state"] == "failed"
+    assert report["script_error"] == "r.scn:3: wait: a did not arrive within 2 s of simulated time"
+    assert [e["line"] for e in report["script"]] == [1, 2]
+    assert "b" not in scenario.ids and sim.time_s == pytest.approx(5.0), "the crowd stepped on to the world's time"
+    assert any("script stopped" in text for text in logged)
+    apply_tick(sim, {"t": 6.0, "robot": None, "people": []}, stepper.step)
+    assert stepper.drain() == {"script": [], "script_state": "failed", "script_error": report["script_error"]}
+
+
+def test_a_bad_served_script_stops_the_crowd_before_it_binds():
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".scn", delete=False) as fh:
+        fh.write("run 5s\nmove nobody to plaza\n")
+    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "crowd", "--map", "arcade", "--serve",
+                           "tcp://127.0.0.1:*", "--script", fh.name], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"{fh.name}:2:" in proc.stderr and "nobody" in proc.stderr

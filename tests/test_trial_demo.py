@@ -72,3 +72,67 @@ def test_killing_the_crowd_mid_trial_fails_naming_it(tmp_path):
     assert demo.returncode == 1, err[-2000:]
     assert endpoint in err and "did not answer" in err, err[-2000:]
     assert (tmp_path / "t" / "trial.mcap").exists()  # what was recorded up to the failure is kept
+
+
+def test_the_demo_stages_fig11_and_the_guide_goes_to_the_child_who_stopped(tmp_path):
+    from runtime.trial.log import read_log
+
+    out = tmp_path / "scene"
+    proc = _demo("--out", str(out), "--seed", "0", "--duration", "40")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    log = read_log(out / "trial.mcap").messages
+    staged = [m.data["text"].split("#")[0].split() for m in log["/crowd/script"]]
+    assert ["spawn", "kid", "=", "boy02", "at", "north_gate"] in staged
+    assert ["objective", "kid", "interact", "Dstop=0.8", "duration_s=12"] in staged
+    states = log["/robot/state"]
+    modes = [m.data["mode"] for m in states]
+    assert "dwell" in modes, "the guide stopped to be with someone (reference 000, step S7)"
+    first = states[modes.index("dwell")]
+    people = next(m.data["people"] for m in log["/pedestrians"] if m.t == first.t)
+    nearest = min(people, key=lambda p: (p["x"] - first.data["x"]) ** 2 + (p["y"] - first.data["y"]) ** 2)
+    assert nearest["type"] == "boy02", "...with the child the script sent to it"
+    assert ((nearest["x"] - first.data["x"]) ** 2 + (nearest["y"] - first.data["y"]) ** 2) ** 0.5 < 1.2
+    assert modes[modes.index("dwell"):].count("route") > 0, "and then went on"
+    assert len(log["/world/contacts"]) == len(states), "ground-truth contacts are logged every tick"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["collisions"]["source"] == "contacts" and metrics["meta"]["scenario"] == "guide_meets_child"
+
+
+def test_a_bad_scenario_fails_with_its_file_and_line(tmp_path):
+    bad = tmp_path / "bad.scn"
+    bad.write_text("run 5s\nspawn kid = boy02 at nowhere_gate\n")
+    proc = _demo("--out", str(tmp_path / "t"), "--scenario", str(bad))
+    assert proc.returncode == 1
+    assert f"{bad}:2:" in proc.stderr and "nowhere_gate" in proc.stderr, proc.stderr
+    assert not (tmp_path / "t").exists(), "nothing was started or written"
+
+
+def test_gui_without_a_display_fails_clearly_before_anything_starts(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "demo", "--gui", "--out", str(tmp_path / "t")],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 1 and "needs a display" in proc.stderr, proc.stderr
+    assert not (tmp_path / "t").exists()
+
+
+def test_the_guide_counts_what_is_in_its_way_not_what_is_beside_it():
+    import importlib.util
+    import math
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("guide", Path(__file__).parent.parent / "examples" / "guide_robot.py")
+    guide = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guide)
+    angles = [math.radians(a) for a in range(0, 360, 30)]
+
+    def ring(**readings):
+        return SimpleNamespace(angles=angles, ranges=[readings.get(f"a{round(math.degrees(a))}") for a in angles])
+
+    assert guide._clearance_ahead(ring()) is None
+    assert guide._clearance_ahead(ring(a90=1.8, a270=1.8)) is None, "passage walls beside the robot"
+    near_nose = guide._clearance_ahead(ring(a30=0.3))  # a child 30 degrees off the nose, 0.3 m from the sensor
+    assert near_nose is not None and near_nose < guide.STOP_M
+    assert guide._clearance_ahead(ring(a180=0.2)) is None, "behind is not ahead"

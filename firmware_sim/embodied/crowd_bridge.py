@@ -10,14 +10,21 @@ the capsules toward those velocities until the next tick.
 The world waits for the crowd: the tick is a blocking request. A crowd that does not answer within ``timeout_s``
 raises :class:`bridge.crowd_link.CrowdLinkError` naming its endpoint (out of the step, so out of whoever advanced
 the world: the lockstep clock's participant, i.e. the trial fails clearly instead of hanging).
+
+``security`` (a :class:`bridge.security.Security`) makes the link CURVE-encrypted, for a crowd served with
+``--keys``; a refused key surfaces as that same error, saying the key was refused.
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import pybullet as p
 
 from ..world.pedestrians import PedestrianIntent, Pedestrians
+
+if TYPE_CHECKING:
+    from bridge.security import Security
 
 ROBOT_RADIUS_M = 0.3
 
@@ -26,9 +33,7 @@ class CrowdBridge:
     """The world's end of the crowd link: owns the Pedestrians and the CrowdClient; :meth:`close` says bye."""
 
     def __init__(self, embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,
-                 robot_radius_m: float = ROBOT_RADIUS_M):
-        from bridge.crowd_link import CrowdClient
-
+                 robot_radius_m: float = ROBOT_RADIUS_M, security: Security | None = None):
         world = embodied.world
         if not period_s > 0:
             raise ValueError(f"crowd period must be > 0 s, not {period_s!r}")
@@ -37,17 +42,41 @@ class CrowdBridge:
         self.every_steps = max(1, round(period_s / world.time_step_s))
         self.period_s = self.every_steps * world.time_step_s
         self.pedestrians = Pedestrians(world)
-        self.client = CrowdClient(endpoint, timeout_s=timeout_s)
+        self.client = self._connect(endpoint, timeout_s, security)
         self.people: dict[int, object] = {}  # id -> bridge.crowd_link.Person of the last reply (type, gaze, radius)
         self.ticks = 0
         self.failure: str | None = None
         self.crowd_time_s = 0.0
         self._closed = False
+        self.script_events: list[dict] = []  # lines of a served script that ran, until the caller takes them
+        self.script_state: str | None = None
+        self._touched: set[int] = set()
         world.add_pre_step(self._pre_step)
+        world.add_post_step(self._post_step)
+
+    def _connect(self, endpoint: str, timeout_s: float, security: Security | None):
+        """The link to the crowd: a lockstep CrowdClient here (crowd_realtime.py streams instead)."""
+        from bridge.crowd_link import CrowdClient
+
+        return CrowdClient(endpoint, timeout_s=timeout_s, security=security)
 
     def _pre_step(self, world) -> None:
         if world.steps % self.every_steps == 0:
             self.tick()
+
+    def _post_step(self, world) -> None:
+        if self.pedestrians.bodies:
+            self._touched.update(self.pedestrians.touching(self.embodied.robot.body_id))
+
+    def take_contacts(self) -> list[int]:
+        """Ids of the people who touched the robot at any physics step since the last call (ground truth)."""
+        touched, self._touched = sorted(self._touched), set()
+        return touched
+
+    def take_script_events(self) -> list[dict]:
+        """The served script's lines that ran since the last call: [{t, line, text}] (crowd time)."""
+        events, self.script_events = self.script_events, []
+        return events
 
     def robot_state(self) -> dict:
         body = self.embodied.robot
@@ -62,7 +91,7 @@ class CrowdBridge:
 
         actual = [{"id": s.id, "x": s.x, "y": s.y, "vx": s.vx, "vy": s.vy} for s in self.pedestrians.states()]
         try:
-            t, people, _ = self.client.tick(self.world.time_s, self.robot_state(), actual)
+            t, people, reply = self.client.tick(self.world.time_s, self.robot_state(), actual)
         except CrowdLinkError as exc:
             # the crowd is gone: the world stops asking (so shutting down does not wait for it again), the people
             # stay where they are, and the error goes to whoever advanced the world
@@ -72,6 +101,8 @@ class CrowdBridge:
                 self.pedestrians.intended[person] = (0.0, 0.0)
             raise
         self.crowd_time_s = t
+        self.script_events.extend(reply.get("script", ()))
+        self.script_state = reply.get("script_state", self.script_state)
         self.people = {person.id: person for person in people}
         self.pedestrians.sync([PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius,
                                                 person.height) for person in people])
@@ -93,15 +124,18 @@ class CrowdBridge:
             return
         self._closed = True
         self.world.remove_hook(self._pre_step)
+        self.world.remove_hook(self._post_step)
         try:
             self.client.close()
         except Exception:  # a dead crowd cannot be told goodbye
             pass
 
 
-def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0) -> CrowdBridge:
-    """Make the crowd at ``endpoint`` part of ``embodied``'s world time; the bridge is also ``embodied.crowd``."""
-    bridge = CrowdBridge(embodied, endpoint, period_s=period_s, timeout_s=timeout_s)
+def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,
+                 security: Security | None = None) -> CrowdBridge:
+    """Make the crowd at ``endpoint`` part of ``embodied``'s world time; the bridge is also ``embodied.crowd``.
+    ``security``: a :class:`bridge.security.Security` for a crowd served with ``--keys`` (None: plain)."""
+    bridge = CrowdBridge(embodied, endpoint, period_s=period_s, timeout_s=timeout_s, security=security)
     embodied.crowd = bridge
     return bridge
 

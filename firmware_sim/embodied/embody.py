@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ..assembly import Assembly
 from ..bus_device import VirtualBusDevice
@@ -29,8 +29,12 @@ from .adopt import adopt
 from .sensing import ContactFirmware, RangeRingFirmware, part_seed
 from .servo import Interlock, JointServo
 
+if TYPE_CHECKING:
+    from bridge.security import Security
+
 MAX_CATCH_UP_S = 0.25
 CLOCKS = ("real", "sim")
+CROWD_MODES = ("lockstep", "realtime")
 
 
 class Pacer:
@@ -91,11 +95,17 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
            base_xy_yaw: tuple[float, float, float] = (0.0, 0.0, 0.0), seed: int = 0, watchdog_s: float = 0.5,
            timing: WireTiming | None = None, faults: FaultInjector | None = None,
            time_step_s: float | None = None, crowd_endpoint: str | None = None, crowd_period_s: float = 0.1,
-           crowd_timeout_s: float = 10.0) -> EmbodiedRobot:
+           crowd_timeout_s: float = 10.0, security: Security | None = None,
+           crowd_mode: str = "lockstep") -> EmbodiedRobot:
     """``crowd_endpoint``: a served crowd (``hil crowd --serve``) ticked every ``crowd_period_s`` of world time
-    (see crowd_bridge.py); its pedestrians live in this world and the ring sees them."""
+    (see crowd_bridge.py); its pedestrians live in this world and the ring sees them. ``security``: a
+    :class:`bridge.security.Security` that CURVE-encrypts the crowd link (for a crowd served with ``--keys``); it
+    is checked before the world is built, so bad keys cost nothing."""
+    if security is not None:
+        security.check_client()
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, not {clock!r}")
+    _check_crowd_mode(crowd_mode, clock)
     world = World(gui=gui, **({"time_step_s": time_step_s} if time_step_s else {}))
     try:
         if map_name:
@@ -116,14 +126,28 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
         device = VirtualBusDevice(parts, timing=timing, faults=faults, clock=lambda: world.time_s)
     embodied = EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer)
     if crowd_endpoint:
-        from .crowd_bridge import attach_crowd
+        if crowd_mode == "realtime":  # crowd_realtime.py: streams, the world never waits for the crowd
+            from .crowd_realtime import attach_realtime_crowd as attach_crowd
+        else:
+            from .crowd_bridge import attach_crowd
 
         try:
-            attach_crowd(embodied, crowd_endpoint, period_s=crowd_period_s, timeout_s=crowd_timeout_s)
+            attach_crowd(embodied, crowd_endpoint, period_s=crowd_period_s, timeout_s=crowd_timeout_s,
+                         security=security)
         except BaseException:
             embodied.close()
             raise
     return embodied
+
+
+def _check_crowd_mode(crowd_mode: str, clock: str) -> None:
+    """Real-time streaming only beside a world on the real clock: a sim-clock world is deterministic only when the
+    crowd is ticked in lockstep with it."""
+    if crowd_mode not in CROWD_MODES:
+        raise ValueError(f"crowd_mode must be one of {', '.join(CROWD_MODES)}, not {crowd_mode!r}")
+    if crowd_mode == "realtime" and clock != "real":
+        raise ValueError(f"crowd_mode=realtime needs clock=real, not clock={clock}: a world on the simulator's "
+                         "clock is deterministic only with its crowd in lockstep (crowd_mode=lockstep, the default)")
 
 
 def _frictions(parts: Iterable[PartFirmware]) -> dict[tuple[int, str], float]:

@@ -8,7 +8,7 @@ firmware objects (descriptor + control-table memory), never the host.
 from .builder import RobotBody, RobotJoint, RobotLink, build_robot
 from .maps import MAPS_DIR, Map, Wall, load_map, parse_map
 from .tree import RobotBuildError
-from .world import DEFAULT_TIME_STEP_S, World, WorldError
+from .world import DEFAULT_TIME_STEP_S, World, WorldError, display_available
 
 __all__ = ["DEFAULT_TIME_STEP_S", "MAPS_DIR", "Map", "RobotBody", "RobotBuildError", "RobotJoint", "RobotLink", "Wall",
-           "World", "WorldError", "build_robot", "load_map", "parse_map"]
+           "World", "WorldError", "display_available", "build_robot", "load_map", "parse_map"]

@@ -73,6 +73,13 @@ class Pedestrians:
             out.append(PedestrianState(person, x, y, vx, vy))
         return out
 
+    def touching(self, body_id: int) -> list[int]:
+        """Ids of the people whose bodies are in contact with ``body_id`` now (the engine's contact points: ground
+        truth, unlike a distance test on centres and radii)."""
+        by_body = {body: person for person, body in self.bodies.items()}
+        return sorted({by_body[c[2]] for c in p.getContactPoints(bodyA=body_id, physicsClientId=self.client)
+                       if c[2] in by_body})
+
     def _spawn(self, intent: PedestrianIntent) -> None:
         length = max(0.0, intent.height - 2 * intent.radius)
         shape = p.createCollisionShape(p.GEOM_CAPSULE, radius=intent.radius, height=length, physicsClientId=self.client)

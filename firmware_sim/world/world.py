@@ -15,6 +15,8 @@ GEOM_PLANE collision shape, not pybullet_data's plane.urdf).
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable
 from typing import Self
 
@@ -38,6 +40,14 @@ class WorldError(RuntimeError):
     pass
 
 
+def display_available() -> bool:
+    """Whether a GUI window can open: on Linux an X display must be named (pybullet's viewer is X11 there);
+    elsewhere the platform's window system is assumed."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY"))
+
+
 class World:
     """A pybullet client (DIRECT unless ``gui``), gravity, a floor plane at z = 0, a fixed time step."""
 
@@ -45,6 +55,9 @@ class World:
                  solver_iterations: int = SOLVER_ITERATIONS):
         if not time_step_s > 0:
             raise ValueError(f"time step must be > 0 s, not {time_step_s}")
+        if gui and not display_available():  # pybullet would end the whole process ("cannot connect to X server")
+            raise WorldError("the pybullet viewer needs a display and DISPLAY is not set; run without --gui "
+                             "(DIRECT mode) or from a desktop session")
         self.client = p.connect(p.GUI if gui else p.DIRECT)
         if self.client < 0:
             raise WorldError("pybullet could not open a GUI window (no display?); use the default DIRECT mode"

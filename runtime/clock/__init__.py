@@ -13,7 +13,9 @@ CLOCK_KINDS = ("real", "sim")
 
 
 def open_clock(kind: str, *, transport=None, endpoint: str | None = None, name: str = "controller",
-               stall_timeout_s: float | None = None) -> Clock:
+               stall_timeout_s: float | None = None, security=None) -> Clock:
+    """The configured clock. ``security`` (a :class:`bridge.security.Security`) joins a clock served with
+    ``hil sim --clock-endpoint EP --keys DIR`` over CURVE."""
     if kind == "real":
         return RealClock()
     if kind != "sim":
@@ -24,7 +26,7 @@ def open_clock(kind: str, *, transport=None, endpoint: str | None = None, name: 
 
     if endpoint:
         kwargs = {"timeout_s": 2 * stall_timeout_s} if stall_timeout_s else {}
-        return LockstepClock(RemoteParticipant(endpoint, name, **kwargs), name)
+        return LockstepClock(RemoteParticipant(endpoint, name, security=security, **kwargs), name)
     embodied = getattr(transport, "embodied", None)
     if embodied is None or embodied.clock != "sim":
         raise ClockError("clock: sim needs a simulator: an in-process sim:// bus with clock=sim, or a "

@@ -3,9 +3,12 @@
 NAME is an assembly under config/robots/ (or a path to one). Query options switch on wire timing and faults:
 ``sim://servo_chain?baud=1000000&latency_ms=1&bitflip=1e-4&drop=0.01&seed=3``. An assembly of self-describing
 parts lives in a pybullet world (``world=0`` turns it off): ``clock=real|sim``, ``map=lab``, ``watchdog_ms=500``,
-``seed`` also seeds the sensors, ``pose=x,y,yaw`` places the robot (m, m, rad), ``crowd=tcp://...`` connects a
+``seed`` also seeds the sensors, ``gui=1`` opens the pybullet viewer (needs a display), ``pose=x,y,yaw`` places the robot (m, m, rad), ``crowd=tcp://...`` connects a
 served crowd (``hil crowd --serve``) whose people walk in the world, ``crowd_timeout`` (s, default 10) is how
-long the world waits for it. Calls go straight into the
+long the world waits for it, ``keys=DIR`` CURVE-encrypts that link with a key directory of ``hil keys`` (for a
+crowd served with ``--keys``; bad keys fail here, before the world is built), ``crowd_mode=realtime`` streams
+with a crowd served ``--realtime`` instead of ticking it (needs ``clock=real``; ``crowd_timeout`` is then the
+silence after which the link counts as lost). Calls go straight into the
 device, so the transport knows when no more bytes can come (:attr:`idle`) and never waits for a timeout in vain.
 This is the one place the host imports firmware_sim, and it does so lazily.
 """
@@ -18,7 +21,8 @@ from .base import Transport, TransportError
 
 _OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "seed": int, "return_delay": int,
             "world": int, "clock": str, "map": str, "watchdog_ms": float, "pose": str, "crowd": str,
-            "crowd_timeout": float}
+            "crowd_timeout": float, "keys": str, "gui": int,
+            "crowd_mode": str}
 
 
 class SimTransport(Transport):
@@ -35,16 +39,19 @@ class SimTransport(Transport):
             if any(k in options for k in ("bitflip", "drop", "seed")):
                 faults = FaultInjector(seed=options.get("seed", 0), bit_flip_rate=options.get("bitflip", 0.0),
                                        drop_rate=options.get("drop", 0.0))
+            security = _security(url, options)
             assembly = load_assembly(name)
             self.embodied = None
             if options.get("world", 1) and all(hasattr(part, "descriptor") for part in assembly.parts):
                 from firmware_sim.embodied import embody
 
                 self.embodied = embody(assembly, clock=options.get("clock", "real"), map_name=options.get("map"),
+                                       gui=bool(options.get("gui", 0)),
                                        seed=options.get("seed", 0), watchdog_s=options.get("watchdog_ms", 500.0) / 1000,
                                        timing=timing, faults=faults, base_xy_yaw=_pose(url, options.get("pose")),
                                        crowd_endpoint=options.get("crowd"),
-                                       crowd_timeout_s=options.get("crowd_timeout", 10.0))
+                                       crowd_timeout_s=options.get("crowd_timeout", 10.0), security=security,
+                                       crowd_mode=options.get("crowd_mode", "lockstep"))
                 device = self.embodied.device
             else:
                 device = VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
@@ -92,6 +99,19 @@ def _sleep_until(deadline: float, clock) -> None:
     from firmware_sim.timing import sleep_until
 
     sleep_until(deadline, clock)
+
+
+def _security(url: str, options: dict):
+    """The crowd link's keys (``keys=DIR``), loaded and checked up front: a bad key directory names its file."""
+    if "keys" not in options:
+        return None
+    if not options.get("crowd"):
+        raise TransportError(0, f"{url}: keys= secures the crowd link: it needs crowd=tcp://...")
+    from bridge.security import Security
+
+    security = Security.load(options["keys"])
+    security.check_client()
+    return security
 
 
 def _pose(url: str, text: str | None) -> tuple[float, float, float]:

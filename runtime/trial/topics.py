@@ -32,6 +32,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "vx": {"type": "number", "description": "forward speed along the heading, m/s"},
             "w": {"type": "number", "description": "yaw rate, rad/s"},
             "joints": {"type": "object", "additionalProperties": _NUM},
+            "mode": {"type": "string", "description": "what the controller says it is doing (optional)"},
         },
         "required": ["x", "y", "yaw", "vx", "w"],
     },
@@ -70,10 +71,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "/world/contacts": {
         "title": "hil.WorldContacts",
-        "description": "Ground truth from the physics engine: ids of the people touching the robot now.",
+        "description": "Ground truth from the physics engine: ids of the people whose bodies touched the robot at "
+                       "any physics step since the previous message.",
         "type": "object",
         "properties": {"people": {"type": "array", "items": {"type": "integer"}}},
         "required": ["people"],
+    },
+    "/crowd/script": {
+        "title": "hil.ScriptLine",
+        "description": "A line of the crowd's staged script that ran (crowd time t, line number, the line).",
+        "type": "object",
+        "properties": {"t": _NUM, "line": {"type": "integer"}, "text": {"type": "string"}},
+        "required": ["t", "line", "text"],
     },
     "/bus/stats": {
         "title": "hil.BusStats",

@@ -1,0 +1,103 @@
+"""``hil crowd --serve ENDPOINT --realtime``: the crowd paced to wall time, for a world on the real clock.
+
+Lockstep (crowd/serve.py) lets the world own time; under the real clock the world must not wait for anyone, so
+here the crowd keeps its own pace: every ``sim.dt`` of wall time it takes the newest world state (the robot and
+the people's actual positions, applied as in lockstep), steps once, and publishes everyone's intents, who
+appeared and who left (bridge/realtime.py: that message is also its heartbeat). Between steps it answers the
+control channel (hello, status, bye). A crowd that falls behind (a slow step, a stalled machine) does not catch
+up in a burst, which would make people jump: the missed steps are skipped and counted, so crowd time then lags
+wall time by that much.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from time import perf_counter as wall_clock  # wall time, even under runtime.clock.patch
+from typing import TYPE_CHECKING
+
+from bridge.crowd_link import intents_payload
+from bridge.realtime import RealtimeCrowdServer
+
+from .serve import apply_tick, intents
+from .sim import CrowdSim
+
+if TYPE_CHECKING:
+    from bridge.security import Security
+
+    from .stepper import Stepper
+
+
+@dataclass
+class RealtimeStats:
+    steps: int = 0
+    skipped: int = 0  # steps not taken because the crowd fell behind wall time
+    worlds: int = 0  # world messages applied
+
+
+def apply_world(sim: CrowdSim, payload: dict) -> None:
+    """The world's robot and actual people, without stepping: ``apply_tick`` to the crowd's own time (it parses
+    everything before writing, so a malformed state raises and changes nothing)."""
+    apply_tick(sim, {**payload, "t": sim.time_s})
+
+
+def _step(sim: CrowdSim, stepper: Stepper | None) -> tuple[list[int], list[int]]:
+    before = set(sim.agents.ids.tolist())
+    (stepper.step if stepper is not None else sim.step)()
+    after = set(sim.agents.ids.tolist())
+    return sorted(after - before), sorted(before - after)
+
+
+def _status(sim: CrowdSim, stats: RealtimeStats, server: RealtimeCrowdServer) -> dict:
+    robot = sim.robot
+    c = server.counters
+    return {"t": sim.time_s, "steps": stats.steps, "skipped": stats.skipped, "worlds": stats.worlds,
+            "dropped": c.dropped, "stale": c.stale, "world": server.world_state, "people": len(sim.agents),
+            "robot": None if robot is None else {"x": robot.x, "y": robot.y, "yaw": robot.yaw}}
+
+
+def serve_realtime(sim: CrowdSim, endpoint: str, ready=print, security: Security | None = None, stop=None,
+                   stepper: Stepper | None = None) -> RealtimeStats:
+    """Step ``sim`` every ``sim.dt`` of wall time and stream it until ``bye`` (or ``stop.is_set()``, for a
+    thread); the first line given to ``ready`` is ``crowd CONTROL_ENDPOINT``. ``stepper`` plays a script on the
+    crowd's own (wall-paced) time; its events ride along with the intents."""
+    server = RealtimeCrowdServer(endpoint, sim.dt, security=security)
+    stats = RealtimeStats()
+    ready(f"crowd {server.control_endpoint}")
+    try:
+        due = wall_clock() + sim.dt
+        while stop is None or not stop.is_set():
+            wait = due - wall_clock()
+            if wait > 0:
+                if not server.serve_control(min(wait, 0.05), sim.time_s, lambda: _status(sim, stats, server)):
+                    return stats
+                continue
+            world = server.latest_world()
+            if world is not None:
+                _apply(sim, world, server, stats)
+            spawned, removed = _step(sim, stepper)
+            stats.steps += 1
+            extra = stepper.drain() if stepper is not None else {}
+            server.publish(sim.time_s, {**intents_payload(sim.time_s, intents(sim), spawned, removed), **extra})
+            due = _next_due(due, sim.dt, stats)
+        return stats
+    finally:
+        server.close()
+
+
+def _apply(sim: CrowdSim, world: dict, server: RealtimeCrowdServer, stats: RealtimeStats) -> None:
+    try:
+        apply_world(sim, world)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        server.counters.drop(f"crowd world stream {server.world_endpoint}", str(exc))
+        return
+    stats.worlds += 1
+
+
+def _next_due(due: float, dt: float, stats: RealtimeStats) -> float:
+    """The next step's wall time; whole periods already missed are skipped (counted), not run back to back."""
+    due += dt
+    late = wall_clock() - due
+    if late > dt:
+        missed = int(late // dt)
+        stats.skipped += missed
+        due += missed * dt
+    return due
