@@ -1,12 +1,14 @@
 """The blueprint robot and the controller API (DESIGN "The runtime" items 4 and 5).
 
     profile.py     which bus, which clock, which names (config/profiles/*.yaml), validated with file:line
+    buses.py       `buses:`: one robot on several buses, each mounted on a part's port (checked before opening)
+    multibus.py    open and scan each bus, merge the scans into one tree (runtime.scan.merge)
     semantics.py   blueprint names file (config/semantics/*.yaml): names -> tree paths or serials
     blueprint.py   those names bound to a scanned robot; defaults to tree paths
     joints.py      a joint: position/velocity read, target written, limits checked when set
     sensors.py     range ring (metres) and contact sensors (named zones)
     base.py        differential drive and odometry from the wheel parts' geometry
-    cycle.py       one bus cycle: one write for the changed targets, one Fast Bulk Read for everything
+    cycle.py       one bus cycle: one write for the changed targets, one Fast Bulk Read for everything (per bus)
     startup.py     modes, goal = present, torque on; wheels to 0 at the end
     robot.py       Robot.open / loop / close
     runner.py      `hil run CONTROLLER.py --profile P`

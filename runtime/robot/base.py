@@ -51,7 +51,7 @@ class Wheel:
 
 def wheel_geometry(model: Model, placements: Sequence[SE3], joint: Joint) -> Wheel:
     """A wheel joint's geometry from the model at q = 0 (``placements``: forward_kinematics' oMi)."""
-    jm = next(j for j in model.joints if j.bus_id == joint.part_id and j.part_joint == joint.part_joint)
+    jm = next(j for j in model.joints if j.bus_id == joint.part_key and j.part_joint == joint.part_joint)
     frame = placements[jm.child]  # the child link's frame is the joint frame at q = 0
     axle = frame.rotation @ jm.axis
     radius = _wheel_radius(model, jm.child, jm.axis, joint.name)

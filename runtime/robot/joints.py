@@ -31,9 +31,13 @@ class Joint:
     """One moving joint of one part. Created by :class:`runtime.robot.Robot`; not meant to be built by hand."""
 
     def __init__(self, name: str, part_id: int, part_joint: str, path: str, driver: PartDriver,
-                 registers: dict[str, RegisterSpec], limits: JointLimits, joint_type: str, mode: str):
+                 registers: dict[str, RegisterSpec], limits: JointLimits, joint_type: str, mode: str, *,
+                 part_key: int | None = None, bus: str = "", host: object = None):
         self.name = name
-        self.part_id = part_id
+        self.part_id = part_id  # the part's ID on its bus (what goes on the wire)
+        self.part_key = part_id if part_key is None else part_key  # robot-wide ID (VirtualRobot / Model)
+        self.bus = bus  # the bus's name in the profile ("main" for a one-bus profile)
+        self.host = host  # the BusHost of that bus
         self.part_joint = part_joint
         self.path = path
         self.joint_type = joint_type
@@ -48,7 +52,8 @@ class Joint:
         self._written_raw: int | None = None
 
     def __repr__(self) -> str:
-        return (f"Joint({self.name!r}, id {self.part_id}, {self.mode} mode, position {self._position:+.4f} rad, "
+        where = f"id {self.part_id}" if self.bus in ("", "main") else f"{self.bus}:{self.part_id}"
+        return (f"Joint({self.name!r}, {where}, {self.mode} mode, position {self._position:+.4f} rad, "
                 f"target {self._target:+.4f})")
 
     # --- what the last bus cycle read ------------------------------------------------------------------------

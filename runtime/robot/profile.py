@@ -9,6 +9,12 @@ half-start a robot.
     clock: sim                           # real | sim
     clock_endpoint: tcp://127.0.0.1:5757 # sim clock of a device in another process (`hil sim --clock sim`)
     semantics: commbot                   # config/semantics/commbot.yaml, or a path relative to this file
+
+or, for one robot whose parts sit on several buses, ``buses:`` instead of ``bus:`` (runtime.robot.buses):
+
+    buses:
+      - {name: body, url: "sim://commbot_body"}
+      - {name: arm, url: /dev/ttyUSB0, mount: {part: torso, port: shoulder_left}}
 """
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from devices.yaml_source import ConfigError, SourceDict, load_yaml_file
+
+from .buses import BusSpec, check_clock, parse_buses
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 SEMANTICS_DIR = PROJECT_DIR / "config" / "semantics"
@@ -44,10 +52,24 @@ class Profile:
     no_cache: bool = False
     trust_file: Path | None = None
     description: str = ""
+    buses: tuple[BusSpec, ...] = ()  # from `buses:`, main bus first; () for a one-bus profile (`bus:`)
 
     def with_bus(self, url: str | None) -> Profile:
-        """The same profile on another bus (``hil run --bus``); None keeps the profile's."""
-        return self if url is None else replace(self, bus=url)
+        """The same profile on another bus (``hil run --bus``); None keeps the profile's. With several buses
+        the URL replaces the main bus's."""
+        if url is None:
+            return self
+        buses = (replace(self.buses[0], url=url), *self.buses[1:]) if self.buses else ()
+        return replace(self, bus=url, buses=buses)
+
+    @property
+    def multi_bus(self) -> bool:
+        return len(self.buses) > 1
+
+    def bus_urls(self) -> list[tuple[BusSpec, str]]:
+        """Each bus of a `buses:` profile with the URL to open (an in-process world put on the profile's clock,
+        as :meth:`bus_url` does for the main bus)."""
+        return [(spec, replace(self, bus=spec.url).bus_url()) for spec in self.buses]
 
     def bus_url(self) -> str:
         """The bus URL to open, with an in-process sim:// world put on the profile's clock.
@@ -74,6 +96,7 @@ class Profile:
 # key -> (types, what it must be); checked in this order
 _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "bus": ((str,), "a bus URL (sim://commbot, /dev/ttyUSB0, serial:///dev/ttyUSB0?baud=1000000, socket://host:port)"),
+    "buses": ((list,), "a list of {name, url, mount} (one robot on several buses)"),
     "clock": ((str,), f"one of {', '.join(CLOCKS)}"),
     "clock_endpoint": ((str,), "a ZeroMQ endpoint such as tcp://127.0.0.1:5757"),
     "semantics": ((str,), "a name under config/semantics/ or a path to a YAML file"),
@@ -142,7 +165,15 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
     clock = doc["clock"]
     if clock not in CLOCKS:
         raise error("clock", f"clock must be one of {', '.join(CLOCKS)}, not {clock!r}")
-    bus = bus_override if bus_override is not None else doc.get("bus")
+    buses: tuple[BusSpec, ...] = ()
+    if "buses" in doc:
+        if "bus" in doc:
+            raise error("buses", "give either bus: (one bus) or buses: (several), not both")
+        buses = parse_buses(doc["buses"], source, _line(doc, "buses"))
+        check_clock(buses, clock)
+        if bus_override is not None:
+            buses = (replace(buses[0], url=bus_override), *buses[1:])
+    bus = bus_override if bus_override is not None else (buses[0].url if buses else doc.get("bus"))
     if bus is None:
         raise error(None, "missing key 'bus' (a transport URL such as sim://commbot or /dev/ttyUSB0); "
                           "give it here or with `hil run --bus URL`")
@@ -171,7 +202,7 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         name=doc.get("name", "controller"), stall_timeout_s=_float(doc.get("stall_timeout_s")),
         bus_timeout_s=float(doc.get("bus_timeout_ms", 25.0)) / 1000.0, bus_retries=int(doc.get("bus_retries", 3)),
         cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),
-        trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""))
+        trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses)
 
 
 def _semantics_path(value: str, base: Path) -> Path:

@@ -10,7 +10,9 @@
 ``Robot.open`` does everything between a profile and a running loop: the transport and bus host, the scan (with
 the descriptor cache), the model, the drivers (only trusted driver code runs), the blueprint names, the clock,
 and the joints' bring-up. Each tick of ``loop`` is one bus cycle (runtime.robot.cycle); time comes only from the
-clock, so the same controller runs on wall time or in lockstep with the simulator.
+clock, so the same controller runs on wall time or in lockstep with the simulator. A profile with ``buses:``
+opens one robot from several buses (runtime.robot.multibus): one tree, one model, one set of names, and one
+cycle per bus in every tick.
 """
 from __future__ import annotations
 
@@ -20,17 +22,19 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..bus import BusError, BusHost
+from ..bus import BusHost
 from ..bus.stats import BusStats
 from ..clock.base import Clock
 from ..drivers import PartDriver, TrustStore, load_part_driver
 from ..model import Model, build_model, create_data, forward_kinematics
-from ..scan import DescriptorCache, NoCache, VirtualRobot, scan_bus
-from ..transports import Transport, open_transport
+from ..scan import DescriptorCache, NoCache, VirtualRobot
+from ..transports import Transport
 from .base import BaseGeometryError, DifferentialBase, wheel_geometry
 from .blueprint import Blueprint, resolve
-from .cycle import BusCycle
+from .buses import MAIN_BUS
+from .cycle import BusCycle, BusGroup, MultiCycle
 from .joints import POSITION, VELOCITY, Joint
+from .multibus import open_hosts, scan_robot
 from .names import NameMap
 from .profile import Profile, load_profile
 from .semantics import load_semantics
@@ -51,9 +55,10 @@ class Robot:
     def __init__(self, *, profile: Profile, bus: BusHost, virtual: VirtualRobot, model: Model, clock: Clock,
                  joints: NameMap[Joint], sensors: NameMap[SensorHandle], cycle: BusCycle,
                  base: DifferentialBase | None, base_error: str, blueprint: Blueprint,
-                 drivers: dict[int, PartDriver], notes: list[str]):
+                 drivers: dict[int, PartDriver], notes: list[str], buses: dict[str, BusHost] | None = None):
         self.profile = profile
-        self.bus = bus
+        self.bus = bus  # the main bus (the only one of a one-bus profile)
+        self.buses: dict[str, BusHost] = dict(buses) if buses else {MAIN_BUS: bus}  # name -> host, main first
         self.virtual = virtual
         self.model = model
         self.clock = clock
@@ -79,34 +84,33 @@ class Robot:
         one (an in-process world lives in the transport)."""
         prof = profile.with_bus(bus) if isinstance(profile, Profile) else load_profile(profile, bus=bus)
         with ExitStack() as undo:
-            host = BusHost(open_transport(prof.bus_url()), timeout_s=prof.bus_timeout_s, retries=prof.bus_retries)
-            undo.callback(host.close)
+            hosts = open_hosts(prof, undo)
+            host = next(iter(hosts.values()))  # the main bus: the clock's, and robot.bus
             cache = NoCache() if prof.no_cache else DescriptorCache(prof.cache_dir)
-            virtual = scan_bus(host, cache)
-            if virtual.root_id is None:
-                why = "; ".join(virtual.quarantined.values()) or "no part answered"
-                raise BusError(f"{host.transport.url}: no robot to open ({why})")
+            semantics = load_semantics(prof.semantics) if prof.semantics else None
+            virtual = scan_robot(prof, hosts, cache, semantics)
             model = build_model(virtual)
             trust = TrustStore.load(prof.trust_file)
-            drivers = {pid: load_part_driver(pid, part.descriptor, trust) for pid, part in virtual.parts.items()}
-            semantics = load_semantics(prof.semantics) if prof.semantics else None
+            drivers = {pid: load_part_driver(part.wire_id, part.descriptor, trust)
+                       for pid, part in virtual.parts.items()}
             blueprint = resolve(semantics, virtual, lambda part: sensing_kind(part.descriptor) is not None)
-            joints = _make_joints(virtual, model, drivers, blueprint)
-            sensors = _make_sensors(virtual, model, drivers, blueprint)
+            joints = _make_joints(virtual, model, drivers, blueprint, hosts)
+            sensors = _make_sensors(virtual, model, drivers, blueprint, hosts)
             base, base_error = _make_base(model, joints)
-            cycle = BusCycle(host, [*joints.values(), *sensors.values()], list(joints.values()))
+            cycle = _make_cycle(hosts, joints, sensors)
             if clock is None:
                 clock = _open_clock(prof, host)
             elif not isinstance(clock, Clock):
                 clock = clock(host.transport)
             undo.callback(clock.close)
             notes = _notes(virtual, drivers, blueprint)
-            notes += bring_up(host, list(joints.values()), cycle)
+            for group in _groups(cycle, host, joints):
+                notes += bring_up(group.host, group.joints, group.cycle)
             if base is not None:
                 base.update()
             robot = cls(profile=prof, bus=host, virtual=virtual, model=model, clock=clock, joints=joints,
                         sensors=sensors, cycle=cycle, base=base, base_error=base_error, blueprint=blueprint,
-                        drivers=drivers, notes=notes)
+                        drivers=drivers, notes=notes, buses=hosts)
             undo.pop_all()
         return robot
 
@@ -162,8 +166,14 @@ class Robot:
 
     @property
     def stats(self) -> BusStats:
-        """The bus statistics: transactions, retries, errors, latency percentiles."""
+        """The main bus's statistics: transactions, retries, errors, latency percentiles (every bus's:
+        :attr:`bus_stats`)."""
         return self.bus.stats
+
+    @property
+    def bus_stats(self) -> dict[str, BusStats]:
+        """Statistics per bus, by the profile's bus names (``{"main": ...}`` for a one-bus profile)."""
+        return {name: host.stats for name, host in self.buses.items()}
 
     @property
     def time(self) -> float:
@@ -180,14 +190,17 @@ class Robot:
             return
         self._closed = True
         try:
-            wind_down(self.bus, list(self.joints.values()), self._cycle)
+            for group in _groups(self._cycle, self.bus, self.joints):
+                wind_down(group.host, group.joints, group.cycle)
         except Exception as exc:  # noqa: BLE001 - closing must go on: the parts' own watchdogs stop the wheels
             self.notes.append(f"close: could not stop the wheels: {exc}")
         finally:
             try:
                 self.clock.close()
             finally:
-                self.bus.close()
+                with ExitStack() as hosts:  # every bus closes even if one fails to
+                    for host in self.buses.values():
+                        hosts.callback(host.close)
 
     def __enter__(self) -> Robot:
         return self
@@ -196,7 +209,8 @@ class Robot:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"Robot({self.bus.transport.url}, {len(self.virtual.parts)} parts, {len(self.joints)} joints, "
+        urls = " + ".join(host.transport.url for host in self.buses.values())
+        return (f"Robot({urls}, {len(self.virtual.parts)} parts, {len(self.joints)} joints, "
                 f"{len(self.sensors)} sensors, clock {self.clock.kind or type(self.clock).__name__})")
 
     def _check_open(self) -> None:
@@ -206,7 +220,7 @@ class Robot:
 
 # --- assembly of the handles -----------------------------------------------------------------------------------
 def _make_joints(virtual: VirtualRobot, model: Model, drivers: dict[int, PartDriver],
-                 blueprint: Blueprint) -> NameMap[Joint]:
+                 blueprint: Blueprint, hosts: dict[str, BusHost]) -> NameMap[Joint]:
     joints: dict[str, Joint] = {}
     for name, binding in blueprint.joints.items():
         part = virtual.parts[binding.part_id]
@@ -215,13 +229,14 @@ def _make_joints(virtual: VirtualRobot, model: Model, drivers: dict[int, PartDri
         if "present_position" not in registers:
             continue  # a joint the bus cannot report is not the controller's to drive
         mode = VELOCITY if part.kind == "wheel" else POSITION
-        joints[name] = Joint(name, part.id, desc_joint.name, virtual.path(part.id), drivers[part.id], registers,
-                             desc_joint.limits, desc_joint.type, mode)
+        bus = part.bus or MAIN_BUS
+        joints[name] = Joint(name, part.wire_id, desc_joint.name, virtual.path(part.id), drivers[part.id], registers,
+                             desc_joint.limits, desc_joint.type, mode, part_key=part.id, bus=bus, host=hosts[bus])
     return NameMap("joint", joints, blueprint.aliases("joints"), blueprint.missing_joints)
 
 
 def _make_sensors(virtual: VirtualRobot, model: Model, drivers: dict[int, PartDriver],
-                  blueprint: Blueprint) -> NameMap[SensorHandle]:
+                  blueprint: Blueprint, hosts: dict[str, BusHost]) -> NameMap[SensorHandle]:
     placements = forward_kinematics(model, create_data(model), model.neutral())
     sensors: dict[str, SensorHandle] = {}
     for name, binding in blueprint.sensors.items():
@@ -231,8 +246,32 @@ def _make_sensors(virtual: VirtualRobot, model: Model, drivers: dict[int, PartDr
             if link.bus_id == part.id:
                 rot = placements[index].rotation
                 yaws[link.body] = math.atan2(rot[1, 0], rot[0, 0])
-        sensors[name] = make_sensor(name, part.id, virtual.path(part.id), part.descriptor, drivers[part.id], yaws)
+        sensor = make_sensor(name, part.wire_id, virtual.path(part.id), part.descriptor, drivers[part.id], yaws)
+        sensor.part_key, sensor.bus = part.id, part.bus or MAIN_BUS
+        sensor.host = hosts[sensor.bus]
+        sensors[name] = sensor
     return NameMap("sensor", sensors, blueprint.aliases("sensors"), blueprint.missing_sensors)
+
+
+def _make_cycle(hosts: dict[str, BusHost], joints: NameMap[Joint],
+                sensors: NameMap[SensorHandle]) -> BusCycle | MultiCycle:
+    """One BusCycle for one bus (as always); a MultiCycle of one BusCycle per bus for several."""
+    if len(hosts) == 1:
+        host = next(iter(hosts.values()))
+        return BusCycle(host, [*joints.values(), *sensors.values()], list(joints.values()))
+    groups = []
+    for name, host in hosts.items():
+        on_bus = [j for j in joints.values() if j.bus == name]
+        readers = [*on_bus, *(s for s in sensors.values() if s.bus == name)]
+        groups.append(BusGroup(name, host, on_bus, BusCycle(host, readers, on_bus)))
+    return MultiCycle(groups)
+
+
+def _groups(cycle: BusCycle | MultiCycle, host: BusHost, joints: Mapping[str, Joint]) -> tuple[BusGroup, ...]:
+    """The per-bus groups of a cycle (a one-bus cycle is one group), for bring-up and wind-down per bus."""
+    if isinstance(cycle, MultiCycle):
+        return cycle.groups
+    return (BusGroup(MAIN_BUS, host, list(joints.values()), cycle),)
 
 
 def _make_base(model: Model, joints: NameMap[Joint]) -> tuple[DifferentialBase | None, str]:

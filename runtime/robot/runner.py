@@ -136,11 +136,14 @@ def run_controller(path: str | Path, profile: str | Path, *, duration_s: float |
     finally:
         if stopped == "returned" and robot.deadline_s is not None and robot.clock.now() >= robot.deadline_s:
             stopped = "duration"
-        summary = RunSummary(str(path), mode, robot.bus.transport.url, inner_clock.kind or type(inner_clock).__name__,
+        urls = " + ".join(host.transport.url for host in robot.buses.values())
+        summary = RunSummary(str(path), mode, urls, inner_clock.kind or type(inner_clock).__name__,
                              robot.ticks, robot.clock.now() - start_clock, WALL() - start_wall, stopped, "",
                              robot.overruns)
         robot.close()
-        summary.stats_text = robot.stats.summary()
+        stats = robot.bus_stats
+        summary.stats_text = robot.stats.summary() if len(stats) == 1 else \
+            "; ".join(f"{name}: {bus.summary()}" for name, bus in stats.items())
         print(summary.text(), file=out, flush=True)
     return summary
 

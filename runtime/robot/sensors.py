@@ -31,7 +31,10 @@ class _RegisterBlock:
     """Registers read together in one slot of the cycle's bulk read."""
 
     def __init__(self, name: str, part_id: int, path: str, driver: PartDriver, specs: list[RegisterSpec]):
-        self.name, self.part_id, self.path = name, part_id, path
+        self.name, self.part_id, self.path = name, part_id, path  # part_id: the part's ID on its bus
+        self.part_key = part_id  # robot-wide ID (VirtualRobot / Model); Robot.open sets it and the bus
+        self.bus = ""  # the bus's name in the profile
+        self.host = None  # the BusHost of that bus
         self._driver = driver
         self._specs = specs
         self._raw: list[int | None] = [None] * len(specs)

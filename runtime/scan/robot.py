@@ -23,10 +23,19 @@ class ScannedPart:
     parent_id: int | None = None
     parent_port: str | None = None  # name of the parent's port this part hangs from
     children: dict[str, int] = field(default_factory=dict)  # own port name -> child ID
+    # A robot merged from several buses (runtime.scan.merge) keys its parts by a robot-wide ``id``; then ``bus``
+    # names the bus the part is on and ``address`` is its ID on that bus. One bus: "" and None (id = address).
+    bus: str = ""
+    address: int | None = None
 
     @property
     def kind(self) -> str:
         return self.descriptor.kind
+
+    @property
+    def wire_id(self) -> int:
+        """The ID to address this part with on its own bus."""
+        return self.id if self.address is None else self.address
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,7 @@ class VirtualRobot:
     root_id: int | None
     quarantined: dict[int, str] = field(default_factory=dict)  # bus ID -> why
     problems: tuple[str, ...] = ()  # what the scan noticed (dangling ports, detached parts, ...)
+    buses: dict[str, str] = field(default_factory=dict)  # bus name -> URL when merged from several buses
 
     def walk(self) -> Iterator[tuple[ScannedPart, int]]:
         """Parts depth-first from the root, with their depth; children in port order."""

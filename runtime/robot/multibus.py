@@ -1,0 +1,98 @@
+"""Opening a robot whose parts sit on several buses (a `buses:` profile, runtime.robot.buses).
+
+Each bus is opened and scanned on its own (IDs are per wire), re-keyed robot-wide (runtime.scan.merge), and
+hung from the part and port its mount names, in the order the mounts can be resolved: a mount may name a part
+on a bus that is itself mounted. What only the scan can tell (the part exists, the port is a child port and
+free) fails here with the profile's file:line, and with every bus closed again by the caller's ExitStack.
+"""
+from __future__ import annotations
+
+import difflib
+from contextlib import ExitStack
+
+from ..bus import BusError, BusHost
+from ..scan import DescriptorCache, MountError, VirtualRobot, attach, rekey, scan_bus
+from ..transports import open_transport
+from .buses import MAIN_BUS, BusSpec
+from .profile import Profile
+from .semantics import Semantics
+
+
+def open_hosts(profile: Profile, undo: ExitStack) -> dict[str, BusHost]:
+    """A BusHost per bus, main bus first; each registered with ``undo`` so a failure closes them all."""
+    hosts: dict[str, BusHost] = {}
+    urls = profile.bus_urls() if profile.buses else [(None, profile.bus_url())]
+    for spec, url in urls:
+        host = BusHost(open_transport(url), timeout_s=profile.bus_timeout_s, retries=profile.bus_retries)
+        undo.callback(host.close)
+        hosts[spec.name if spec is not None else MAIN_BUS] = host
+    return hosts
+
+
+def scan_robot(profile: Profile, hosts: dict[str, BusHost], cache: DescriptorCache,
+               semantics: Semantics | None) -> VirtualRobot:
+    """The one virtual robot of every bus: the main bus's tree with the other buses hung from their mounts."""
+    if not profile.buses:
+        return _scan_one(hosts[MAIN_BUS], cache, None)
+    scans = {spec.name: rekey(_scan_one(hosts[spec.name], cache, spec.name), spec.name, index)
+             for index, spec in enumerate(profile.buses)}
+    merged = scans[profile.buses[0].name]
+    pending = list(profile.buses[1:])
+    while pending:
+        ready = [(spec, key) for spec in pending if (key := _mount_key(spec, merged, semantics)) is not None]
+        if not ready:
+            raise _unresolved(pending[0], merged)
+        for spec, key in ready[:1]:  # one at a time: a later mount may name a part of this bus
+            try:
+                merged = attach(merged, scans[spec.name], key, spec.mount.port)
+            except MountError as exc:
+                raise spec.error(str(exc)) from None
+            pending.remove(spec)
+    return merged
+
+
+def _scan_one(host: BusHost, cache: DescriptorCache, name: str | None) -> VirtualRobot:
+    virtual = scan_bus(host, cache)
+    if virtual.root_id is None:
+        why = "; ".join(virtual.quarantined.values()) or "no part answered"
+        where = f"bus {name} ({host.transport.url})" if name else host.transport.url
+        raise BusError(f"{where}: no robot to open ({why})")
+    return virtual
+
+
+def _mount_key(spec: BusSpec, merged: VirtualRobot, semantics: Semantics | None) -> int | None:
+    """The robot-wide ID of the part ``spec`` mounts on, None while it is not (yet) in the merged tree."""
+    mount = spec.mount
+    if mount.bus is not None:
+        if mount.bus not in merged.buses:
+            return None  # that bus is not attached yet
+        for key, part in merged.parts.items():
+            if part.bus == mount.bus and part.wire_id == mount.device_id:
+                return key
+        ids = sorted(p.wire_id for p in merged.parts.values() if p.bus == mount.bus)
+        raise spec.error(f"mount.part {mount.part}: bus {mount.bus} has no part with ID {mount.device_id} "
+                         f"(its IDs: {', '.join(map(str, ids))})")
+    by_path = {merged.path(p.id): p.id for p, _ in merged.walk()}
+    if mount.part in by_path:
+        return by_path[mount.part]
+    entry = _blueprint_entry(semantics, mount.part)
+    if entry is None:
+        return None
+    if entry.target.path is not None:
+        return by_path.get(entry.target.path)
+    return next((p.id for p, _ in merged.walk() if p.serial_number == entry.target.serial), None)
+
+
+def _blueprint_entry(semantics: Semantics | None, name: str):
+    if semantics is None:
+        return None
+    return next((e for e in (*semantics.joints, *semantics.sensors) if e.name == name), None)
+
+
+def _unresolved(spec: BusSpec, merged: VirtualRobot):
+    paths = [merged.path(p.id) for p, _ in merged.walk()]
+    close = difflib.get_close_matches(spec.mount.part, paths, n=3)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return spec.error(f"mount.part {spec.mount.part!r} is no part of the robot scanned so far (buses "
+                      f"{', '.join(merged.buses)}): not a tree path, a blueprint name of the semantics, or BUS:ID"
+                      f"{hint}")
