@@ -65,21 +65,9 @@ class CrowdClient:
 
     def __init__(self, endpoint: str, timeout_s: float = 10.0, security: Security | None = None):
         self.endpoint, self.timeout_s = endpoint, timeout_s
-        self._socket = zmq.Context.instance().socket(zmq.REQ)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._watch = None
-        try:
-            if security is not None:
-                from .security import HandshakeWatch
+        from .security import connect_client
 
-                security.apply_client(self._socket)
-                self._watch = HandshakeWatch(self._socket, security)
-            self._socket.connect(endpoint)
-        except BaseException:
-            if self._watch is not None:
-                self._watch.close()
-            self._socket.close(0)
-            raise
+        self._socket, self._watch = connect_client(zmq.REQ, endpoint, security)
         self.seq = 0
 
     def tick(self, t_s: float, robot: dict | None, people: list[dict]) -> tuple[float, list[Person], dict]:

@@ -247,16 +247,10 @@ class RemoteParticipant:
     def __init__(self, endpoint: str, name: str, timeout_s: float = 2 * DEFAULT_STALL_TIMEOUT_S,
                  security: Security | None = None):
         self.endpoint, self.name, self.timeout_s = endpoint, name, timeout_s
-        self._socket = zmq.Context.instance().socket(zmq.REQ)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._watch = None
-        try:
-            if security is not None:
-                from .security import HandshakeWatch
+        from .security import connect_client
 
-                security.apply_client(self._socket)
-                self._watch = HandshakeWatch(self._socket, security)
-            self._socket.connect(endpoint)
+        self._socket, self._watch = connect_client(zmq.REQ, endpoint, security)
+        try:
             self.epoch = 0
             self.now_s = 0.0
             reply = self._call("hello", {})

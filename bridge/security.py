@@ -178,6 +178,25 @@ class HandshakeWatch:
         self._monitor.close(0)
 
 
+def connect_client(kind: int, endpoint: str, security: Security | None) -> tuple[zmq.Socket, HandshakeWatch | None]:
+    """A client socket of ``kind`` (LINGER 0) connected to ``endpoint``: plain, or CURVE with a HandshakeWatch so
+    that a timeout can say why the server is silent. Nothing is left open when connecting fails."""
+    sock = zmq.Context.instance().socket(kind)
+    sock.setsockopt(zmq.LINGER, 0)
+    watch = None
+    try:
+        if security is not None:
+            security.apply_client(sock)
+            watch = HandshakeWatch(sock, security)
+        sock.connect(endpoint)
+    except BaseException:
+        if watch is not None:
+            watch.close()
+        sock.close(0)
+        raise
+    return sock, watch
+
+
 def stop_authenticator(context: zmq.Context | None = None) -> None:
     """Stop the ZAP handler of ``context`` (default: the global one), e.g. before ``context.term()``, which would
     otherwise wait for its sockets forever. The next secured server starts a new one."""
