@@ -43,11 +43,12 @@ def take_world_state(sim: CrowdSim, payload: dict) -> None:
         x, y, yaw, vx, vy, radius = pose
         sim.set_robot(x, y, yaw=yaw, vx=vx, vy=vy, radius=radius)
     agents = sim.agents
+    rows = {agent_id: row for row, agent_id in enumerate(agents.ids.tolist())}  # one pass, not one search each
     for agent_id, x, y, vx, vy in measured:
-        rows = np.flatnonzero(agents.ids == agent_id)
-        if len(rows):
-            agents.pos[rows[0]] = (x, y)
-            agents.vel[rows[0]] = (vx, vy)
+        row = rows.get(agent_id)
+        if row is not None:
+            agents.pos[row] = (x, y)
+            agents.vel[row] = (vx, vy)
 
 
 def apply_tick(sim: CrowdSim, payload: dict, step: Callable[[], None] | None = None) -> tuple[list[int], list[int]]:
@@ -66,9 +67,9 @@ def apply_tick(sim: CrowdSim, payload: dict, step: Callable[[], None] | None = N
 
 def intents(sim: CrowdSim) -> list[Person]:
     a = sim.agents
-    return [Person(int(a.ids[i]), a.types[i], float(a.pos[i, 0]), float(a.pos[i, 1]), float(a.vel[i, 0]),
-                   float(a.vel[i, 1]), float(a.gaze[i, 0]), float(a.gaze[i, 1]), float(a.radius[i]),
-                   HEIGHT_BY_TYPE.get(a.types[i], 1.7)) for i in range(len(a))]
+    ids, pos, vel, gaze, radius = a.ids.tolist(), a.pos.tolist(), a.vel.tolist(), a.gaze.tolist(), a.radius.tolist()
+    return [Person(ids[i], a.types[i], pos[i][0], pos[i][1], vel[i][0], vel[i][1], gaze[i][0], gaze[i][1], radius[i],
+                   HEIGHT_BY_TYPE.get(a.types[i], 1.7)) for i in range(len(ids))]
 
 
 def serve(sim: CrowdSim, endpoint: str, ready=print, stepper: Stepper | None = None,

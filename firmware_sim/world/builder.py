@@ -97,6 +97,8 @@ class RobotBody:
         self._joints = {(j.part_id, j.name): j for j in joints}
         self._by_index = {j.index: j for j in joints}
         self.stand_height = 0.0  # base frame height that puts the lowest collision point on the floor at q = 0
+        self._contacts_at = -1  # world step of the cached contact points
+        self._contacts: tuple = ()
 
     # --- names -> indices ------------------------------------------------------------------------------------
     def link(self, part_id: int, body: str) -> RobotLink:
@@ -117,6 +119,19 @@ class RobotBody:
 
     def joint_index(self, part_id: int, name: str) -> int:
         return self.joint(part_id, name).index
+
+    # --- contacts ----------------------------------------------------------------------------------------------
+    def contact_points(self) -> tuple:
+        """pybullet's contact points of the whole robot (bodyA = the robot) after the current step, read once per
+        step however many sensors ask (four contact sensors and the pedestrian check did one query each)."""
+        if self._contacts_at != self.world.steps:
+            self._contacts = p.getContactPoints(bodyA=self.body_id, physicsClientId=self.client)
+            self._contacts_at = self.world.steps
+        return self._contacts
+
+    def touching_links(self) -> set[int]:
+        """Link indices of the robot's links that touch something now."""
+        return {c[3] for c in self.contact_points()}
 
     # --- poses -------------------------------------------------------------------------------------------------
     def base_pose(self) -> Frame:

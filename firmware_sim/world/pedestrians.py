@@ -73,12 +73,11 @@ class Pedestrians:
             out.append(PedestrianState(person, x, y, vx, vy))
         return out
 
-    def touching(self, body_id: int) -> list[int]:
-        """Ids of the people whose bodies are in contact with ``body_id`` now (the engine's contact points: ground
-        truth, unlike a distance test on centres and radii)."""
+    def touching(self, contact_points) -> list[int]:
+        """Ids of the people among ``contact_points`` (pybullet's, of one body: e.g. ``RobotBody.contact_points()``)
+        as body B: ground truth from the engine, unlike a distance test on centres and radii."""
         by_body = {body: person for person, body in self.bodies.items()}
-        return sorted({by_body[c[2]] for c in p.getContactPoints(bodyA=body_id, physicsClientId=self.client)
-                       if c[2] in by_body})
+        return sorted({by_body[c[2]] for c in contact_points if c[2] in by_body})
 
     def _spawn(self, intent: PedestrianIntent) -> None:
         length = max(0.0, intent.height - 2 * intent.radius)
