@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
 import zmq
 
 from bridge.crowd_link import REQUESTS, Person, intents_payload

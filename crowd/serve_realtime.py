@@ -7,6 +7,10 @@ appeared and who left (bridge/realtime.py: that message is also its heartbeat). 
 control channel (hello, status, bye). A crowd that falls behind (a slow step, a stalled machine) does not catch
 up in a burst, which would make people jump: the missed steps are skipped and counted, so crowd time then lags
 wall time by that much.
+
+Each intents message also carries ``world_t``: the ``t`` of the newest world message the crowd had applied before
+that step (None until one came). A world that sends its own clock's time there can tell how old the robot state
+behind the people it receives is (bench/mixed.py: pose -> crowd -> shadow -> merged range).
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ class RealtimeStats:
     steps: int = 0
     skipped: int = 0  # steps not taken because the crowd fell behind wall time
     worlds: int = 0  # world messages applied
+    world_t: float | None = None  # the world's own time in the newest world message applied
 
 
 def apply_world(sim: CrowdSim, payload: dict) -> None:
@@ -76,7 +81,8 @@ def serve_realtime(sim: CrowdSim, endpoint: str, ready=print, security: Security
             spawned, removed = _step(sim, stepper)
             stats.steps += 1
             extra = stepper.drain() if stepper is not None else {}
-            server.publish(sim.time_s, {**intents_payload(sim.time_s, intents(sim), spawned, removed), **extra})
+            server.publish(sim.time_s, {**intents_payload(sim.time_s, intents(sim), spawned, removed), **extra,
+                                        "world_t": stats.world_t})
             due = _next_due(due, sim.dt, stats)
         return stats
     finally:
@@ -90,6 +96,8 @@ def _apply(sim: CrowdSim, world: dict, server: RealtimeCrowdServer, stats: Realt
         server.counters.drop(f"crowd world stream {server.world_endpoint}", str(exc))
         return
     stats.worlds += 1
+    world_t = world.get("t")
+    stats.world_t = float(world_t) if isinstance(world_t, (int, float)) and not isinstance(world_t, bool) else None
 
 
 def _next_due(due: float, dt: float, stats: RealtimeStats) -> float:

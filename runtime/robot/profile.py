@@ -9,6 +9,8 @@ half-start a robot.
     clock: sim                           # real | sim
     clock_endpoint: tcp://127.0.0.1:5757 # sim clock of a device in another process (`hil sim --clock sim`)
     semantics: commbot                   # config/semantics/commbot.yaml, or a path relative to this file
+    start_pose: [-18.0, 0.0, 0.0]        # odometry starts here (x m, y m, yaw rad in the map frame)
+    crowd: {endpoint: tcp://127.0.0.1:5760, mode: realtime}   # virtual people on the ring (runtime.mixed)
 
 or, for one robot whose parts sit on several buses, ``buses:`` instead of ``bus:`` (runtime.robot.buses):
 
@@ -26,6 +28,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from devices.yaml_source import ConfigError, SourceDict, load_yaml_file
 
+from ..mixed import CrowdSpec, parse_crowd, parse_start_pose
 from .buses import BusSpec, check_clock, parse_buses
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -53,6 +56,8 @@ class Profile:
     trust_file: Path | None = None
     description: str = ""
     buses: tuple[BusSpec, ...] = ()  # from `buses:`, main bus first; () for a one-bus profile (`bus:`)
+    start_pose: tuple[float, float, float] | None = None  # odometry reset at open (map frame), None: (0, 0, 0)
+    crowd: CrowdSpec | None = None  # a real-time crowd overlaid on the ring (mixed trial), None: no crowd
 
     def with_bus(self, url: str | None) -> Profile:
         """The same profile on another bus (``hil run --bus``); None keeps the profile's. With several buses
@@ -108,6 +113,8 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "no_cache": ((bool,), "true or false"),
     "trust_file": ((str,), "a path to the driver-code trust file"),
     "description": ((str,), "free text"),
+    "start_pose": ((list,), "[x, y, yaw] in m, m, rad (the map frame): where odometry starts"),
+    "crowd": ((dict,), "a mapping {endpoint: tcp://..., mode: realtime} (virtual people on the ring)"),
 }
 
 
@@ -192,6 +199,8 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
             raise error(key, f"{key} must be > 0, not {value!r}")
     if doc.get("bus_retries", 0) < 0:
         raise error("bus_retries", f"bus_retries must be >= 0, not {doc['bus_retries']!r}")
+    start_pose = parse_start_pose(doc["start_pose"], source, _line(doc, "start_pose")) if "start_pose" in doc else None
+    crowd = parse_crowd(doc["crowd"], source, _line(doc, "crowd"), clock) if "crowd" in doc else None
     semantics = None
     if "semantics" in doc:
         semantics = _semantics_path(doc["semantics"], base)
@@ -202,7 +211,8 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         name=doc.get("name", "controller"), stall_timeout_s=_float(doc.get("stall_timeout_s")),
         bus_timeout_s=float(doc.get("bus_timeout_ms", 25.0)) / 1000.0, bus_retries=int(doc.get("bus_retries", 3)),
         cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),
-        trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses)
+        trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses,
+        start_pose=start_pose, crowd=crowd)
 
 
 def _semantics_path(value: str, base: Path) -> Path:

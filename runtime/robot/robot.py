@@ -12,7 +12,8 @@ the descriptor cache), the model, the drivers (only trusted driver code runs), t
 and the joints' bring-up. Each tick of ``loop`` is one bus cycle (runtime.robot.cycle); time comes only from the
 clock, so the same controller runs on wall time or in lockstep with the simulator. A profile with ``buses:``
 opens one robot from several buses (runtime.robot.multibus): one tree, one model, one set of names, and one
-cycle per bus in every tick.
+cycle per bus in every tick. A profile with ``crowd:`` overlays a real-time crowd's virtual people on the range
+ring (runtime.mixed, a mixed trial); ``start_pose:`` puts odometry in the map frame.
 """
 from __future__ import annotations
 
@@ -73,6 +74,8 @@ class Robot:
         self._cycle = cycle
         self._base = base
         self._base_error = base_error
+        self.after_cycle: list[Callable[[Robot], None]] = []  # run after each bus cycle, in order (runtime.mixed)
+        self.overlay = None  # the crowd overlay of a mixed trial (runtime.mixed.CrowdOverlay), None without crowd:
         self._closed = False
 
     # --- opening ---------------------------------------------------------------------------------------------
@@ -111,6 +114,7 @@ class Robot:
             robot = cls(profile=prof, bus=host, virtual=virtual, model=model, clock=clock, joints=joints,
                         sensors=sensors, cycle=cycle, base=base, base_error=base_error, blueprint=blueprint,
                         drivers=drivers, notes=notes, buses=hosts)
+            _start_mixed(robot, base, base_error, undo)
             undo.pop_all()
         return robot
 
@@ -154,6 +158,8 @@ class Robot:
         self._cycle.run()
         if self._base is not None:
             self._base.update()
+        for hook in self.after_cycle:
+            hook(self)
         self.ticks += 1
 
     # --- the rest of the API ---------------------------------------------------------------------------------
@@ -189,6 +195,11 @@ class Robot:
         if self._closed:
             return
         self._closed = True
+        try:
+            if self.overlay is not None:
+                self.overlay.close()  # says bye to the crowd first: it stops serving
+        except Exception as exc:  # noqa: BLE001 - closing must go on
+            self.notes.append(f"close: the crowd overlay did not close cleanly: {exc}")
         try:
             for group in _groups(self._cycle, self.bus, self.joints):
                 wind_down(group.host, group.joints, group.cycle)
@@ -283,6 +294,21 @@ def _make_base(model: Model, joints: NameMap[Joint]) -> tuple[DifferentialBase |
         return DifferentialBase([wheel_geometry(model, placements, j) for j in wheels]), ""
     except BaseGeometryError as exc:
         return None, str(exc)
+
+
+def _start_mixed(robot: Robot, base: DifferentialBase | None, base_error: str, undo: ExitStack) -> None:
+    """``start_pose:`` (odometry in the map frame) and ``crowd:`` (the overlay of runtime.mixed, imported only
+    when a profile asks for it, since it brings the shadow world's pybullet)."""
+    prof = robot.profile
+    if prof.start_pose is not None:
+        if base is None:
+            raise BaseGeometryError(f"{prof.source}: start_pose: this robot has no drivable base: {base_error}")
+        base.reset_odometry(*prof.start_pose)
+    if prof.crowd is not None:
+        from ..mixed import attach_crowd_overlay
+
+        robot.overlay = attach_crowd_overlay(robot, prof.crowd)
+        undo.callback(robot.overlay.close)
 
 
 def _open_clock(profile: Profile, host: BusHost) -> Clock:

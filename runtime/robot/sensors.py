@@ -7,6 +7,7 @@ commbot; any part that declares such a sensor gets a handle.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from devices.descriptor import PartDescriptor, RegisterSpec, Sensor
 
@@ -59,6 +60,8 @@ class RangeRing(_RegisterBlock):
         self.min_range: float = float(params.get("min_range_m", 0.0))
         self.max_range: float = float(params.get("max_range_m", math.inf))
         self.angles = angles
+        # what a shadow world of virtual people reads for each sensor (runtime/mixed.py); None: no overlay
+        self.virtual_ranges: list[float | None] | None = None
 
     def __repr__(self) -> str:
         shown = ", ".join("-" if r is None else f"{r:.2f}" for r in self.ranges)
@@ -71,7 +74,14 @@ class RangeRing(_RegisterBlock):
 
     @property
     def ranges(self) -> list[float | None]:
-        """Metres per sensor, through the part's driver; None for the no-target code (nothing valid seen)."""
+        """Metres per sensor, through the part's driver; None for the no-target code (nothing valid seen). In a
+        mixed trial (a crowd overlay, runtime/mixed.py) the nearer of the real and the virtual echo."""
+        real = self.real_ranges
+        return real if self.virtual_ranges is None else merge_ranges(real, self.virtual_ranges)
+
+    @property
+    def real_ranges(self) -> list[float | None]:
+        """What the part itself measured (metres, None = no target), without any virtual people."""
         return [None if r is None or r == self.no_target_raw else self._driver.to_si(s.name, r)
                 for s, r in zip(self._specs, self._raw)]
 
@@ -144,6 +154,14 @@ def make_sensor(name: str, part_id: int, path: str, desc: PartDescriptor, driver
                 zones[str(zone.get("name", sensor.name))] = (register, int(zone.get("bit", 0)))
         return ContactSensor(name, part_id, path, driver, [desc.register(r) for r in registers], zones)
     raise ValueError(f"part id {part_id} ({desc.name}) has no sensor the runtime can read")
+
+
+def merge_ranges(real: Sequence[float | None], virtual: Sequence[float | None]) -> list[float | None]:
+    """Per sensor, the nearer echo wins: a real and a virtual obstacle in one beam answer with the first echo to
+    come back, i.e. the shorter range; None (no target) only when neither side saw anything."""
+    if len(real) != len(virtual):
+        raise ValueError(f"merge_ranges: {len(real)} real readings but {len(virtual)} virtual ones")
+    return [v if r is None else r if v is None else min(r, v) for r, v in zip(real, virtual)]
 
 
 def _wrap(angle: float) -> float:

@@ -61,10 +61,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "/robot/sensors": {
         "title": "hil.RobotSensors",
-        "description": "What the robot's sensors read: ring ranges in metres (null: no echo), pressed contact zones.",
+        "description": "What the robot's sensors read: ring ranges in metres (null: no echo), pressed contact zones. "
+                       "In a mixed trial ``ring`` is what the controller read (the nearer of the real and the virtual "
+                       "echo) and ``ring_real``/``ring_virtual`` keep the two apart.",
         "type": "object",
         "properties": {
             "ring": {"type": "array", "items": {"oneOf": [_NUM, {"type": "null"}]}},
+            "ring_real": {"type": "array", "items": {"oneOf": [_NUM, {"type": "null"}]},
+                          "description": "mixed trials: what the physical ring measured"},
+            "ring_virtual": {"type": "array", "items": {"oneOf": [_NUM, {"type": "null"}]},
+                             "description": "mixed trials: what the shadow world's ring saw of the virtual people"},
             "contacts": {"type": "array", "items": {"type": "string"}},
         },
         "required": ["ring", "contacts"],

@@ -1,0 +1,222 @@
+"""A physical robot among virtual pedestrians (issue 8 a): the "real" robot is the commbot served by another process
+on a real pty with the real clock, in an arcade with nobody in it (`hil sim commbot --pty --clock real --map arcade
+--pose ...`); the crowd is a real `hil crowd --serve EP --realtime` process playing a small script. The runtime
+publishes the robot's odometry pose to the crowd and overlays the crowd's people, seen through a shadow world with
+the ring's own sensor model, on the ring readings.
+
+No timing assertions: every wait is for a condition, with a generous deadline.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SimProcess
+from test_bridge_realtime import CrowdProcess, free_endpoint
+
+from bridge.realtime import CONNECTED, LOST, ask
+from devices.yaml_source import ConfigError
+from runtime import Robot
+from runtime.mixed import CrowdOverlayError
+from runtime.robot import load_profile
+from runtime.robot.profile import PROFILES_DIR
+from runtime.robot.sensors import merge_ranges
+
+START = (-18.0, 0.0, 0.0)  # the arcade's west hall, facing east down the middle passage: nothing real within 4 m
+STOP_AT_M = 1.2  # the scripted person stops this far from the robot's centre (centre to centre)
+# The person walks in from the east, facing the robot, and stands 1.5 m off; once the crowd knows where the robot
+# is (from the pose the runtime publishes), the interact reaction brings them to STOP_AT_M and keeps them there.
+SCRIPT = f"""\
+spawn guest = man01 at {START[0] + 3.5:g} 0
+objective guest interact Dstop={STOP_AT_M:g}
+move guest to {START[0] + 1.5:g} 0
+run 5min
+"""
+DEADLINE_S = 25.0
+HZ = 20.0
+
+
+@pytest.fixture(scope="module")
+def real_robot():
+    """The commbot's "real" stand-in: a virtual device in another process on a pty, paced to wall time."""
+    pose = ",".join(f"{v:g}" for v in START)
+    sim = SimProcess("--pty", "--clock", "real", "--map", "arcade", f"--pose={pose}", assembly="commbot")
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+def mixed_profile(tmp_path: Path, bus: str, endpoint: str) -> Path:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(f"bus: {bus}\nclock: real\nsemantics: commbot\ncache_dir: {tmp_path / 'cache'}\n"
+                    f"start_pose: [{START[0]}, {START[1]}, {START[2]}]\n"
+                    f"crowd: {{endpoint: '{endpoint}', mode: realtime, seed: 3}}\n")
+    return path
+
+
+def front(ranges: list[float | None], angles: tuple[float, ...]) -> float | None:
+    return ranges[min(range(len(angles)), key=lambda i: abs(math.atan2(math.sin(angles[i]), math.cos(angles[i]))))]
+
+
+def test_a_scripted_pedestrian_in_front_shows_in_the_merged_ring_and_not_in_the_real_one(real_robot, tmp_path):
+    script = tmp_path / "guest.scn"
+    script.write_text(SCRIPT)
+    crowd = CrowdProcess(free_endpoint(), "--script", str(script))
+    try:
+        with Robot.open(mixed_profile(tmp_path, real_robot.where, crowd.endpoint)) as robot:
+            overlay, ring = robot.overlay, robot.sensors["ring"]
+            assert overlay.link.state == CONNECTED
+            assert tuple(robot.base.odometry) == pytest.approx(START)
+            deadline = time.monotonic() + DEADLINE_S
+            seen, fronts, real_fronts = None, [], []
+            for _ in robot.loop(hz=HZ):
+                guest = next(iter(overlay.people.values()), None)
+                merged = front(ring.ranges, ring.angles)
+                fronts.append(merged)
+                real_fronts.append(front(ring.real_ranges, ring.angles))
+                if guest is not None and merged is not None and overlay.cast_time_s is not None:
+                    stood = math.hypot(guest["x"] - START[0], guest["y"] - START[1])
+                    if abs(stood - STOP_AT_M) < 0.05 and abs(guest["vx"]) < 0.02:
+                        seen = (guest, merged, front(ring.real_ranges, ring.angles),
+                                front(ring.virtual_ranges, ring.angles))
+                        break
+                assert time.monotonic() < deadline, (f"the guest never stood {STOP_AT_M} m in front: "
+                                                     f"{overlay.people}, ring {ring.ranges}, {overlay.counters()}")
+            guest, merged, real, virtual = seen
+            # the guest stands at STOP_AT_M, not where the script sent them (1.5 m): the crowd reacted to the robot,
+            # and the only robot it knows of is the one the runtime published (a served script's robot lines are
+            # skipped, and this one has none): the odometry pose, in the map frame since start_pose
+            status = ask(crowd.endpoint).payload
+            assert status["robot"]["x"] == pytest.approx(START[0], abs=0.05)
+            assert status["robot"]["y"] == pytest.approx(START[1], abs=0.05)
+            # the front sensor's beam starts on the ring's outer face; the person's surface is radius off the centre
+            origin = overlay.shadow.sensor_origins(*START)[0]
+            expected = math.hypot(guest["x"] - origin[0], guest["y"] - origin[1]) - guest["radius"]
+            assert merged == pytest.approx(expected, abs=0.15), (merged, expected)
+            assert virtual == merged
+            assert 0.5 < merged < STOP_AT_M
+            assert fronts[0] is None or fronts[0] > 2.0, "the reading dropped: the guest came from further away"
+            assert all(r is None or r > 3.0 for r in (real, *real_fronts)), "the real ring saw nothing in front"
+            assert any(r is not None for r in ring.real_ranges), "while it does see the real hall's walls"
+            assert overlay.counters()["dropped"] == 0
+        assert crowd.wait() == 0, crowd.stderr()  # closing the robot said bye: the crowd stopped serving
+        assert ring.virtual_ranges is None
+    finally:
+        crowd.stop()
+
+
+def test_the_crowd_lost_and_replaced_the_robot_goes_on_and_takes_the_new_crowds_people(real_robot, tmp_path):
+    first, second = tmp_path / "first.scn", tmp_path / "second.scn"
+    first.write_text(f"spawn a = man01 at {START[0] + 2:g} 0\nrun 5min\n")  # in front of the robot
+    second.write_text(f"spawn b = woman01 at {START[0]:g} 1.5\nrun 5min\n")  # on its left
+    endpoint = free_endpoint()
+    crowd = CrowdProcess(endpoint, "--script", str(first))
+    try:
+        path = mixed_profile(tmp_path, real_robot.where, endpoint)
+        path.write_text(path.read_text().replace("seed: 3}", "seed: 3, timeout_s: 1.0}"))
+        with Robot.open(path) as robot:
+            overlay, ring = robot.overlay, robot.sensors["ring"]
+            ticks = robot.loop(hz=HZ)
+
+            def run_until(condition, what: str) -> None:
+                deadline = time.monotonic() + DEADLINE_S
+                while not condition():
+                    assert time.monotonic() < deadline, f"gave up waiting for {what}: {overlay.counters()}"
+                    next(ticks)
+
+            run_until(lambda: overlay.people and ring.virtual_ranges[0] is not None, "the first crowd's person")
+            seen = dict(overlay.people)
+            crowd.kill()
+            run_until(lambda: overlay.link.state == LOST, "the overlay to report the crowd lost")
+            before = robot.ticks
+            run_until(lambda: robot.ticks > before + 10, "the robot to go on without its crowd")
+            assert overlay.people == seen and ring.virtual_ranges[0] is not None, "the people stay where last seen"
+
+            crowd = CrowdProcess(endpoint, "--script", str(second))  # a new process: a new session
+            run_until(lambda: overlay.link.state == CONNECTED and overlay.people
+                      and next(iter(overlay.people.values()))["type"] == "woman01", "the second crowd's person")
+            run_until(lambda: overlay.cast_time_s >= overlay.intents_time_s, "a cast with the new people")
+            assert overlay.link.reconnects >= 1 and len(overlay.people) == 1
+            left = min(range(12), key=lambda i: abs(ring.angles[i] - math.pi / 2))
+            assert ring.virtual_ranges[0] is None and ring.virtual_ranges[left] is not None, ring.virtual_ranges
+    finally:
+        crowd.stop()
+
+
+def test_no_crowd_at_the_endpoint_is_named_and_the_robot_is_not_half_opened(real_robot, tmp_path):
+    endpoint = free_endpoint()
+    path = mixed_profile(tmp_path, real_robot.where, endpoint)
+    path.write_text(path.read_text().replace("seed: 3}", "seed: 3, timeout_s: 0.3}"))
+    with pytest.raises(CrowdOverlayError, match=f"mixed.yaml: crowd: no crowd answered hello at {endpoint}"):
+        Robot.open(path)
+    with Robot.open(replace(load_profile(path), crowd=None)) as robot:  # the bus was released: it opens again
+        assert robot.overlay is None and robot.sensors["ring"].virtual_ranges is None
+
+
+def test_merge_the_nearer_echo_wins():
+    assert merge_ranges([None, 1.0, 2.0, None], [None, None, 1.5, 0.7]) == [None, 1.0, 1.5, 0.7]
+    assert merge_ranges([0.4], [3.0]) == [0.4]
+    with pytest.raises(ValueError, match="2 real readings but 1 virtual"):
+        merge_ranges([None, None], [None])
+
+
+def test_the_mixed_profile_and_its_errors_name_the_line(tmp_path):
+    profile = load_profile(PROFILES_DIR / "mixed.yaml", bus="/dev/null")
+    assert profile.crowd is not None and profile.crowd.mode == "realtime" and profile.clock == "real"
+    assert profile.start_pose == (-18.0, 0.0, 0.0)
+
+    def load(text: str):
+        path = tmp_path / "p.yaml"
+        path.write_text(f"bus: sim://commbot\n{text}")
+        return load_profile(path)
+
+    cases = {
+        "clock: real\ncrowd: {endpoint: tcp://127.0.0.1:1, mode: lockstep}\n": ":3: crowd: mode lockstep",
+        "clock: sim\ncrowd: {endpoint: tcp://127.0.0.1:1}\n": ":3: crowd: a real-time crowd needs clock: real",
+        "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  sead: 1\n": ":5: crowd: unknown key 'sead'",
+        "clock: real\ncrowd: {endpoint: udp://x}\n": ":3: crowd: endpoint must be",
+        "clock: real\nstart_pose: [1, 2]\n": ":3: start_pose must be [x, y, yaw]",
+        "clock: real\ncrowd: tcp://127.0.0.1:1\n": ":3: crowd must be a mapping",
+    }
+    for text, message in cases.items():
+        with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+            load(text)
+
+
+def test_the_shadow_ring_sees_a_capsule_at_its_distance_and_nothing_else():
+    from devices.catalog import load_part
+    from firmware_sim.shadow import Person, ShadowWorld
+
+    sensor = next(s for s in load_part("range_ring").sensors if s.kind == "range_ring")
+    with ShadowWorld(sensor, ((0.1, 0.0, 0.3), np.eye(3)), seed=1) as shadow:
+        assert shadow.cast(0.0, 0.0, 0.0).range_m == (None,) * 12, "no walls, no floor: nothing to see"
+        shadow.set_people([Person(7, 2.0, 0.0, radius=0.25)])
+        ranges = [shadow.cast(0.0, 0.0, 0.0).range_m[0] for _ in range(20)]
+        assert np.mean(ranges) == pytest.approx(2.0 - 0.25 - 0.3, abs=0.03)  # ring at x 0.1, beams start 0.2 out
+        # the robot turned a quarter left: the person is now on its right (the 270 degree sensor)
+        reading = shadow.cast(0.0, 0.0, math.pi / 2)
+        origin = shadow.sensor_origins(0.0, 0.0, math.pi / 2)[9]
+        assert origin[:2] == pytest.approx((0.2, 0.1))
+        assert reading.range_m[9] == pytest.approx(math.hypot(2.0 - 0.2, 0.1) - 0.25, abs=0.06)
+        assert reading.range_m[0] is None
+        with pytest.raises(ValueError, match="person 8: radius and height must be finite and > 0"):
+            shadow.set_people([Person(7, 5.0, 0.0), Person(8, 1.0, 0.0, radius=0.0)])
+        assert set(shadow.bodies) == {7}, "a bad entry changes nothing"
+        shadow.set_people([])
+        assert shadow.cast(0.0, 0.0, 0.0).range_m == (None,) * 12
+
+
+def test_the_bench_takes_each_pose_change_to_the_first_event_that_reflects_it():
+    from bench.mixed import latencies, percentiles
+
+    ticks = [(0.00, False), (0.05, True), (0.10, True), (0.15, True)]
+    arrivals = [(0.08, None), (0.12, 0.05), (0.22, 0.15)]  # (when intents came, the pose time they echo)
+    casts = [(0.10, None), (0.20, 0.05), (0.30, 0.15)]
+    crowd, merged = latencies(ticks, arrivals, casts)
+    assert crowd == pytest.approx([0.07, 0.12, 0.07]) and merged == pytest.approx([0.15, 0.20, 0.15])
+    assert percentiles([0.3, 0.1, 0.2]) == {"p50": 0.2, "p90": 0.3, "p99": 0.3, "max": 0.3}
