@@ -358,6 +358,7 @@ def codec_cpu_us(people: int, repeats: int) -> dict[str, float]:
 def crowd_work_us(people: int, seed: int, ticks: int, rounds: int) -> float:
     """Median over rounds of the crowd's own work per tick (apply_tick: take the world's state and step 0.1 s;
     intents: the Person list), in this process on the crowd the full side's server holds."""
+    from bridge.crowd_link import tick_payload
     from crowd.serve import apply_tick, intents
 
     sim = arcade_crowd(people, seed)
@@ -369,12 +370,12 @@ def crowd_work_us(people: int, seed: int, ticks: int, rounds: int) -> float:
         elapsed = 0.0
         for _ in range(ticks):
             k += 1
-            payload = {"t": round(k * CROWD_DT_S, 9), "robot": ROBOT, "people": sent}
+            payload = tick_payload(round(k * CROWD_DT_S, 9), ROBOT, sent)
             start = time.perf_counter()
             apply_tick(sim, payload)
             persons = intents(sim)
             elapsed += time.perf_counter() - start
-            sent = [{"id": p.id, "x": p.x, "y": p.y, "vx": p.vx, "vy": p.vy} for p in persons]
+            sent = [(p.id, p.x, p.y, p.vx, p.vy) for p in persons]
         if r:
             per_round.append(elapsed / ticks * 1e6)
     return statistics.median(per_round)

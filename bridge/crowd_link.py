@@ -9,6 +9,7 @@ within the timeout is reported by name and endpoint, never waited for forever. P
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import zmq
@@ -42,26 +43,74 @@ class Person(NamedTuple):
     height: float = 1.7
 
 
-def tick_payload(t_s: float, robot: dict | None, people: list[dict]) -> dict:
-    """robot: {x, y, yaw, vx, vy, radius} or None; people: [{id, x, y, vx, vy}] as the world measured them."""
-    return {"t": float(t_s), "robot": robot, "people": people}
+STATE_FIELDS = ("id", "x", "y", "vx", "vy")  # a person's actual state, as the world measured it
+
+
+def state_columns(people: Sequence[Sequence[float] | Mapping[str, float]]) -> dict:
+    """People's actual states as columns {id: [...], x: [...], ...}; rows are (id, x, y, vx, vy) tuples or maps
+    with those keys. Columns, as for intents: fewer bytes and far cheaper to decode than a map per person."""
+    if people and isinstance(people[0], Mapping):
+        return {name: [person[name] for person in people] for name in STATE_FIELDS}
+    columns = zip(*people) if people else ((),) * len(STATE_FIELDS)
+    return {name: list(column) for name, column in zip(STATE_FIELDS, columns)}
+
+
+def parse_states(payload: dict) -> list[tuple[int, float, float, float, float]]:
+    """The people's actual states of a ``tick`` (or world stream) payload as (id, x, y, vx, vy) rows, checked
+    (EnvelopeError says what is wrong; nothing is half-parsed). A payload without people has none."""
+    columns = payload.get("people")
+    if not columns and columns is not False:  # None, [] or {}: nobody
+        return []
+    if not isinstance(columns, dict) or not all(isinstance(columns.get(k), list) for k in STATE_FIELDS):
+        raise EnvelopeError(f"people must be a map of columns {', '.join(STATE_FIELDS)}")
+    if len({len(columns[k]) for k in STATE_FIELDS}) != 1:
+        raise EnvelopeError("people columns differ in length")
+    try:
+        parsed = [list(map(int if name == "id" else float, columns[name])) for name in STATE_FIELDS]
+    except (TypeError, ValueError) as exc:
+        raise EnvelopeError(f"people columns: {exc}") from None
+    return list(zip(*parsed))
+
+
+def tick_payload(t_s: float, robot: dict | None, people) -> dict:
+    """robot: {x, y, yaw, vx, vy, radius} or None; people: (id, x, y, vx, vy) rows or {id, x, y, vx, vy} maps,
+    as the world measured them (sent as columns, see :func:`state_columns`)."""
+    return {"t": float(t_s), "robot": robot, "people": state_columns(people)}
 
 
 def intents_payload(t_s: float, people: list[Person], spawned: list[int], removed: list[int]) -> dict:
-    return {"t": float(t_s), "people": [_person_map(p) for p in people], "spawned": spawned, "removed": removed}
+    """The crowd's answer. ``people`` goes as columns ({field: [value per person]}), not one map per person: for
+    the 50 people of a busy tick that is 35 % fewer bytes and a third of the decoding time (bench/bridge.py)."""
+    columns = zip(*people) if people else ((),) * len(PERSON_FIELDS)
+    return {"t": float(t_s), "people": {name: list(column) for name, column in zip(PERSON_FIELDS, columns)},
+            "spawned": spawned, "removed": removed}
 
 
-def _person_map(p: Person) -> dict:
-    # a literal map: twice as fast as NamedTuple._asdict() for the 50 people of every tick
-    return {"id": p.id, "type": p.type, "x": p.x, "y": p.y, "vx": p.vx, "vy": p.vy, "gaze_x": p.gaze_x,
-            "gaze_y": p.gaze_y, "radius": p.radius, "height": p.height}
+PERSON_FIELDS = Person._fields
+_CONVERT = {"id": int, "type": str}  # every other field is a float
 
 
 def parse_people(payload: dict) -> list[Person]:
-    try:
-        return [Person(**person) for person in payload["people"]]
-    except (KeyError, TypeError) as exc:
-        raise EnvelopeError(f"intents: malformed people list ({exc})") from None
+    """The people of an ``intents`` payload, checked: every column a list of one length, ids integers, types
+    strings, the rest numbers; a field left out takes Person's default (gaze, radius, height). EnvelopeError
+    says what is wrong; nothing is half-parsed."""
+    columns = payload.get("people") if isinstance(payload, dict) else None
+    if not isinstance(columns, dict) or not all(k in columns for k in ("id", "type", "x", "y", "vx", "vy")):
+        raise EnvelopeError("intents: people must be a map of columns with at least id, type, x, y, vx, vy")
+    count = len(columns["id"]) if isinstance(columns["id"], list) else -1
+    parsed = []
+    for name in PERSON_FIELDS:
+        column = columns.get(name)
+        if column is None and name in Person._field_defaults:
+            parsed.append([Person._field_defaults[name]] * max(count, 0))
+            continue
+        if not isinstance(column, list) or len(column) != count:
+            raise EnvelopeError(f"intents: people column {name!r} is not a list of {count} values")
+        try:
+            parsed.append(list(map(_CONVERT.get(name, float), column)))
+        except (TypeError, ValueError) as exc:
+            raise EnvelopeError(f"intents: people column {name!r}: {exc}") from None
+    return [Person(*row) for row in zip(*parsed)]
 
 
 class CrowdClient:

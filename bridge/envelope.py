@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import msgpack
 
-VERSION = 1
+VERSION = 2  # 2: intents carry people as columns (bridge/crowd_link.py)
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 

@@ -382,7 +382,9 @@ class RealtimeCrowdLink:
         if self._pub is None:
             return
         self._seq += 1
-        payload = {"t": float(t_s), "robot": robot, "people": people, "session": self.own_session}
+        from .crowd_link import state_columns
+
+        payload = {"t": float(t_s), "robot": robot, "people": state_columns(people), "session": self.own_session}
         try:
             self._pub.send(pack("world", payload, seq=self._seq, t=t_s), zmq.NOBLOCK)
             self.counters.published += 1

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 import zmq
 
-from bridge.crowd_link import REQUESTS, Person, intents_payload
+from bridge.crowd_link import REQUESTS, Person, intents_payload, parse_states
 from bridge.envelope import EnvelopeError, pack, unpack
 
 from .sim import CrowdSim
@@ -36,8 +36,7 @@ def take_world_state(sim: CrowdSim, payload: dict) -> None:
     if robot is not None:
         pose = (float(robot["x"]), float(robot["y"]), float(robot.get("yaw", 0.0)), float(robot.get("vx", 0.0)),
                 float(robot.get("vy", 0.0)), float(robot.get("radius", 0.3)))
-    measured = [(int(person["id"]), float(person["x"]), float(person["y"]), float(person["vx"]),
-                 float(person["vy"])) for person in payload.get("people", [])]
+    measured = parse_states(payload)
     if pose is not None:
         x, y, yaw, vx, vy, radius = pose
         sim.set_robot(x, y, yaw=yaw, vx=vx, vy=vy, radius=radius)

@@ -47,7 +47,6 @@ MODES = ("realtime",)
 ENDPOINT_SCHEMES = ("tcp://", "ipc://")
 DEFAULT_TIMEOUT_S = 2.0  # silence (wall time) after which the crowd counts as lost; also the wait at open
 ROBOT_RADIUS_M = 0.3  # the commbot's footprint, as the world tells the crowd (firmware_sim crowd_bridge)
-PERSON_DEFAULTS = {"radius": 0.25, "height": 1.7}
 
 
 class CrowdOverlayError(RuntimeError):
@@ -197,15 +196,17 @@ class CrowdOverlay:
             self.casts += 1
 
     def _take(self, payload: dict, now: float) -> None:
+        from bridge.crowd_link import parse_people
+        from bridge.envelope import EnvelopeError
         from firmware_sim.shadow import Person
 
         try:
-            people = {int(person["id"]): {**PERSON_DEFAULTS, **person} for person in payload["people"]}
+            people = {person.id: person._asdict() for person in parse_people(payload)}
             shadow = [Person(pid, float(person["x"]), float(person["y"]), float(person["radius"]),
                              float(person["height"])) for pid, person in people.items()]
             crowd_time = float(payload["t"])
             self.shadow.set_people(shadow)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (EnvelopeError, KeyError, TypeError, ValueError) as exc:
             self.link.drop(f"intents: malformed people ({type(exc).__name__}: {exc})")
             return
         self.people, self.crowd_time_s, self.intents_time_s = people, crowd_time, now

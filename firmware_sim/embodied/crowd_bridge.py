@@ -89,7 +89,7 @@ class CrowdBridge:
         """One exchange with the crowd at the world's current time."""
         from bridge.crowd_link import CrowdLinkError
 
-        actual = [{"id": s.id, "x": s.x, "y": s.y, "vx": s.vx, "vy": s.vy} for s in self.pedestrians.states()]
+        actual = [(s.id, s.x, s.y, s.vx, s.vy) for s in self.pedestrians.states()]
         try:
             t, people, reply = self.client.tick(self.world.time_s, self.robot_state(), actual)
         except CrowdLinkError as exc:

@@ -23,7 +23,6 @@ from .crowd_bridge import ROBOT_RADIUS_M, CrowdBridge
 if TYPE_CHECKING:
     from bridge.security import Security
 
-PERSON_NUMBERS = ("x", "y", "vx", "vy", "gaze_x", "gaze_y", "radius", "height")
 
 
 class RealtimeCrowdBridge(CrowdBridge):
@@ -59,7 +58,7 @@ class RealtimeCrowdBridge(CrowdBridge):
         """One exchange at the world's current time: publish, take the newest intents, never wait."""
         from bridge.realtime import LOST
 
-        actual = [{"id": s.id, "x": s.x, "y": s.y, "vx": s.vx, "vy": s.vy} for s in self.pedestrians.states()]
+        actual = [(s.id, s.x, s.y, s.vx, s.vy) for s in self.pedestrians.states()]
         self.link.publish(self.world.time_s, self.robot_state(), actual)
         payload = self.link.poll()
         if self.link.session != self.session:
@@ -71,14 +70,13 @@ class RealtimeCrowdBridge(CrowdBridge):
             self._take(payload)
 
     def _take(self, payload: dict) -> None:
-        from bridge.crowd_link import Person
+        from bridge.crowd_link import parse_people
+        from bridge.envelope import EnvelopeError
 
         try:
-            people = [Person(**{**person, "id": int(person["id"]),
-                                **{k: float(person[k]) for k in PERSON_NUMBERS if k in person}})
-                      for person in payload["people"]]
+            people = parse_people(payload)
             crowd_time = float(payload["t"])
-        except (KeyError, TypeError, ValueError) as exc:
+        except (EnvelopeError, KeyError, TypeError, ValueError) as exc:
             self.link.drop(f"intents: malformed people ({type(exc).__name__}: {exc})")
             return
         self.crowd_time_s = crowd_time
