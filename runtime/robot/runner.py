@@ -1,5 +1,6 @@
-"""``hil run CONTROLLER.py --profile P [--duration S] [--bus URL]``: run a controller file on the robot a profile
-describes, unchanged whether that robot is real, virtual in this process, or virtual in another one.
+"""``hil run CONTROLLER.py --profile P [--duration S] [--bus URL] [--record DIR]``: run a controller file on the
+robot a profile describes, unchanged whether that robot is real, virtual in this process, or virtual in another
+one.
 
 The contract with the controller file:
 
@@ -13,6 +14,14 @@ Either way the time patch (runtime.clock.patch) is active while the controller r
 time follows simulated time unchanged. ``--duration`` stops the run after that much clock time: ``robot.loop``
 stops yielding, and a sleep past the end unwinds the controller with :class:`RunComplete`. At the end the
 robot is closed (wheels stopped) and a summary is printed: ticks, clock time, wall time, bus statistics.
+
+``--record DIR`` records the run as a trial without the controller knowing (runtime/trial/run_log.py, a
+``robot.after_cycle`` hook): after every bus cycle ``/clock``, ``/robot/state`` (``/robot/joints`` for a robot
+without a base), ``/robot/sensors`` (``ring_real``/``ring_virtual`` apart in a mixed trial), ``/pedestrians``
+(the overlay's virtual people), ``/bus/stats`` once a second per bus, once ``/trial/meta`` and ``/map`` (when a
+sim:// bus names one), stamped with the robot's clock from the start of the run. However the run ends (returned,
+--duration, Ctrl-C, the controller raised) the log is closed and ``DIR/metrics.json`` and ``DIR/topdown.png``
+are built from it (``hil report DIR`` rebuilds them); under the sim clock the same run gives the same bytes.
 """
 from __future__ import annotations
 
@@ -76,6 +85,7 @@ class RunSummary:
     stopped: str  # "returned", "duration", "interrupted", "failed"
     stats_text: str
     overruns: int = 0
+    recorded: str = ""  # --record: what was written where (or why the report is missing)
 
     def text(self) -> str:
         factor = f" ({self.clock_s / self.wall_s:.1f}x real time)" if self.wall_s > 0 else ""
@@ -83,6 +93,8 @@ class RunSummary:
                  f"{self.ticks} ticks in {self.clock_s:.3f} s of clock time, {self.wall_s:.3f} s of wall time{factor}"
                  + (f"; {self.overruns} ticks skipped (controller behind the clock)" if self.overruns else ""),
                  f"bus: {self.stats_text}"]
+        if self.recorded:
+            lines.append(f"record: {self.recorded}")
         return "\n".join(lines)
 
 
@@ -102,12 +114,13 @@ def controller_mode(path: Path) -> str:
 
 
 def run_controller(path: str | Path, profile: str | Path, *, duration_s: float | None = None, bus: str | None = None,
-                   out: TextIO | None = None, err: TextIO | None = None,
+                   record: str | Path | None = None, out: TextIO | None = None, err: TextIO | None = None,
                    open_robot: Callable[..., Robot] = Robot.open) -> RunSummary:
     """Open the robot, run the controller file on it, close the robot; the summary says how it ended.
 
-    Errors opening the robot (profile, bus, scan, clock) propagate; an exception raised by the controller
-    propagates too, after the robot is closed and the summary printed.
+    ``record``: a trial folder; the run is logged to RECORD/trial.mcap and reported (metrics.json, topdown.png)
+    however it ends. Errors opening the robot (profile, bus, scan, clock) propagate; an exception raised by the
+    controller propagates too, after the robot is closed, the log closed and reported, and the summary printed.
     """
     out, err = out or sys.stdout, err or sys.stderr
     path = Path(path)
@@ -121,6 +134,13 @@ def run_controller(path: str | Path, profile: str | Path, *, duration_s: float |
     if duration_s is not None:
         robot.deadline_s = inner_clock.now() + duration_s
         robot.clock = DeadlineClock(inner_clock, robot.deadline_s)
+    recorder = None
+    if record is not None:
+        try:
+            recorder = _start_recording(Path(record), robot, path, inner_clock).attach()
+        except BaseException:
+            robot.close()
+            raise
     start_wall, start_clock = WALL(), robot.clock.now()
     stopped = "returned"
     try:
@@ -140,12 +160,59 @@ def run_controller(path: str | Path, profile: str | Path, *, duration_s: float |
         summary = RunSummary(str(path), mode, urls, inner_clock.kind or type(inner_clock).__name__,
                              robot.ticks, robot.clock.now() - start_clock, WALL() - start_wall, stopped, "",
                              robot.overruns)
-        robot.close()
+        try:
+            if recorder is not None:
+                recorder.close()  # before the robot: the log has its footer even if closing the bus fails
+        finally:
+            robot.close()
         stats = robot.bus_stats
         summary.stats_text = robot.stats.summary() if len(stats) == 1 else \
             "; ".join(f"{name}: {bus.summary()}" for name, bus in stats.items())
+        if recorder is not None:
+            summary.recorded = _report(recorder)
         print(summary.text(), file=out, flush=True)
     return summary
+
+
+def _start_recording(out_dir: Path, robot: Robot, controller: Path, clock: Clock):
+    """The run's RunRecorder: /trial/meta (profile, controller, clock, buses) and /map when a sim:// bus names a
+    map (the profile's start_pose, if any, as its start)."""
+    from ..transports.sim import parse_sim_url
+    from ..trial.run_log import RunRecorder, map_message
+
+    prof = robot.profile
+    buses = [{"name": name, "url": host.transport.url} for name, host in robot.buses.items()]
+    options = [parse_sim_url(bus["url"])[1] for bus in buses if bus["url"].startswith("sim://")]
+    map_name = next((o["map"] for o in options if o.get("map")), None)
+    seed = options[0].get("seed", 0) if options else prof.crowd.seed if prof.crowd is not None else 0
+    meta = {"seed": int(seed), "scenario": controller.name, "profile": prof.source, "controller": str(controller),
+            "clock": clock.kind or type(clock).__name__, "buses": buses, "versions": _versions()}
+    map_msg = map_message(map_name, prof.start_pose) if map_name else None
+    return RunRecorder(out_dir, robot, meta, map_msg)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("hil", "mcap"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "unknown"
+    return found
+
+
+def _report(recorder) -> str:
+    """Build DIR/metrics.json and DIR/topdown.png from the closed log; the summary's ``record:`` line."""
+    from ..trial.report import METRICS_NAME, TOPDOWN_NAME, build_report
+
+    folder = recorder.path.parent
+    try:
+        build_report(folder)
+    except Exception as exc:  # noqa: BLE001 - the run's outcome matters more; the log is there for hil report
+        return f"{recorder.path} ({recorder.sets} ticks); the report failed: {type(exc).__name__}: {exc}"
+    return f"{recorder.path} ({recorder.sets} ticks), {folder / METRICS_NAME}, {folder / TOPDOWN_NAME}"
 
 
 @contextmanager
@@ -193,7 +260,12 @@ Run a controller file on the robot a profile describes: real (serial port), virt
 The file either defines main(robot), called with the opened robot (loop with `for tick in robot.loop(hz)`),
 or is a plain script that finds the opened robot in the global `robot` (pace it with time.sleep and call
 robot.cycle() once per bus cycle). time.time/monotonic/perf_counter/sleep follow the profile's clock.
-At the end the wheels are stopped, the servos keep holding, and a summary is printed."""
+At the end the wheels are stopped, the servos keep holding, and a summary is printed.
+
+--record DIR logs the run as a trial, unknown to the controller: every bus cycle's clock, odometry and joints,
+sensors (a mixed trial's real and virtual ring readings apart), the virtual people of a crowd overlay, bus
+statistics once a second, the profile and the map of a sim:// bus, into DIR/trial.mcap; at the end (also after
+Ctrl-C or a controller error) DIR/metrics.json and DIR/topdown.png are built from it (hil report DIR)."""
 
 
 def add_arguments(parser) -> None:
@@ -206,6 +278,8 @@ def add_arguments(parser) -> None:
                         help="profile: config/profiles/virtual.yaml (or a name under config/profiles/)")
     parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds of the profile's clock")
     parser.add_argument("--bus", metavar="URL", help="override the profile's bus (e.g. the /dev/pts/N of hil sim --pty)")
+    parser.add_argument("--record", metavar="DIR",
+                        help="record the run as a trial: DIR/trial.mcap, then DIR/metrics.json and DIR/topdown.png")
 
 
 def cli(args) -> int:
@@ -220,7 +294,8 @@ def cli(args) -> int:
     from ..model import ModelError
 
     try:
-        summary = run_controller(args.controller, args.profile, duration_s=args.duration, bus=args.bus)
+        summary = run_controller(args.controller, args.profile, duration_s=args.duration, bus=args.bus,
+                                 record=getattr(args, "record", None))
     except (ConfigError, ControllerError, BusError, ClockError, ModelError, OSError) as exc:
         print(f"hil: error: {exc}", file=sys.stderr)
         return 2

@@ -48,7 +48,8 @@ def _fmt(value: Any, unit: str = "") -> str:
 def format_metrics(metrics: dict[str, Any]) -> str:
     """The metrics as a short human-readable table (the file has everything)."""
     c = metrics["collisions"]
-    to_goal = _fmt(metrics["time_to_goal_s"], " s") if metrics["goal"]["reached"] else "not reached"
+    to_goal = _fmt(metrics["time_to_goal_s"], " s") if metrics["goal"]["reached"] else \
+        "not reached" if metrics["goal"]["xy"] is not None else "no goal in the log"
     lines = [
         f"time to goal        {to_goal}",
         f"duration            {_fmt(metrics['duration_s'], ' s')}",

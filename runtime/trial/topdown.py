@@ -250,7 +250,12 @@ def _header(canvas: Canvas, messages: Mapping[str, Sequence[LogMessage]], metric
         if metrics.get("duration_s") is not None:
             title.append(f"{metrics['duration_s']:.1f} S")
         goal_t = metrics.get("time_to_goal_s")
-        title.append(f"GOAL IN {goal_t:.1f} S" if goal_t is not None else "GOAL NOT REACHED")
+        if goal_t is not None:
+            title.append(f"GOAL IN {goal_t:.1f} S")
+        elif (metrics.get("goal") or {}).get("xy") is not None:
+            title.append("GOAL NOT REACHED")
+        else:
+            title.append("NO GOAL")
     canvas.text(MARGIN_PX, 10, "   ".join(title)[: (canvas.width - 2 * MARGIN_PX) // 12])
     col, row = MARGIN_PX, 38
     canvas.rect(col, row + 5, 28, ROBOT_PX, ROBOT)

@@ -36,6 +36,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         "required": ["x", "y", "yaw", "vx", "w"],
     },
+    "/robot/joints": {
+        "title": "hil.RobotJoints",
+        "description": "Joint positions by blueprint name, for a robot without a drivable base (no pose to log; "
+                       "``hil run --record``). A robot with a base logs its joints in /robot/state.",
+        "type": "object",
+        "properties": {"joints": {"type": "object", "additionalProperties": _NUM}},
+        "required": ["joints"],
+    },
     "/pedestrians": {
         "title": "hil.Pedestrians",
         "description": "Every person in the world at one crowd tick (actual states, not intents).",
@@ -56,6 +64,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                     "required": ["id", "x", "y", "vx", "vy"],
                 },
             },
+            "crowd_t": {"oneOf": [_NUM, {"type": "null"}],
+                        "description": "the crowd's own time of these states (optional; mixed trials)"},
         },
         "required": ["people"],
     },
@@ -92,8 +102,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "/bus/stats": {
         "title": "hil.BusStats",
-        "description": "BusStats.as_dict() of the robot's bus host (cumulative counters, latency percentiles).",
+        "description": "BusStats.as_dict() of the robot's bus host (cumulative counters, latency percentiles); "
+                       "``bus`` names the bus when the log has several (hil run --record writes it always).",
         "type": "object",
+        "properties": {"bus": {"type": "string", "description": "the profile's bus name (main for one bus)"}},
         "additionalProperties": {"oneOf": [_NUM, {"type": "null"}]},
     },
     "/map": {
@@ -124,6 +136,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "profile": {"type": "string"},
             "versions": {"type": "object", "additionalProperties": {"type": "string"}},
             "robot_radius": {"type": "number", "description": "m; 0.3 when absent"},
+            "controller": {"type": "string", "description": "hil run: the controller file"},
+            "clock": {"type": "string", "description": "hil run: the profile's clock (real or sim)"},
+            "clock_start_s": {"type": "number", "description": "hil run: the robot clock's reading at trial time 0"},
+            "buses": {"type": "array", "description": "hil run: the robot's buses, main first",
+                      "items": {"type": "object", "properties": {"name": {"type": "string"},
+                                                                 "url": {"type": "string"}}}},
         },
         "required": ["seed", "scenario", "profile", "versions"],
     },

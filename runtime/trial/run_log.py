@@ -1,0 +1,175 @@
+"""``hil run --record DIR``: the trial log of any run, written behind the controller's back.
+
+:class:`RunRecorder` is a ``robot.after_cycle`` hook: after every bus cycle (``robot.loop``'s ticks, or a script's
+own ``robot.cycle()`` calls) it writes one message set to ``DIR/trial.mcap`` (topics.py):
+
+- ``/clock``; ``/robot/state`` (odometry x, y, yaw, vx, w and the joints by name) when the robot has a drivable
+  base, ``/robot/joints`` (joints only) when it has none: ``/robot/state``'s pose is what the metrics read;
+- ``/robot/sensors``: the ring as the controller read it, plus ``ring_real`` and ``ring_virtual`` when a crowd
+  overlay (a mixed trial, runtime/mixed.py) adds virtual people to it; the pressed zones of every contact sensor
+  as ``sensor.zone``;
+- ``/pedestrians`` in a mixed trial, whenever the overlay placed the virtual people anew (the crowd's last word on
+  each: position, velocity, gaze, radius);
+- ``/bus/stats`` once a second of log time for every bus (``bus`` says which); latency percentiles only on the
+  real clock (they are wall time, which would make a simulated trial's log differ run to run);
+- ``/trial/meta`` and ``/map`` (when the caller has one) once, at t = 0.
+
+Message times are trial time: the robot's clock minus its reading when the recording started (0 for a sim
+clock), so under the simulator's clock the same run gives the same bytes. Nothing here imports the world or the
+crowd: the caller gives the map (:func:`map_message` reads a map file with the shared wall format).
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from devices.map_format import parse_walls, point
+from devices.yaml_source import load_yaml_file, require, resolve_config_path
+
+from .recorder import TrialRecorder
+
+BUS_STATS_EVERY_S = 1.0
+ROBOT_RADIUS_M = 0.3  # the commbot's footprint (as the world and the crowd take it)
+MAPS_DIR = Path(__file__).resolve().parents[2] / "config" / "maps"
+
+
+def map_message(name_or_path: str, start: tuple[float, ...] | None = None) -> dict[str, Any]:
+    """The ``/map`` message of a map under config/maps/ (or a map file): walls, places, entrances (``at``
+    points), no goal; ``start`` [x, y] when given. ConfigError (file:line) for a bad map."""
+    path = resolve_config_path(name_or_path, MAPS_DIR, "map")
+    doc = load_yaml_file(path)
+    name = require(doc, "name", str, "map")
+    walls = parse_walls(doc)
+    places = require(doc, "places", dict, "map") if "places" in doc else {}
+    entrances: dict[str, list[float]] = {}
+    for key, entrance in (require(doc, "entrances", dict, "map") if "entrances" in doc else {}).items():
+        if isinstance(entrance, dict) and "at" in entrance:
+            entrances[str(key)] = list(point(entrance, "at", f"entrance {key!r}"))
+    message: dict[str, Any] = {"name": name, "walls": [[*w.start, *w.end] for w in walls],
+                               "places": {k: list(point(places, k, f"place {k!r}")) for k in places},
+                               "entrances": entrances, "goal": None}
+    if start is not None:
+        message["start"] = [float(start[0]), float(start[1])]
+    return message
+
+
+class RunRecorder:
+    """Records an opened robot's every bus cycle into ``out_dir/trial.mcap``: :meth:`attach` hooks it to the
+    robot, :meth:`close` writes the last bus statistics and the file's footer (safe to call twice)."""
+
+    def __init__(self, out_dir: str | os.PathLike[str], robot: Any, meta: dict[str, Any],
+                 map_msg: dict[str, Any] | None = None):
+        from ..robot.sensors import ContactSensor, RangeRing
+
+        self.robot = robot
+        self.overlay = getattr(robot, "overlay", None)
+        self.ring = self.overlay.ring if self.overlay is not None else _first_ring(robot, RangeRing)
+        self.contacts = [(name, s) for name, s in robot.sensors.items() if isinstance(s, ContactSensor)]
+        try:
+            robot.base  # noqa: B018 - only whether it has one
+            self.has_base = True
+        except Exception:  # noqa: BLE001 - BaseGeometryError: no drivable base
+            self.has_base = False
+        self.real_clock = getattr(robot.clock, "kind", None) == "real"
+        self.t0 = robot.clock.now()  # trial time 0
+        self.t = 0.0  # trial time of the last message set
+        self.sets = 0
+        self._next_stats_s = 0.0
+        # the overlay's people last written (by identity: the overlay replaces the dict when it places people
+        # anew); its empty dict before the crowd's first word is not worth a message
+        self._people: Any = self.overlay.people if self.overlay is not None else None
+        self._closed = False
+        self.rec = TrialRecorder(out_dir)
+        try:
+            radius = self.overlay.spec.robot_radius_m if self.overlay is not None else ROBOT_RADIUS_M
+            self.rec.write("/trial/meta", 0.0, {"robot_radius": radius, "clock_start_s": self.t0, **meta})
+            if map_msg is not None:
+                self.rec.write("/map", 0.0, map_msg)
+        except BaseException:
+            self.rec.close()
+            raise
+
+    @property
+    def path(self) -> Path:
+        return self.rec.path
+
+    def attach(self) -> RunRecorder:
+        """Record from the next bus cycle on (after the hooks already there: the overlay's cast comes first)."""
+        self.robot.after_cycle.append(self.after_cycle)
+        return self
+
+    def after_cycle(self, robot: Any) -> None:
+        """One message set for the bus cycle that just ran."""
+        t = max(0.0, robot.clock.now() - self.t0)
+        self.t = t
+        rec = self.rec
+        rec.write("/clock", t, {"t": t})
+        joints = {name: joint.position for name, joint in robot.joints.items()}
+        if self.has_base:
+            base = robot.base
+            x, y, yaw = base.odometry
+            vel = base.velocity
+            rec.write("/robot/state", t, {"x": x, "y": y, "yaw": yaw, "vx": vel.v, "w": vel.w, "joints": joints})
+        else:
+            rec.write("/robot/joints", t, {"joints": joints})
+        sensors: dict[str, Any] = {"ring": self.ring.ranges if self.ring is not None else [],
+                                   "contacts": [f"{name}.{zone}" for name, sensor in self.contacts
+                                                for zone, on in sensor.pressed.items() if on]}
+        if self.overlay is not None:
+            sensors["ring_real"] = self.ring.real_ranges
+            sensors["ring_virtual"] = list(self.ring.virtual_ranges or [None] * len(self.ring.angles))
+        rec.write("/robot/sensors", t, sensors)
+        if self.overlay is not None and self.overlay.people is not self._people:
+            self._people = self.overlay.people
+            rec.write("/pedestrians", t, {"people": [_person(pid, p) for pid, p in sorted(self._people.items())],
+                                          "crowd_t": self.overlay.crowd_time_s})
+        if t >= self._next_stats_s - 1e-9:
+            self._write_stats(t)
+            self._next_stats_s = (math.floor(t / BUS_STATS_EVERY_S + 1e-9) + 1) * BUS_STATS_EVERY_S
+        self.sets += 1
+
+    def _write_stats(self, t: float) -> None:
+        for name, stats in self.robot.bus_stats.items():
+            counters = stats.as_dict()
+            if not self.real_clock:
+                counters = {k: v for k, v in counters.items() if not k.startswith("latency")}
+            self.rec.write("/bus/stats", t, {"bus": name, **counters})
+
+    def close(self) -> None:
+        """The buses' final counters (at the last message set's time), then the footer. Never raises for the
+        statistics: the log must close whatever happened to the run."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.after_cycle in self.robot.after_cycle:
+            self.robot.after_cycle.remove(self.after_cycle)
+        try:
+            if self.sets:
+                self._write_stats(self.t)
+        except Exception:  # noqa: BLE001, S110 - a bus that failed its stats must not cost the log its footer
+            pass
+        finally:
+            self.rec.close()
+
+
+def _first_ring(robot: Any, ring_type: type) -> Any:
+    ring = robot.sensors.get("ring")
+    if isinstance(ring, ring_type):
+        return ring
+    return next((s for s in robot.sensors.values() if isinstance(s, ring_type)), None)
+
+
+def _person(pid: int, person: dict[str, Any]) -> dict[str, Any]:
+    """One virtual person for /pedestrians, from the crowd's intent (bridge Person fields)."""
+    out = {"id": int(pid), "x": float(person["x"]), "y": float(person["y"]),
+           "vx": float(person.get("vx", 0.0)), "vy": float(person.get("vy", 0.0))}
+    if "type" in person:
+        out["type"] = str(person["type"])
+    if "radius" in person:
+        out["radius"] = float(person["radius"])
+    gx, gy = person.get("gx"), person.get("gy")
+    out["gaze"] = [float(gx), float(gy)] if gx is not None and gy is not None else None
+    return out
+
