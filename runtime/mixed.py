@@ -8,7 +8,8 @@ The controller runs unchanged on the real robot; the profile adds a crowd::
 
 and :class:`CrowdOverlay` does the rest after every bus cycle (the robot's ``after_cycle`` hook):
 
-1. publish the robot's pose (wheel odometry, in the map frame since ``start_pose``) and velocity to the crowd as
+1. publish the robot's pose (wheel odometry, in the map frame since ``start_pose``, or the newest pose of an
+   external source, ``crowd: {pose: tcp://...}``: bridge/pose_stream.py) and velocity to the crowd as
    the robot's state, on the real-time link (bridge/realtime.py; the crowd runs paced to wall time:
    ``hil crowd --serve EP --realtime``). The people's actual states are not sent back: there is no physics for
    them on this side, the crowd's own state *is* their actual state, and echoing it would only set them back
@@ -63,6 +64,7 @@ class CrowdSpec:
     seed: int = 0  # of the shadow ring's generator
     timeout_s: float = DEFAULT_TIMEOUT_S
     robot_radius_m: float = ROBOT_RADIUS_M
+    pose: str = "odometry"  # or the endpoint of an external pose source (bridge/pose_stream.py)
 
 
 _CROWD_KEYS: dict[str, str] = {
@@ -72,6 +74,8 @@ _CROWD_KEYS: dict[str, str] = {
     "seed": "an integer >= 0 (the shadow ring's noise and dropout)",
     "timeout_s": "a number of seconds > 0",
     "robot_radius_m": "a number of metres > 0",
+    "pose": "odometry (the wheels) or the endpoint of an external pose source publishing map-frame poses "
+            "(tcp://host:port or ipc://path; bridge/pose_stream.py)",
 }
 
 
@@ -116,7 +120,10 @@ def parse_crowd(value: Any, source: str, line: int | None, clock: str) -> CrowdS
                                                                                    and number > 0):
             raise error(key, f"{key} must be {_CROWD_KEYS[key]}, not {number!r}")
         numbers[key] = float(number)
-    return CrowdSpec(endpoint=endpoint, mode=mode, ring=ring, seed=seed, **numbers)
+    pose = value.get("pose", "odometry")
+    if not isinstance(pose, str) or not (pose == "odometry" or pose.startswith(ENDPOINT_SCHEMES)):
+        raise error("pose", f"pose must be {_CROWD_KEYS['pose']}, not {pose!r}")
+    return CrowdSpec(endpoint=endpoint, mode=mode, ring=ring, seed=seed, pose=pose, **numbers)
 
 
 def parse_start_pose(value: Any, source: str, line: int | None) -> tuple[float, float, float]:
@@ -156,6 +163,17 @@ class CrowdOverlay:
             self.shadow.close()
             raise CrowdOverlayError(f"{robot.profile.source}: crowd: {exc}") from None
         self.session = self.link.session
+        self.pose_source = None  # an external pose source (bridge/pose_stream.py) instead of odometry
+        if spec.pose != "odometry":
+            from bridge.pose_stream import PoseSubscriber
+
+            try:
+                self.pose_source = PoseSubscriber(spec.pose)
+            except zmq_errors() as exc:
+                self.link.close()
+                self.shadow.close()
+                raise CrowdOverlayError(f"{robot.profile.source}: crowd: pose {spec.pose!r}: {exc}") from None
+        self.pose_from = "odometry"  # where the last published pose came from: odometry | external
         self.people: dict[int, dict] = {}  # id -> the crowd's last word on that person (x, y, vx, vy, radius...)
         self.crowd_time_s: float | None = None
         self.pose: tuple[float, float, float] = tuple(robot.base.odometry)  # type: ignore[assignment]
@@ -176,6 +194,11 @@ class CrowdOverlay:
         base = robot.base
         x, y, yaw = base.odometry
         v = base.velocity.v
+        if self.pose_source is not None:  # the localization system's pose wins once there is one
+            external = self.pose_source.latest()
+            if external is not None:
+                x, y, yaw = external.x, external.y, external.yaw
+                self.pose_from = "external"
         now = robot.clock.now()
         self.pose, self.published_t = (x, y, yaw), now
         self.link.publish(now, {"x": x, "y": y, "yaw": yaw, "vx": v * math.cos(yaw), "vy": v * math.sin(yaw),
@@ -230,10 +253,18 @@ class CrowdOverlay:
             return
         self._closed = True
         try:
+            if self.pose_source is not None:
+                self.pose_source.close()
             self.link.close()
         finally:
             self.ring.virtual_ranges = None
             self.shadow.close()
+
+
+def zmq_errors() -> tuple[type[BaseException], ...]:
+    import zmq
+
+    return (zmq.ZMQError,)
 
 
 def attach_crowd_overlay(robot: Robot, spec: CrowdSpec) -> CrowdOverlay:

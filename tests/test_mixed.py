@@ -182,6 +182,7 @@ def test_the_mixed_profile_and_its_errors_name_the_line(tmp_path):
         "clock: real\ncrowd: {endpoint: udp://x}\n": ":3: crowd: endpoint must be",
         "clock: real\nstart_pose: [1, 2]\n": ":3: start_pose must be [x, y, yaw]",
         "clock: real\ncrowd: tcp://127.0.0.1:1\n": ":3: crowd must be a mapping",
+        "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  pose: gps\n": ":5: crowd: pose must be odometry",
     }
     for text, message in cases.items():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
@@ -220,3 +221,59 @@ def test_the_bench_takes_each_pose_change_to_the_first_event_that_reflects_it():
     crowd, merged = latencies(ticks, arrivals, casts)
     assert crowd == pytest.approx([0.07, 0.12, 0.07]) and merged == pytest.approx([0.15, 0.20, 0.15])
     assert percentiles([0.3, 0.1, 0.2]) == {"p50": 0.2, "p90": 0.3, "p99": 0.3, "max": 0.3}
+
+
+def test_an_external_pose_source_is_what_the_crowd_sees_instead_of_odometry(real_robot, tmp_path):
+    from bridge.pose_stream import PosePublisher
+
+    source = PosePublisher()
+    crowd = CrowdProcess(free_endpoint())
+    try:
+        path = mixed_profile(tmp_path, real_robot.where, crowd.endpoint)
+        path.write_text(path.read_text().replace("seed: 3}", f"seed: 3, pose: '{source.endpoint}'}}"))
+        with Robot.open(path) as robot:
+            overlay = robot.overlay
+            deadline = time.monotonic() + DEADLINE_S
+            robot_seen = None
+            for tick in robot.loop(hz=HZ):
+                source.publish(-10.0, 1.5, math.pi / 2, t=tick.time)  # the localization says: elsewhere, facing north
+                if overlay.pose_from == "external":
+                    robot_seen = ask(crowd.endpoint).payload["robot"]
+                    if robot_seen and robot_seen["x"] == pytest.approx(-10.0, abs=1e-6):
+                        break
+                assert time.monotonic() < deadline, f"the external pose never reached the crowd: {robot_seen}"
+            assert robot_seen["y"] == pytest.approx(1.5) and robot_seen["yaw"] == pytest.approx(math.pi / 2)
+            assert tuple(robot.base.odometry)[:2] == pytest.approx(START[:2], abs=0.05), "odometry is still odometry"
+            assert overlay.pose_source.received > 0 and overlay.pose_source.dropped == 0
+    finally:
+        source.close()
+        crowd.stop()
+
+
+def test_a_pose_source_drops_garbage_with_a_reason_and_keeps_the_newest_good_pose(caplog):
+    import msgpack
+
+    from bridge.envelope import pack
+    from bridge.pose_stream import PoseSubscriber
+
+    import zmq
+
+    pub = zmq.Context.instance().socket(zmq.PUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.bind("tcp://127.0.0.1:*")
+    sub = PoseSubscriber(pub.getsockopt_string(zmq.LAST_ENDPOINT))
+    try:
+        sent = [b"garbage", msgpack.packb({"v": 99, "type": "pose"}), pack("teleport", {}),
+                pack("pose", {"x": "a", "y": 0, "yaw": 0}), pack("pose", {"x": 1.0, "y": 2.0, "yaw": 0.5}, t=7.0)]
+        deadline = time.monotonic() + 10
+        while sub.received == 0:  # a PUB drops what it sends before the subscription arrives: resend until heard
+            for data in sent:
+                pub.send(data)
+                time.sleep(0.002)
+                sub.latest()
+            assert time.monotonic() < deadline, "no pose arrived"
+        assert sub.latest() == (1.0, 2.0, 0.5, 7.0)
+        assert sub.dropped > 0 and "pose source" in caplog.text
+    finally:
+        sub.close()
+        pub.close(0)
