@@ -66,7 +66,7 @@ class CrowdBridge:
 
     def _post_step(self, world) -> None:
         if self.pedestrians.bodies:
-            self._touched.update(self.pedestrians.touching(self.embodied.robot.contact_points()))
+            self._touched.update(self.pedestrians.touching(self.embodied.robot.all_contact_points()))
 
     def take_contacts(self) -> list[int]:
         """Ids of the people who touched the robot at any physics step since the last call (ground truth)."""

@@ -10,13 +10,20 @@ serving those parts, with its time source:
   rest and counts it in ``Pacer.skipped_s`` rather than spiralling);
 - ``clock="sim"``: the world stands still until someone calls ``world.advance_to`` / ``world.step`` (the clock
   master of the lockstep protocol); the device reads the world's time.
+
+A robot on several buses whose main bus is this world gives the other buses' parts bodies here as *mirrors*
+(``EmbodiedRobot.mirror_parts``, world/mirror.py), and the host writes the real joints' readings into them after
+each bus cycle (``set_mirrored_positions``), so the world's geometry, mass and contacts stay the real robot's.
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
+
+from devices.descriptor import PartDescriptor
 
 from ..assembly import Assembly
 from ..bus_device import VirtualBusDevice
@@ -24,7 +31,8 @@ from ..faults import FaultInjector
 from ..part import PartFirmware
 from ..servo import ServoFirmware
 from ..timing import WireTiming
-from ..world import RobotBody, World, build_robot, load_map
+from ..world import RobotBody, RobotBuildError, World, build_robot, load_map
+from ..world.mirror import MirrorBody, build_mirror
 from .adopt import adopt
 from .sensing import ContactFirmware, RangeRingFirmware, part_seed
 from .servo import Interlock, JointServo
@@ -78,6 +86,45 @@ class EmbodiedRobot:
             core = LockstepCore(advance, stall_timeout_s or DEFAULT_STALL_TIMEOUT_S, start_s=self.world.time_s)
             self._lockstep = (core, threading.Condition())
         return self._lockstep
+
+    # --- mirrored parts (world/mirror.py): parts on the host's other buses, given bodies in this world -----------
+    def mirror_parts(self, name: str, parts: Mapping[int, PartDescriptor], children: Mapping[int, Mapping[str, int]],
+                     root: int, mount: tuple[int, str]) -> MirrorBody:
+        """Give the parts of another bus bodies in this world, hung at ``mount`` = (part ID, port name) of this
+        robot or of an earlier mirror (IDs must not collide with this robot's: the host's robot-wide IDs don't).
+        ``parts``: ID -> descriptor as read from the real parts; ``children``: ID -> {port name: child ID}.
+        Taken under the device's lock, so no instruction and no clock master sees half a mirror."""
+        with self.device.lock:
+            robot = self.robot
+            carriers = (robot, *robot.mirrors)
+            clash = sorted(set(parts) & {pid for body in carriers for pid in body.parts})
+            if clash:
+                raise RobotBuildError(f"mirror {name!r}: part IDs {', '.join(map(str, clash))} are already in the "
+                                      "world")
+            carrier = next((body for body in carriers if mount[0] in body.parts), None)
+            if carrier is None:
+                raise RobotBuildError(f"mirror {name!r}: the mount part {mount[0]} is neither a part of the world's "
+                                      "robot nor of a mirror")
+            mirror = build_mirror(carrier, parts, children, root, tuple(mount), name=name,
+                                  others=tuple(b for b in carriers if b is not carrier))
+            robot.mirrors.append(mirror)
+            return mirror
+
+    def set_mirrored_positions(self, positions: Mapping[tuple[int, str], float]) -> None:
+        """Move mirrored joints to the positions read from their real parts: (part ID, joint name) -> rad or m.
+        Written under the device's lock, between two world steps (and never mid-step under the sim clock's
+        master); a key no mirror has is a KeyError naming it, and nothing is applied."""
+        by_mirror: dict[int, dict[tuple[int, str], float]] = {}
+        with self.device.lock:
+            mirrors = self.robot.mirrors
+            for key, q in positions.items():
+                k = next((k for k, m in enumerate(mirrors) if key[0] in m.parts), None)
+                if k is None:
+                    raise KeyError(f"no mirrored part has ID {key[0]} (joint {key[1]!r})")
+                mirrors[k].joint(*key)  # KeyError for a joint the part does not have
+                by_mirror.setdefault(k, {})[key] = q
+            for k, values in by_mirror.items():
+                mirrors[k].set_positions(values)
 
     def close(self) -> None:
         if self.crowd is not None:

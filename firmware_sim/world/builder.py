@@ -99,6 +99,7 @@ class RobotBody:
         self.stand_height = 0.0  # base frame height that puts the lowest collision point on the floor at q = 0
         self._contacts_at = -1  # world step of the cached contact points
         self._contacts: tuple = ()
+        self.mirrors: list[RobotBody] = []  # parts of other buses given bodies here (world/mirror.py), mount order
 
     # --- names -> indices ------------------------------------------------------------------------------------
     def link(self, part_id: int, body: str) -> RobotLink:
@@ -129,6 +130,11 @@ class RobotBody:
             self._contacts_at = self.world.steps
         return self._contacts
 
+    def all_contact_points(self) -> tuple:
+        """The contact points of the robot and of its mirrored parts (bodyA = the robot or a mirror): who touches
+        the robot anywhere, for checks that look at bodyB only (the pedestrians')."""
+        return sum((m.contact_points() for m in self.mirrors), self.contact_points())
+
     def touching_links(self) -> set[int]:
         """Link indices of the robot's links that touch something now."""
         return {c[3] for c in self.contact_points()}
@@ -149,8 +155,9 @@ class RobotBody:
         return compose((state[0], state[1]), inverse(link.inertial))
 
     def total_mass(self) -> float:
-        """The multibody's mass as pybullet has it (sum over the base and every link)."""
-        return sum(p.getDynamicsInfo(self.body_id, link.index, physicsClientId=self.client)[0] for link in self.links)
+        """The multibody's mass as pybullet has it (sum over the base and every link), plus its mirrors'."""
+        own = sum(p.getDynamicsInfo(self.body_id, link.index, physicsClientId=self.client)[0] for link in self.links)
+        return own + sum(m.total_mass() for m in self.mirrors)
 
     # --- placement and joints ------------------------------------------------------------------------------------
     def place(self, x: float, y: float, yaw: float, z: float | None = None) -> None:
@@ -161,6 +168,8 @@ class RobotBody:
         com = compose(frame, self.links[0].inertial)
         p.resetBasePositionAndOrientation(self.body_id, com[0], com[1], physicsClientId=self.client)
         p.resetBaseVelocity(self.body_id, (0, 0, 0), (0, 0, 0), physicsClientId=self.client)
+        for mirror in self.mirrors:  # in mount order: a mirror's carrier is back in place before it
+            mirror.replace()
 
     def release(self, joint: RobotJoint | int) -> None:
         """Let a joint move under its own friction only (velocity motor, zero target, force = friction)."""

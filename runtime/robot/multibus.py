@@ -4,18 +4,30 @@ Each bus is opened and scanned on its own (IDs are per wire), re-keyed robot-wid
 hung from the part and port its mount names, in the order the mounts can be resolved: a mount may name a part
 on a bus that is itself mounted. What only the scan can tell (the part exists, the port is a child port and
 free) fails here with the profile's file:line, and with every bus closed again by the caller's ExitStack.
+
+When the main bus is an in-process world (``sim://``), :func:`mirror_other_buses` gives the other buses' parts
+bodies in that world (their descriptors as read from the real parts, hung at their mounts) and adds an
+``after_cycle`` hook that writes the real joints' positions into them after every bus cycle, so the world's
+geometry, mass and contacts stay the real robot's. The world is reached only through the transport's
+``embodied`` object: firmware_sim is never imported here.
 """
 from __future__ import annotations
 
 import difflib
+import math
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 from ..bus import BusError, BusHost
+from ..model.model import descriptor_of
 from ..scan import DescriptorCache, MountError, VirtualRobot, attach, rekey, scan_bus
 from ..transports import open_transport
 from .buses import MAIN_BUS, BusSpec
 from .profile import Profile
 from .semantics import Semantics
+
+if TYPE_CHECKING:
+    from .robot import Robot
 
 
 def open_hosts(profile: Profile, undo: ExitStack) -> dict[str, BusHost]:
@@ -96,3 +108,49 @@ def _unresolved(spec: BusSpec, merged: VirtualRobot):
     return spec.error(f"mount.part {spec.mount.part!r} is no part of the robot scanned so far (buses "
                       f"{', '.join(merged.buses)}): not a tree path, a blueprint name of the semantics, or BUS:ID"
                       f"{hint}")
+
+
+def mirror_other_buses(robot: Robot) -> list[str]:
+    """Mirror every bus but the main one into the main bus's in-process world, if it has one (else nothing).
+
+    Buses are mirrored in tree order, so a bus mounted on a part of another non-main bus finds its carrier already
+    mirrored. Returns the names of the mirrored buses. After this, each bus cycle ends with the mirrored joints
+    set to the positions just read (joints the scan bound without a present position are left to their gear
+    friction); the first write happens here, from the readings of the bring-up."""
+    embodied = getattr(robot.bus.transport, "embodied", None)
+    if embodied is None or not robot.profile.buses or len(robot.buses) < 2:
+        return []
+    virtual, main = robot.virtual, robot.profile.buses[0].name
+    mounted = [part for part, _ in virtual.walk()
+               if part.bus != main and part.parent_id is not None and virtual.parts[part.parent_id].bus != part.bus]
+    names = []
+    for root in mounted:
+        on_bus = _subtree(virtual, root.id)
+        parts = {pid: descriptor_of(virtual.parts[pid]) for pid in on_bus}  # plain servos: the catalog's
+        children = {pid: {port: c for port, c in virtual.parts[pid].children.items() if c in on_bus}
+                    for pid in on_bus}
+        embodied.mirror_parts(root.bus, parts, children, root.id, (root.parent_id, root.parent_port))
+        names.append(root.bus)
+    joints = [j for j in robot.joints.values() if j.bus != main]
+    if not joints:
+        return names
+
+    def write_mirror(robot: Robot) -> None:
+        positions = {(j.part_key, j.part_joint): j.position for j in joints if math.isfinite(j.position)}
+        if positions:
+            embodied.set_mirrored_positions(positions)
+
+    write_mirror(robot)
+    robot.after_cycle.append(write_mirror)
+    return names
+
+
+def _subtree(virtual: VirtualRobot, root: int) -> set[int]:
+    """The parts of ``root``'s bus that hang from ``root`` (a bus mounted further down is its own mirror)."""
+    bus, out, stack = virtual.parts[root].bus, set(), [root]
+    while stack:
+        pid = stack.pop()
+        out.add(pid)
+        stack.extend(c for c in virtual.parts[pid].children.values()
+                     if c in virtual.parts and virtual.parts[c].bus == bus)
+    return out

@@ -12,8 +12,10 @@ the descriptor cache), the model, the drivers (only trusted driver code runs), t
 and the joints' bring-up. Each tick of ``loop`` is one bus cycle (runtime.robot.cycle); time comes only from the
 clock, so the same controller runs on wall time or in lockstep with the simulator. A profile with ``buses:``
 opens one robot from several buses (runtime.robot.multibus): one tree, one model, one set of names, and one
-cycle per bus in every tick. A profile with ``crowd:`` overlays a real-time crowd's virtual people on the range
-ring (runtime.mixed, a mixed trial); ``start_pose:`` puts odometry in the map frame.
+cycle per bus in every tick; when the main bus is an in-process world, the other buses' parts are mirrored in
+it and follow their real joints' readings after every cycle. A profile with ``crowd:`` overlays a real-time
+crowd's virtual people on the range ring (runtime.mixed, a mixed trial); ``start_pose:`` puts odometry in the
+map frame.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from .blueprint import Blueprint, resolve
 from .buses import MAIN_BUS
 from .cycle import BusCycle, BusGroup, MultiCycle
 from .joints import POSITION, VELOCITY, Joint
-from .multibus import open_hosts, scan_robot
+from .multibus import mirror_other_buses, open_hosts, scan_robot
 from .names import NameMap
 from .profile import Profile, load_profile
 from .semantics import load_semantics
@@ -76,6 +78,7 @@ class Robot:
         self._base_error = base_error
         self.after_cycle: list[Callable[[Robot], None]] = []  # run after each bus cycle, in order (runtime.mixed)
         self.overlay = None  # the crowd overlay of a mixed trial (runtime.mixed.CrowdOverlay), None without crowd:
+        self.mirrored: list[str] = []  # buses whose parts the main bus's world mirrors (runtime.robot.multibus)
         self._closed = False
 
     # --- opening ---------------------------------------------------------------------------------------------
@@ -114,6 +117,7 @@ class Robot:
             robot = cls(profile=prof, bus=host, virtual=virtual, model=model, clock=clock, joints=joints,
                         sensors=sensors, cycle=cycle, base=base, base_error=base_error, blueprint=blueprint,
                         drivers=drivers, notes=notes, buses=hosts)
+            robot.mirrored = mirror_other_buses(robot)
             _start_mixed(robot, base, base_error, undo)
             undo.pop_all()
         return robot
