@@ -168,3 +168,30 @@ def bus(bus_url):
         yield host
     finally:
         host.close()
+
+
+# --- "real" robots for mixed and multi-bus tests: virtual devices in other processes, on the real clock ----------
+ARCADE_WEST_HALL = (-18.0, 0.0, 0.0)  # facing east down the arcade's middle passage: nothing real within 4 m ahead
+
+
+@pytest.fixture(scope="module")
+def real_robot():
+    """The commbot's "real" stand-in: a virtual device in another process on a pty, paced to wall time, standing
+    at ARCADE_WEST_HALL in the arcade."""
+    pose = ",".join(f"{v:g}" for v in ARCADE_WEST_HALL)
+    sim = SimProcess("--pty", "--clock", "real", "--map", "arcade", f"--pose={pose}", assembly="commbot")
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture(scope="module")
+def arm():
+    """The left arm alone served by another process on a pty, on the real clock (no world: alone it would fall)."""
+    sim = SimProcess("--pty", "--no-world", assembly="left_arm")
+    try:
+        yield sim
+    finally:
+        sim.stop()
+

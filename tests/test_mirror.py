@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pybullet as p
 import pytest
-from conftest import SimProcess
 from test_multibus import BODY_NO_WORLD, MAX_TICKS, REACHED_RAD, scan_alone, two_buses
 
 from runtime import Robot
@@ -22,13 +21,6 @@ BODY_WORLD = "sim://commbot_body"
 MOUNT_SAG_M = 2e-3  # the fixed constraint is solved, not exact: the mirror sits within this of its mount
 
 
-@pytest.fixture(scope="module")
-def arm():
-    sim = SimProcess("--pty", "--no-world", assembly="left_arm")
-    try:
-        yield sim
-    finally:
-        sim.stop()
 
 
 @pytest.fixture(scope="module")

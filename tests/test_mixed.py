@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SimProcess
+from conftest import ARCADE_WEST_HALL
 from test_bridge_realtime import CrowdProcess, free_endpoint
 
 from bridge.realtime import CONNECTED, LOST, ask
@@ -26,7 +26,7 @@ from runtime.robot import load_profile
 from runtime.robot.profile import PROFILES_DIR
 from runtime.robot.sensors import merge_ranges
 
-START = (-18.0, 0.0, 0.0)  # the arcade's west hall, facing east down the middle passage: nothing real within 4 m
+START = ARCADE_WEST_HALL  # where the real_robot fixture (conftest) stands
 STOP_AT_M = 1.2  # the scripted person stops this far from the robot's centre (centre to centre)
 # The person walks in from the east, facing the robot, and stands 1.5 m off; once the crowd knows where the robot
 # is (from the pose the runtime publishes), the interact reaction brings them to STOP_AT_M and keeps them there.
@@ -40,15 +40,6 @@ DEADLINE_S = 25.0
 HZ = 20.0
 
 
-@pytest.fixture(scope="module")
-def real_robot():
-    """The commbot's "real" stand-in: a virtual device in another process on a pty, paced to wall time."""
-    pose = ",".join(f"{v:g}" for v in START)
-    sim = SimProcess("--pty", "--clock", "real", "--map", "arcade", f"--pose={pose}", assembly="commbot")
-    try:
-        yield sim
-    finally:
-        sim.stop()
 
 
 def mixed_profile(tmp_path: Path, bus: str, endpoint: str) -> Path:
@@ -266,7 +257,7 @@ def test_a_pose_source_drops_garbage_with_a_reason_and_keeps_the_newest_good_pos
         sent = [b"garbage", msgpack.packb({"v": 99, "type": "pose"}), pack("teleport", {}),
                 pack("pose", {"x": "a", "y": 0, "yaw": 0}), pack("pose", {"x": 1.0, "y": 2.0, "yaw": 0.5}, t=7.0)]
         deadline = time.monotonic() + 10
-        while sub.received == 0:  # a PUB drops what it sends before the subscription arrives: resend until heard
+        while sub.received == 0 or sub.dropped == 0:  # a PUB drops what it sends before the subscription is there
             for data in sent:
                 pub.send(data)
                 time.sleep(0.002)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SimProcess
 
 from devices.yaml_source import ConfigError
 from runtime import Robot
@@ -27,14 +26,6 @@ REACHED_RAD = 0.02
 MAX_TICKS = 2000  # a bound that only a broken loop reaches (40 s at 50 Hz); no timing is asserted
 
 
-@pytest.fixture(scope="module")
-def arm():
-    """The left arm served by another process on a pty, on the real clock."""
-    sim = SimProcess("--pty", "--no-world", assembly="left_arm")
-    try:
-        yield sim
-    finally:
-        sim.stop()
 
 
 @pytest.fixture(scope="module")

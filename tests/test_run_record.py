@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SimProcess
+from conftest import ARCADE_WEST_HALL
 from test_bridge_realtime import CrowdProcess, free_endpoint
 
 from runtime.robot.sensors import merge_ranges
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "examples" / "guide_robot.py"
 VIRTUAL = ROOT / "config" / "profiles" / "virtual.yaml"
 ARCADE_BUS = "sim://commbot?clock=sim&map=arcade&pose=-18,0,0"
-START = (-18.0, 0.0, 0.0)  # the arcade's west hall, facing east: nothing real within 4 m in front
+START = ARCADE_WEST_HALL  # where the real_robot fixture (conftest) stands
 TIMEOUT_S = 240
 
 
@@ -135,15 +135,6 @@ def main(robot):
 """
 
 
-@pytest.fixture(scope="module")
-def real_robot():
-    """The commbot's "real" stand-in (as in test_mixed): a virtual device in another process on a pty, real time."""
-    pose = ",".join(f"{v:g}" for v in START)
-    sim = SimProcess("--pty", "--clock", "real", "--map", "arcade", f"--pose={pose}", assembly="commbot")
-    try:
-        yield sim
-    finally:
-        sim.stop()
 
 
 def test_a_mixed_trial_logs_the_real_and_the_virtual_ring_apart_and_the_virtual_people(real_robot, tmp_path):
