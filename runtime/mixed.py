@@ -143,6 +143,7 @@ class CrowdOverlay:
         from bridge.realtime import LinkError, RealtimeCrowdLink
         from firmware_sim.shadow import ShadowWorld
 
+        from .robot.robot import profile_security
         from .robot.sensors import RangeRing
 
         self.spec = spec
@@ -151,7 +152,8 @@ class CrowdOverlay:
         self.shadow = ShadowWorld(sensor, ring_in_base, seed=spec.seed)
         self.period_s = self.shadow.model.config.update_period_s
         try:
-            self.link = RealtimeCrowdLink(spec.endpoint, timeout_s=spec.timeout_s,
+            security = profile_security(robot.profile)
+            self.link = RealtimeCrowdLink(spec.endpoint, timeout_s=spec.timeout_s, security=security,
                                           name=f"{robot.profile.name} (mixed)")
         except BaseException:
             self.shadow.close()
@@ -168,7 +170,7 @@ class CrowdOverlay:
             from bridge.pose_stream import PoseSubscriber
 
             try:
-                self.pose_source = PoseSubscriber(spec.pose)
+                self.pose_source = PoseSubscriber(spec.pose, security=security)
             except zmq_errors() as exc:
                 self.link.close()
                 self.shadow.close()

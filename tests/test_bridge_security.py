@@ -286,3 +286,24 @@ def test_without_curve_loading_keys_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(zmq, "has", lambda capability: False)
     with pytest.raises(SecurityError, match="without CURVE"):
         Security.load(tmp_path)
+
+
+def test_a_profile_with_keys_joins_a_secured_simulator_clock_and_a_plain_one_is_refused(keys, tmp_path):
+    from conftest import SimProcess
+
+    from runtime import Robot
+
+    device = SimProcess("--pty", "--clock", "sim", "--clock-endpoint", "tcp://127.0.0.1:*", "--keys",
+                        str(keys.keys_dir), assembly="commbot")
+    try:
+        endpoint = device.next_line().split()[1]
+        profile = {"bus": device.where, "clock": "sim", "clock_endpoint": endpoint, "semantics": "commbot",
+                   "cache_dir": str(tmp_path / "cache"), "keys": str(keys.keys_dir), "stall_timeout_s": 2.0}
+        with Robot.open(profile) as robot:
+            times = [tick.time for tick in robot.loop(hz=10, duration_s=0.5)]
+        assert times == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4]), "the simulator's clock paced the secured controller"
+        del profile["keys"]
+        with pytest.raises(LockstepError, match=endpoint):
+            Robot.open(profile)
+    finally:
+        device.stop()

@@ -174,6 +174,8 @@ def test_the_mixed_profile_and_its_errors_name_the_line(tmp_path):
         "clock: real\nstart_pose: [1, 2]\n": ":3: start_pose must be [x, y, yaw]",
         "clock: real\ncrowd: tcp://127.0.0.1:1\n": ":3: crowd must be a mapping",
         "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  pose: gps\n": ":5: crowd: pose must be odometry",
+        "clock: real\nkeys: keys\n": ":3: keys secures the links to other processes",
+        "clock: real\ncrowd: {endpoint: tcp://127.0.0.1:1}\nkeys: no_such_dir\n": ":4: keys: no such key directory",
     }
     for text, message in cases.items():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
@@ -268,3 +270,26 @@ def test_a_pose_source_drops_garbage_with_a_reason_and_keeps_the_newest_good_pos
     finally:
         sub.close()
         pub.close(0)
+
+
+def test_a_mixed_trial_over_curve_with_the_profiles_keys(real_robot, tmp_path):
+    from bridge.security import create_keys, curve_available
+
+    if not curve_available():
+        pytest.skip("this libzmq has no CURVE")
+    keys = tmp_path / "keys"
+    create_keys(keys)
+    crowd = CrowdProcess(free_endpoint(), "--keys", str(keys))
+    try:
+        path = mixed_profile(tmp_path, real_robot.where, crowd.endpoint)
+        path.write_text(path.read_text() + f"keys: {keys}\n")
+        with Robot.open(path) as robot:
+            assert robot.overlay.link.state == CONNECTED
+            for _ in zip(range(5), robot.loop(hz=HZ)):
+                pass
+            assert robot.overlay.counters()["dropped"] == 0
+        plain = mixed_profile(tmp_path, real_robot.where, crowd.endpoint)  # no keys: the crowd admits nobody
+        with pytest.raises(CrowdOverlayError, match=crowd.endpoint):
+            Robot.open(plain)
+    finally:
+        crowd.stop()

@@ -55,6 +55,7 @@ class Profile:
     no_cache: bool = False
     trust_file: Path | None = None
     description: str = ""
+    keys_dir: Path | None = None  # CURVE keys (bridge/security.py) for clock_endpoint and the crowd link
     buses: tuple[BusSpec, ...] = ()  # from `buses:`, main bus first; () for a one-bus profile (`bus:`)
     start_pose: tuple[float, float, float] | None = None  # odometry reset at open (map frame), None: (0, 0, 0)
     crowd: CrowdSpec | None = None  # a real-time crowd overlaid on the ring (mixed trial), None: no crowd
@@ -115,6 +116,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "description": ((str,), "free text"),
     "start_pose": ((list,), "[x, y, yaw] in m, m, rad (the map frame): where odometry starts"),
     "crowd": ((dict,), "a mapping {endpoint: tcp://..., mode: realtime} (virtual people on the ring)"),
+    "keys": ((str,), "a key directory made by `hil keys DIR` (CURVE for clock_endpoint and crowd)"),
 }
 
 
@@ -201,6 +203,13 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         raise error("bus_retries", f"bus_retries must be >= 0, not {doc['bus_retries']!r}")
     start_pose = parse_start_pose(doc["start_pose"], source, _line(doc, "start_pose")) if "start_pose" in doc else None
     crowd = parse_crowd(doc["crowd"], source, _line(doc, "crowd"), clock) if "crowd" in doc else None
+    keys_dir = _path(doc.get("keys"), base)
+    if keys_dir is not None:
+        if endpoint is None and crowd is None:
+            raise error("keys", "keys secures the links to other processes (clock_endpoint, crowd); this profile "
+                                "has neither")
+        if not keys_dir.is_dir():
+            raise error("keys", f"keys: no such key directory {keys_dir} (create one with `hil keys DIR`)")
     semantics = None
     if "semantics" in doc:
         semantics = _semantics_path(doc["semantics"], base)
@@ -212,7 +221,7 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         bus_timeout_s=float(doc.get("bus_timeout_ms", 25.0)) / 1000.0, bus_retries=int(doc.get("bus_retries", 3)),
         cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),
         trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses,
-        start_pose=start_pose, crowd=crowd)
+        start_pose=start_pose, crowd=crowd, keys_dir=keys_dir)
 
 
 def _semantics_path(value: str, base: Path) -> Path:

@@ -319,8 +319,21 @@ def _open_clock(profile: Profile, host: BusHost) -> Clock:
     from ..clock import open_clock
 
     kwargs = {"stall_timeout_s": profile.stall_timeout_s} if profile.stall_timeout_s else {}
+    security = profile_security(profile) if profile.clock_endpoint else None
     return open_clock(profile.clock, transport=host.transport, endpoint=profile.clock_endpoint, name=profile.name,
-                      **kwargs)
+                      security=security, **kwargs)
+
+
+def profile_security(profile: Profile):
+    """The profile's ``keys:`` as a client :class:`bridge.security.Security`, or None; bad keys raise
+    SecurityError naming the file (before anything connects)."""
+    if profile.keys_dir is None:
+        return None
+    from bridge.security import Security
+
+    security = Security.load(profile.keys_dir)
+    security.check_client()
+    return security
 
 
 def _notes(virtual: VirtualRobot, drivers: dict[int, PartDriver], blueprint: Blueprint) -> list[str]:
