@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 HOLD_GAIN = 0.5  # 1/s: desired speed per metre of distance error; with tau 0.5 s critically damped (k tau = 1/4)
 CONTACT_GAP_M = 0.3  # m between surfaces below which an objective that steers itself is pushed off the robot
 HOLD_WINDOW_M = 0.1  # within this of the target distance, the person counts as standing there (duration_s runs)
+LEAVING_MPS = 0.15  # the robot moving away from a person faster than this...
+LEAVING_S = 3.0  # ...for this long ends their interact/observe/curious reaction (they do not follow it)
 
 
 @dataclass
@@ -188,7 +190,8 @@ class _Hold(Objective):
     The desired speed along the line to the robot is HOLD_GAIN x (distance - target), capped at the top speed:
     with the desired force's relaxation time this is a critically damped approach, so the person slows down
     over the last metres and stands at the distance asked without bumping into the robot. If the robot moves,
-    the person keeps the distance (steps back when it comes closer).
+    the person keeps the distance (steps back when it comes closer); if it drives away for LEAVING_S, the
+    reaction is over and the person walks on (people watch a robot, they do not trail it).
     """
 
     distance_key: ClassVar[str] = ""
@@ -196,6 +199,7 @@ class _Hold(Objective):
     def __init__(self, **params: float) -> None:
         super().__init__(**params)
         self._held_s = 0.0
+        self._left_s = 0.0  # how long the robot has been driving away from this person
 
     def target_distance(self, s: Situation) -> float:
         return max(self.params[self.distance_key], s.radius + s.robot_radius + 0.05)
@@ -205,6 +209,11 @@ class _Hold(Objective):
 
     def update(self, s: Situation) -> bool:
         if s.distance > s.view_distance * 1.25:  # the robot went away: the reaction is over
+            return False
+        robot = s.sim.robot
+        leaving = robot is not None and robot.vx * s.to_robot[0] + robot.vy * s.to_robot[1] > LEAVING_MPS
+        self._left_s = self._left_s + s.dt if leaving else 0.0
+        if self._left_s >= LEAVING_S:  # it drives off: people let it go rather than trail it at their distance
             return False
         duration = self.params["duration_s"]
         if duration and self._held_s >= duration:

@@ -33,6 +33,14 @@ STOP_M = 0.6  # closer than this: stop
 LOOK_M = 1.5  # the head turns toward the nearest reading closer than this (the passage walls are ~1.8 m away)
 HEAD = "head.neck_yaw"
 
+# keeping odometry honest: wheels slip in turns, so the believed y drifts (up to 1 m over the route). Where the middle
+# passage has walls on both sides, their echoes at 90 and 270 degrees give the robot's offset from the centre line.
+PASSAGE_X = ((-16.0, -11.5), (-8.5, -5.5), (5.5, 8.5), (11.5, 16.0))  # both walls there (not at alleys or the plaza)
+PASSAGE_Y = 0.0  # centre line
+PASSAGE_FACES_M = 1.9  # wall faces at +-1.9 m (walls at +-2 m, 0.2 m thick)
+LATERAL_GAIN = 0.2  # per tick: blend the measured offset into odometry slowly (one bad echo cannot yank it)
+MAX_HEADING_ERR = math.radians(8)  # only when running along the passage
+
 # S7: someone who stopped near the robot
 FRONT_HALF = math.radians(65)  # where an interested person is looked for (the ring's front sensors)
 ENGAGE_M = 1.2  # nearer than this...
@@ -69,6 +77,7 @@ class Guide:
         self.mode = "route"
         self.engagements = 0
         self.detours = 0
+        self.corrections = 0
         self._front: deque[tuple[float | None, float]] = deque(maxlen=max(1, round(STILL_S * hz)))
         self._mode_since = 0.0
         self._seen_at = 0.0
@@ -98,6 +107,7 @@ class Guide:
 
     # --- route: waypoints, slowing for what is ahead ------------------------------------------------------------
     def _route(self, robot, person) -> tuple[float, float]:
+        self.correct_lateral(robot)
         if self._someone_waits() and self.t >= self._cooldown_until:
             self._set("engage")
             self.engagements += 1
@@ -123,6 +133,28 @@ class Guide:
         else:
             self._blocked_since = None
         return v, w
+
+    def correct_lateral(self, robot) -> bool:
+        """Pull odometry's y toward the offset the passage walls' echoes give; True when it did. Both side echoes
+        must be there and add up to the passage's width (a person beside the robot does not), and the robot must
+        be running along the passage."""
+        x, y, yaw = robot.base.odometry
+        along = min(abs(_wrap(yaw)), abs(_wrap(yaw - math.pi)))
+        if along > MAX_HEADING_ERR or not any(lo <= x <= hi for lo, hi in PASSAGE_X):
+            return False
+        ring = robot.sensors["ring"]
+        left = _nearest_in(ring, math.radians(85), math.radians(95))
+        right = _nearest_in(ring, math.radians(-95), math.radians(-85))
+        if left is None or right is None:
+            return False
+        width = 2 * PASSAGE_FACES_M - 2 * SENSOR_RADIUS_M  # what the two echoes add up to, centred or not
+        if abs(left[0] + right[0] - width) > 0.15:
+            return False
+        offset = (right[0] - left[0]) / 2  # left of the centre line is +y when heading east
+        measured = PASSAGE_Y + (offset if abs(_wrap(yaw)) < math.pi / 2 else -offset)
+        robot.base.reset_odometry(x, y + LATERAL_GAIN * (measured - y), yaw)
+        self.corrections += 1
+        return True
 
     # --- going around what stays in the way ----------------------------------------------------------------------
     def _start_detour(self, robot) -> tuple[float, float]:

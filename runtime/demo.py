@@ -206,14 +206,17 @@ def _trial_loop(robot, guide, crowd, rec, duration_s: float, progress, wall_star
             guide.step(robot)
         elif reached_at is None:
             reached_at = t
-        x, y, yaw = base.odometry
+        odometry = base.odometry
         vel = base.velocity
+        with embodied.device.lock:  # ground truth from the world, read between steps
+            true = crowd.robot_state()
+            people, touched, lines = crowd.states(), crowd.take_contacts(), crowd.take_script_events()
+        x, y = true["x"], true["y"]  # where the robot is (metrics, picture); odometry is what it believes
         rec.write("/clock", t, {"t": t})
-        rec.write("/robot/state", t, {"x": x, "y": y, "yaw": yaw, "vx": vel.v, "w": vel.w, "mode": guide.mode,
+        rec.write("/robot/state", t, {"x": x, "y": y, "yaw": true["yaw"], "vx": vel.v, "w": vel.w, "mode": guide.mode,
+                                      "odometry": list(odometry),
                                       "joints": {n: j.position for n, j in robot.joints.items()}})
         rec.write("/robot/sensors", t, {"ring": ring.ranges, "contacts": [z for z, on in bumper.pressed.items() if on]})
-        with embodied.device.lock:  # ground truth from the world, read between steps
-            people, touched, lines = crowd.states(), crowd.take_contacts(), crowd.take_script_events()
         rec.write("/pedestrians", t, {"people": people})
         rec.write("/world/contacts", t, {"people": touched})
         for line in lines:

@@ -33,6 +33,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "w": {"type": "number", "description": "yaw rate, rad/s"},
             "joints": {"type": "object", "additionalProperties": _NUM},
             "mode": {"type": "string", "description": "what the controller says it is doing (optional)"},
+            "odometry": {"type": "array", "items": _NUM, "minItems": 3, "maxItems": 3,
+                         "description": "[x, y, yaw] the robot believes (optional: when x, y, yaw are ground truth)"},
         },
         "required": ["x", "y", "yaw", "vx", "w"],
     },
