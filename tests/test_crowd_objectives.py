@@ -89,6 +89,34 @@ def test_observe_stops_at_dobserve_and_watches():
     assert tr.look[end].max() < 2.0 and tr.speed[end].max() < 0.02
 
 
+def test_a_robot_that_drives_away_is_let_go_not_trailed():
+    """Interacting people keep their distance while the robot stands or comes closer; when it drives away for
+    LEAVING_S they walk on instead of following it down the passage."""
+    sim = CrowdSim(HALL, seed=0)
+    sc = Scenario(sim)
+    sc.robot(0.0, 0.0, math.pi)
+    sc.spawn("p", "adult_man", at=(-8.0, 0.0))
+    sc.move("p", (12.0, 0.0))
+    sc.objective("p", "interact", Dstop=0.9)
+    for _ in range(200):  # 20 s: it stands with the robot
+        sim.step()
+    agent = sc.ids["p"]
+    assert sc.objectives.objective_of(agent).name == "interact"
+    x = 0.0
+    for k in range(25):  # the robot drives off east at 0.4 m/s for 2.5 s (< LEAVING_S): still interacting
+        x += 0.04
+        sim.set_robot(x, 0.0, yaw=0.0, vx=0.4, vy=0.0)
+        sim.step()
+    assert sc.objectives.objective_of(agent).name == "interact"
+    for k in range(20):  # ...and on: past LEAVING_S the reaction is over
+        x += 0.04
+        sim.set_robot(x, 0.0, yaw=0.0, vx=0.4, vy=0.0)
+        sim.step()
+    running = sc.objectives.objective_of(agent)
+    assert running is None or running.name != "interact", "the person let the robot go"
+    assert objectives.LEAVING_S <= 4.5
+
+
 def test_observe_stands_farther_than_interact():
     observe, interact = trace("observe"), trace("interact")
     assert observe.dist[-1] == pytest.approx(2.0, abs=0.02)  # registry defaults

@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from runtime.demo import start_crowd
 from runtime.robot import Robot
 
@@ -136,3 +138,54 @@ def test_the_guide_counts_what_is_in_its_way_not_what_is_beside_it():
     near_nose = guide._clearance_ahead(ring(a30=0.3))  # a child 30 degrees off the nose, 0.3 m from the sensor
     assert near_nose is not None and near_nose < guide.STOP_M
     assert guide._clearance_ahead(ring(a180=0.2)) is None, "behind is not ahead"
+
+
+def test_the_guide_pulls_drifted_odometry_back_to_the_passage_centre_from_the_wall_echoes():
+    import importlib.util
+    import math
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("guide", Path(__file__).parent.parent / "examples" / "guide_robot.py")
+    guide_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guide_mod)
+    angles = [math.radians(a) for a in range(0, 360, 30)]
+
+    class Base:  # odometry only: what Guide.correct_lateral reads and resets
+        def __init__(self, x, y, yaw):
+            self.odometry = (x, y, yaw)
+
+        def reset_odometry(self, x, y, yaw):
+            self.odometry = (x, y, yaw)
+
+    def robot_at(true_y: float, believed_y: float, x: float = -14.0, person_left: bool = False):
+        left = guide_mod.PASSAGE_FACES_M - true_y - guide_mod.SENSOR_RADIUS_M  # echo from the left wall (+y)
+        right = guide_mod.PASSAGE_FACES_M + true_y - guide_mod.SENSOR_RADIUS_M
+        ranges = [None] * 12
+        ranges[3], ranges[9] = (0.5 if person_left else left), right
+        ring = SimpleNamespace(angles=angles, ranges=ranges)
+        return SimpleNamespace(base=Base(x, believed_y, 0.0), sensors={"ring": ring})
+
+    guide = guide_mod.Guide.__new__(guide_mod.Guide)
+    guide.corrections = 0
+    robot = robot_at(true_y=-0.6, believed_y=0.0)
+    for _ in range(40):
+        assert guide.correct_lateral(robot)
+    assert robot.base.odometry[1] == pytest.approx(-0.6, abs=0.01), "odometry converged on the measured offset"
+    beside = robot_at(true_y=-0.6, believed_y=0.0, person_left=True)
+    assert not guide.correct_lateral(beside), "echoes that do not add up to the passage's width are not walls"
+    plaza = robot_at(true_y=-0.6, believed_y=0.0, x=0.0)
+    assert not guide.correct_lateral(plaza), "no correction where the passage has no two walls"
+    assert beside.base.odometry[1] == 0.0 and plaza.base.odometry[1] == 0.0
+
+
+def test_the_demo_logs_ground_truth_beside_what_the_robot_believed(tmp_path):
+    from runtime.trial.log import read_log
+
+    out = tmp_path / "t"
+    proc = _demo("--out", str(out), "--seed", "1", "--duration", "30")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    states = read_log(out / "trial.mcap").messages["/robot/state"]
+    drift = [((m.data["x"] - m.data["odometry"][0]) ** 2 + (m.data["y"] - m.data["odometry"][1]) ** 2) ** 0.5
+             for m in states]
+    assert drift[0] < 0.05 and 0 < max(drift) < 0.5, "odometry is logged apart from the world's pose, and stays near"
