@@ -6,15 +6,18 @@ owns the bus arguments and the scan::
     def _cmd_urdf(args: argparse.Namespace) -> int:
         from .model import urdf_cli
 
-        return urdf_cli.run(args, _scan(args.bus, args.cache_dir, args.no_cache))
+        profile, robot = _scanned(args, quiet=args.output == "-")  # --bus URL, or every bus of --profile P
+        return urdf_cli.run(args, robot)
 
-    urdf = sub.add_parser("urdf", help="scan a bus and write the robot's URDF")
+    urdf = sub.add_parser("urdf", help="scan a bus (--bus) or every bus of a profile (--profile) and write its URDF")
     _add_bus_arguments(urdf)
     from .model.urdf_cli import add_arguments as add_urdf_arguments
     add_urdf_arguments(urdf)
     urdf.set_defaults(func=_cmd_urdf)
 
-The scan's progress and this command's summary go to stderr, so ``hil urdf --bus URL > robot.urdf`` works.
+With ``--profile P`` the robot is every bus of the profile merged at its mounts (runtime.robot.multibus, as
+``Robot.open`` does), so the URDF is the whole robot. The scan's progress and this command's summary go to
+stderr, so ``hil urdf --bus URL > robot.urdf`` works.
 A robot without a root part raises ModelError (a ValueError), which ``hil`` reports as an error (exit 2).
 """
 from __future__ import annotations
@@ -32,7 +35,8 @@ from .urdf import to_urdf
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``hil urdf`` other than how to reach the bus."""
     parser.add_argument("-o", "--output", default="-", help="URDF file to write ('-' for stdout, the default)")
-    parser.add_argument("--name", default=None, help="robot name in the URDF (default: from the bus URL)")
+    parser.add_argument("--name", default=None,
+                        help="robot name in the URDF (default: from the bus URL, or the profile's file name)")
     parser.add_argument("--mesh-dir", default=None,
                         help="write mesh shapes there as OBJ files (default: meshes become bounding boxes)")
 

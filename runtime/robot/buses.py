@@ -22,11 +22,12 @@ from urllib.parse import urlsplit
 
 from devices.yaml_source import ConfigError, SourceDict, SourceList
 
+from ..scan.merge import MAIN_BUS as MAIN_BUS  # the name of the one bus of a `bus:` profile
+
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 BUS_ID_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_\-]*):(\d+)$")
 BUS_KEYS = ("name", "url", "mount")
 MOUNT_KEYS = ("part", "port")
-MAIN_BUS = "main"  # the name of the one bus of a `bus:` profile
 
 
 @dataclass(frozen=True)

@@ -16,37 +16,65 @@ from __future__ import annotations
 import difflib
 import math
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..bus import BusError, BusHost
 from ..model.model import descriptor_of
-from ..scan import DescriptorCache, MountError, VirtualRobot, attach, rekey, scan_bus
+from ..scan import DescriptorCache, MountError, NoCache, VirtualRobot, attach, rekey, scan_bus
+from ..scan.scanner import Progress
 from ..transports import open_transport
+from ..transports.base import TransportError
 from .buses import MAIN_BUS, BusSpec
 from .profile import Profile
-from .semantics import Semantics
+from .semantics import Semantics, load_semantics
 
 if TYPE_CHECKING:
     from .robot import Robot
 
 
+class ProfileScan(NamedTuple):
+    hosts: dict[str, BusHost]  # name -> open host, main bus first ("main" for a one-bus profile)
+    virtual: VirtualRobot  # every bus's parts in one tree
+    semantics: Semantics | None  # the profile's, loaded (mounts may name its blueprint names)
+
+
+def scan_profile(profile: Profile, undo: ExitStack, cache: DescriptorCache | None = None,
+                 progress: Progress | None = None) -> ProfileScan:
+    """Open every bus of ``profile`` (each host registered with ``undo``), scan each alone and merge them: what
+    Robot.open does before it builds anything, and all that ``hil scan/urdf --profile`` do. ``cache`` replaces
+    the profile's descriptor cache (its ``cache_dir``/``no_cache``)."""
+    hosts = open_hosts(profile, undo)
+    if cache is None:
+        cache = NoCache() if profile.no_cache else DescriptorCache(profile.cache_dir)
+    semantics = load_semantics(profile.semantics) if profile.semantics else None
+    return ProfileScan(hosts, scan_robot(profile, hosts, cache, semantics, progress), semantics)
+
+
 def open_hosts(profile: Profile, undo: ExitStack) -> dict[str, BusHost]:
-    """A BusHost per bus, main bus first; each registered with ``undo`` so a failure closes them all."""
+    """A BusHost per bus, main bus first; each registered with ``undo`` so a failure closes them all. A bus of
+    a `buses:` profile that cannot be opened is named, with its line."""
     hosts: dict[str, BusHost] = {}
     urls = profile.bus_urls() if profile.buses else [(None, profile.bus_url())]
     for spec, url in urls:
-        host = BusHost(open_transport(url), timeout_s=profile.bus_timeout_s, retries=profile.bus_retries)
+        try:
+            transport = open_transport(url)
+        except TransportError as exc:
+            if spec is None:
+                raise
+            where = f"{spec.source}:{spec.line}" if spec.line else spec.source
+            raise TransportError(f"{where}: bus {spec.name}: {exc.strerror or exc}") from exc
+        host = BusHost(transport, timeout_s=profile.bus_timeout_s, retries=profile.bus_retries)
         undo.callback(host.close)
         hosts[spec.name if spec is not None else MAIN_BUS] = host
     return hosts
 
 
 def scan_robot(profile: Profile, hosts: dict[str, BusHost], cache: DescriptorCache,
-               semantics: Semantics | None) -> VirtualRobot:
+               semantics: Semantics | None, progress: Progress | None = None) -> VirtualRobot:
     """The one virtual robot of every bus: the main bus's tree with the other buses hung from their mounts."""
     if not profile.buses:
-        return _scan_one(hosts[MAIN_BUS], cache, None)
-    scans = {spec.name: rekey(_scan_one(hosts[spec.name], cache, spec.name), spec.name, index)
+        return _scan_one(hosts[MAIN_BUS], cache, None, progress)
+    scans = {spec.name: rekey(_scan_one(hosts[spec.name], cache, spec, progress), spec.name, index)
              for index, spec in enumerate(profile.buses)}
     merged = scans[profile.buses[0].name]
     pending = list(profile.buses[1:])
@@ -63,11 +91,20 @@ def scan_robot(profile: Profile, hosts: dict[str, BusHost], cache: DescriptorCac
     return merged
 
 
-def _scan_one(host: BusHost, cache: DescriptorCache, name: str | None) -> VirtualRobot:
-    virtual = scan_bus(host, cache)
+def _scan_one(host: BusHost, cache: DescriptorCache, spec: BusSpec | None,
+              progress: Progress | None = None) -> VirtualRobot:
+    if progress is not None and spec is not None:
+        inner = progress
+
+        def progress(stage: str, done: int, total: int) -> None:
+            inner(f"{spec.name} {stage}", done, total)  # "reading arm descriptors: ..."
+    virtual = scan_bus(host, cache, progress=progress)
     if virtual.root_id is None:
         why = "; ".join(virtual.quarantined.values()) or "no part answered"
-        where = f"bus {name} ({host.transport.url})" if name else host.transport.url
+        where = host.transport.url
+        if spec is not None:
+            where = f"bus {spec.name} ({where})"
+            where = f"{spec.source}:{spec.line}: {where}" if spec.line else where
         raise BusError(f"{where}: no robot to open ({why})")
     return virtual
 

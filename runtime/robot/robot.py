@@ -30,17 +30,16 @@ from ..bus.stats import BusStats
 from ..clock.base import Clock
 from ..drivers import PartDriver, TrustStore, load_part_driver
 from ..model import Model, build_model, create_data, forward_kinematics
-from ..scan import DescriptorCache, NoCache, VirtualRobot
+from ..scan import VirtualRobot
 from ..transports import Transport
 from .base import BaseGeometryError, DifferentialBase, wheel_geometry
 from .blueprint import Blueprint, resolve
 from .buses import MAIN_BUS
 from .cycle import BusCycle, BusGroup, MultiCycle
 from .joints import POSITION, VELOCITY, Joint
-from .multibus import mirror_other_buses, open_hosts, scan_robot
+from .multibus import mirror_other_buses, scan_profile
 from .names import NameMap
 from .profile import Profile, load_profile
-from .semantics import load_semantics
 from .sensors import SensorHandle, make_sensor, sensing_kind
 from .startup import bring_up, wind_down
 
@@ -90,11 +89,8 @@ class Robot:
         one (an in-process world lives in the transport)."""
         prof = profile.with_bus(bus) if isinstance(profile, Profile) else load_profile(profile, bus=bus)
         with ExitStack() as undo:
-            hosts = open_hosts(prof, undo)
+            hosts, virtual, semantics = scan_profile(prof, undo)  # every bus opened, scanned, merged
             host = next(iter(hosts.values()))  # the main bus: the clock's, and robot.bus
-            cache = NoCache() if prof.no_cache else DescriptorCache(prof.cache_dir)
-            semantics = load_semantics(prof.semantics) if prof.semantics else None
-            virtual = scan_robot(prof, hosts, cache, semantics)
             model = build_model(virtual)
             trust = TrustStore.load(prof.trust_file)
             drivers = {pid: load_part_driver(part.wire_id, part.descriptor, trust)

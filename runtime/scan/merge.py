@@ -14,6 +14,7 @@ from dataclasses import replace
 from .robot import ScannedPart, VirtualRobot
 
 BUS_KEY_STRIDE = 256  # bus IDs are 0..252, so index * 256 + ID never collides
+MAIN_BUS = "main"  # the name of the one bus of a one-bus scan or a `bus:` profile
 
 
 class MountError(ValueError):
