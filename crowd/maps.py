@@ -35,10 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from devices.map_format import Wall, is_number, no_unknown, parse_walls, positive
-from devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require, resolve_config_path
+from devices.map_format import Wall, is_number, no_unknown, parse_walls, positive, resolve_map
+from devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require
 
-MAPS_DIR = Path(__file__).resolve().parents[1] / "config" / "maps"
 SECTIONS = ("name", "defaults", "walls", "places", "entrances", "graph", "plazas")
 ENTRANCE_KEYS = ("at", "width", "role")
 ROLES = ("entrance", "exit", "both")
@@ -308,7 +307,7 @@ def segments_cross(p0: np.ndarray, p1: np.ndarray, q0: np.ndarray, q1: np.ndarra
 
 def resolve_map_path(name_or_path: str | Path) -> Path:
     """A name under config/maps/ (``arcade``) or a path to a YAML file."""
-    return resolve_config_path(name_or_path, MAPS_DIR, "map")
+    return resolve_map(name_or_path)
 
 
 def load_crowd_map(name_or_path: str | Path) -> CrowdMap:

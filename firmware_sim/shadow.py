@@ -2,12 +2,17 @@
 
 A physical robot among virtual pedestrians needs its distance sensors to see those people as well as the real
 room. The real ring already measures the real room (walls, floor, real people), so the shadow holds nothing of
-it: no walls, no floor, no robot body. It holds only the crowd's people, as upright capsules placed kinematically
-where the crowd last said they are (there is no physics for them here: the crowd's own state is their actual
-state), and casts the ring's rays from the robot's pose with the ring's own sensor model
-(firmware_sim.sensors.range_ring: the same descriptor parameters, cone, dropout, noise and no-target handling as
-the virtual part, with its own seeded generator). The runtime merges what it returns into the real readings
+it that echoes: no floor, no robot body, walls only to hide people. It holds the crowd's people, as upright
+capsules placed kinematically where the crowd last said they are (there is no physics for them here: the
+crowd's own state is their actual state), and casts the ring's rays from the robot's pose with the ring's own
+sensor model (firmware_sim.sensors.range_ring: the same descriptor parameters, cone, dropout, noise and no-target
+handling as the virtual part, with its own seeded generator). The runtime merges what it returns into the real readings
 (runtime/mixed.py: the nearer echo wins).
+
+With a map (``crowd: {map: ...}``) the shadow also holds the map's walls (``World.add_map``), as occluders only:
+a ray whose nearest hit is a wall has no virtual echo (``RangeRingModel.measure``'s ``occluders``), so a virtual
+person behind a real wall is not seen, and the shadow never reports a wall itself (the real ring measures the
+real walls, and the map need not match the room exactly).
 
 Nothing is stepped: pybullet's ray test sees bodies where ``resetBasePositionAndOrientation`` put them, so one
 ``cast`` is a placement of the moved capsules plus one ``rayTestBatch`` (156 rays for the catalog ring).
@@ -26,7 +31,7 @@ import pybullet as p
 from devices.descriptor.schema import Sensor
 
 from .sensors.range_ring import RangeRingModel, RingReading
-from .world import World
+from .world import Map, World
 
 CAPSULE_RGBA = (0.85, 0.55, 0.3, 1.0)
 UPRIGHT = (0.0, 0.0, 0.0, 1.0)
@@ -44,15 +49,17 @@ class Person:
 
 
 class ShadowWorld:
-    """Virtual people as capsules in a DIRECT pybullet world without floor or walls, seen by one range ring.
+    """Virtual people as capsules in a DIRECT pybullet world without a floor, seen by one range ring (a map's
+    walls, if given, only hide them).
 
     ``sensor``: the ring's descriptor Sensor (kind range_ring); ``ring_in_base``: the ring body's frame in the
     robot's base frame, (translation (3,), rotation (3, 3)), as the host model's forward kinematics gives it;
-    ``seed``: the shadow ring's generator (independent of the real part's, whose noise is real).
+    ``seed``: the shadow ring's generator (independent of the real part's, whose noise is real); ``world_map``:
+    a map (firmware_sim.world.load_map) whose walls hide the people behind them and never echo.
     """
 
     def __init__(self, sensor: Sensor, ring_in_base: tuple[Sequence[float], Sequence[Sequence[float]]],
-                 seed: int = 0):
+                 seed: int = 0, world_map: Map | None = None):
         translation, rotation = ring_in_base
         self.ring_translation = np.asarray(translation, dtype=float).reshape(3)
         self.ring_rotation = np.asarray(rotation, dtype=float).reshape(3, 3)
@@ -60,6 +67,7 @@ class ShadowWorld:
         self.world = World()
         p.removeBody(self.world.floor_id, physicsClientId=self.world.client)  # the real ring sees the real floor
         self.client = self.world.client
+        self.walls: frozenset[int] = frozenset(self.world.add_map(world_map) if world_map is not None else ())
         self.bodies: dict[int, int] = {}  # person id -> pybullet body
         self._sizes: dict[int, tuple[float, float]] = {}
         self._shapes: dict[tuple[float, float], tuple[int, int]] = {}
@@ -118,10 +126,10 @@ class ShadowWorld:
 
     def cast(self, x: float, y: float, yaw: float) -> RingReading:
         """Measure the ring once with the robot's base at (x, y, yaw) in the map: ``range_m`` per sensor (None:
-        no echo from any virtual person) and the cause of each invalid reading."""
+        no echo from any virtual person, or only walls) and the cause of each invalid reading."""
         position, rotation = self.ring_pose(x, y, yaw)
         self.casts += 1
-        return self.model.measure(self.client, position, matrix_quat(rotation))
+        return self.model.measure(self.client, position, matrix_quat(rotation), occluders=self.walls)
 
     def close(self) -> None:
         self.world.close()

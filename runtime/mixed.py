@@ -4,7 +4,7 @@ The controller runs unchanged on the real robot; the profile adds a crowd::
 
     clock: real
     start_pose: [-18.0, 0.0, 0.0]                   # the robot's pose in the map at the start (odometry reset)
-    crowd: {endpoint: tcp://127.0.0.1:5760, mode: realtime}
+    crowd: {endpoint: tcp://127.0.0.1:5760, mode: realtime, map: arcade}   # map: optional
 
 and :class:`CrowdOverlay` does the rest after every bus cycle (the robot's ``after_cycle`` hook):
 
@@ -15,7 +15,8 @@ and :class:`CrowdOverlay` does the rest after every bus cycle (the robot's ``aft
    them on this side, the crowd's own state *is* their actual state, and echoing it would only set them back
    by the link's latency;
 2. take the crowd's newest intents (never waiting) and place the virtual people in a shadow world
-   (firmware_sim/shadow.py: capsules only, no walls or floor, since the real ring sees the real room);
+   (firmware_sim/shadow.py: capsules, no floor, since the real ring sees the real room; with ``map:`` the map's
+   walls too, which only hide the people behind them and never echo themselves);
 3. at the ring's update rate, cast the ring's rays there with the ring's own sensor model, and hand the virtual
    readings to the ring handle: ``ring.ranges`` is then, per sensor, the nearer of the real and the virtual echo
    (runtime/robot/sensors.py ``merge_ranges``), while ``ring.real_ranges`` and ``ring.virtual_ranges`` stay
@@ -36,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from devices.map_format import resolve_map
 from devices.yaml_source import ConfigError
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ class CrowdSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S
     robot_radius_m: float = ROBOT_RADIUS_M
     pose: str = "odometry"  # or the endpoint of an external pose source (bridge/pose_stream.py)
+    map: str | None = None  # the resolved path of the map whose walls hide virtual people (never echo), or None
 
 
 _CROWD_KEYS: dict[str, str] = {
@@ -76,6 +79,7 @@ _CROWD_KEYS: dict[str, str] = {
     "robot_radius_m": "a number of metres > 0",
     "pose": "odometry (the wheels) or the endpoint of an external pose source publishing map-frame poses "
             "(tcp://host:port or ipc://path; bridge/pose_stream.py)",
+    "map": "a map under config/maps/ (arcade) or a map file: its walls hide the virtual people behind them",
 }
 
 
@@ -123,7 +127,28 @@ def parse_crowd(value: Any, source: str, line: int | None, clock: str) -> CrowdS
     pose = value.get("pose", "odometry")
     if not isinstance(pose, str) or not (pose == "odometry" or pose.startswith(ENDPOINT_SCHEMES)):
         raise error("pose", f"pose must be {_CROWD_KEYS['pose']}, not {pose!r}")
-    return CrowdSpec(endpoint=endpoint, mode=mode, ring=ring, seed=seed, pose=pose, **numbers)
+    world_map = _crowd_map(value.get("map"), error) if "map" in value else None
+    return CrowdSpec(endpoint=endpoint, mode=mode, ring=ring, seed=seed, pose=pose, map=world_map, **numbers)
+
+
+def _crowd_map(name: Any, error) -> str:
+    """``crowd: {map: ...}``: resolved (an unknown name or a missing file names the profile's line) and read with
+    the shared wall format (a bad map file names its own line), without importing the world."""
+    from devices.map_format import parse_walls
+    from devices.yaml_source import load_yaml_file, require
+
+    if not isinstance(name, str) or not name:
+        raise error("map", f"map must be {_CROWD_KEYS['map']}, not {name!r}")
+    try:
+        path = resolve_map(name)
+    except ConfigError as exc:
+        raise error("map", f"map {name!r}: {exc.message}") from None
+    if not path.is_file():
+        raise error("map", f"map {name!r}: no such map file")
+    doc = load_yaml_file(path)
+    require(doc, "name", str, "map")
+    parse_walls(doc)
+    return str(path)
 
 
 def parse_start_pose(value: Any, source: str, line: int | None) -> tuple[float, float, float]:
@@ -149,7 +174,12 @@ class CrowdOverlay:
         self.spec = spec
         self.ring: RangeRing = _ring(robot, spec.ring, RangeRing)
         sensor, ring_in_base = _ring_geometry(robot, self.ring)
-        self.shadow = ShadowWorld(sensor, ring_in_base, seed=spec.seed)
+        world_map = None
+        if spec.map is not None:
+            from firmware_sim.world import load_map
+
+            world_map = load_map(spec.map)
+        self.shadow = ShadowWorld(sensor, ring_in_base, seed=spec.seed, world_map=world_map)
         self.period_s = self.shadow.model.config.update_period_s
         try:
             security = profile_security(robot.profile)

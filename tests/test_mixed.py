@@ -176,10 +176,23 @@ def test_the_mixed_profile_and_its_errors_name_the_line(tmp_path):
         "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  pose: gps\n": ":5: crowd: pose must be odometry",
         "clock: real\nkeys: keys\n": ":3: keys secures the links to other processes",
         "clock: real\ncrowd: {endpoint: tcp://127.0.0.1:1}\nkeys: no_such_dir\n": ":4: keys: no such key directory",
+        "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  map: no_such_map\n":
+            ":5: crowd: map 'no_such_map': no map of that name; known: arcade, lab",
+        "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  map: /no/such/map.yaml\n":
+            ":5: crowd: map '/no/such/map.yaml': no such map file",
+        "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  map: 3\n": ":5: crowd: map must be a map under",
     }
     for text, message in cases.items():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
             load(text)
+    # a map file that is there but wrong names its own line, not the profile's
+    bad = tmp_path / "bad_map.yaml"
+    bad.write_text("name: bad\nwalls:\n  - {from: [0, 0], to: [0, 0]}\n")
+    with pytest.raises(ConfigError, match=f"{bad}:3: wall #1"):
+        load(f"clock: real\ncrowd: {{endpoint: tcp://127.0.0.1:1, map: '{bad}'}}\n")
+    assert load("clock: real\ncrowd: {endpoint: tcp://127.0.0.1:1, map: lab}\n").crowd.map.endswith("lab.yaml")
+    assert load("clock: real\ncrowd: {endpoint: tcp://127.0.0.1:1}\n").crowd.map is None
+    assert profile.crowd.map is not None and Path(profile.crowd.map).stem == "arcade"
 
 
 def test_the_shadow_ring_sees_a_capsule_at_its_distance_and_nothing_else():
@@ -203,6 +216,59 @@ def test_the_shadow_ring_sees_a_capsule_at_its_distance_and_nothing_else():
         assert set(shadow.bodies) == {7}, "a bad entry changes nothing"
         shadow.set_people([])
         assert shadow.cast(0.0, 0.0, 0.0).range_m == (None,) * 12
+
+
+def _walled_shadow(with_map: bool, seed: int = 1):
+    """A catalog ring at the origin facing +x (ring at x 0.1, beams start 0.2 out: 0.3 m from the base), and with
+    the map a wall across the way 2 m ahead (x = 2, 0.2 thick, 2 m high, y -3..3)."""
+    from devices.catalog import load_part
+    from devices.map_format import Wall
+    from firmware_sim.shadow import ShadowWorld
+    from firmware_sim.world import Map
+
+    sensor = next(s for s in load_part("range_ring").sensors if s.kind == "range_ring")
+    wall = Map("one_wall", "<test>", (Wall((2.0, -3.0), (2.0, 3.0), thickness=0.2, height=2.0),))
+    return ShadowWorld(sensor, ((0.1, 0.0, 0.3), np.eye(3)), seed=seed, world_map=wall if with_map else None)
+
+
+def test_a_map_wall_hides_a_virtual_person_behind_it_and_never_echoes_itself():
+    from firmware_sim.shadow import Person
+
+    behind = [Person(1, 3.0, 0.0, radius=0.25)]  # 3 m ahead, behind the wall at x = 2
+    with _walled_shadow(True) as walled, _walled_shadow(False) as open_room:
+        assert len(walled.walls) == 1 and not open_room.walls
+        walled.set_people(behind)
+        open_room.set_people(behind)
+        for _ in range(20):
+            assert walled.cast(0.0, 0.0, 0.0).range_m == (None,) * 12, "the wall hides them and is no echo"
+        seen = [open_room.cast(0.0, 0.0, 0.0).range_m[0] for _ in range(20)]
+        assert all(r is not None for r in seen), "without the map the person is seen through the real wall"
+        assert np.mean(seen) == pytest.approx(3.0 - 0.25 - 0.3, abs=0.05)
+        # the robot right at the wall, every way round: still never a wall distance from the shadow
+        walled.set_people([])
+        for x, yaw in [(1.5, 0.0), (1.0, 0.3), (1.7, -0.6), (2.6, math.pi), (0.5, 0.0)]:
+            for _ in range(5):
+                assert walled.cast(x, 0.0, yaw).range_m == (None,) * 12, (x, yaw)
+        assert walled.model.counters["no_hit"] > 0 and walled.model.counters["angle"] == 0
+
+
+def test_a_virtual_person_in_front_of_a_map_wall_reads_the_same_with_and_without_the_map():
+    from firmware_sim.shadow import Person
+
+    front_of = [Person(1, 1.2, 0.0, radius=0.25), Person(2, 1.0, 1.0, radius=0.25)]  # both short of x = 2
+    with _walled_shadow(True, seed=5) as walled, _walled_shadow(False, seed=5) as open_room:
+        walled.set_people(front_of)
+        open_room.set_people(front_of)
+        for _ in range(10):
+            with_map, without = walled.cast(0.0, 0.0, 0.0), open_room.cast(0.0, 0.0, 0.0)
+            assert with_map.range_m == without.range_m, "the same draws: a nearer person is unaffected by the wall"
+            assert with_map.range_m[0] == pytest.approx(1.2 - 0.25 - 0.3, abs=0.05)
+            assert with_map.range_m[6] is None, "behind the robot: no wall, no person"
+        # half the front sensor's cone on a person, the rest on the wall: the person's distance, never the wall's
+        walled.set_people([Person(1, 1.2, 0.3, radius=0.25)])
+        for _ in range(10):
+            r = walled.cast(0.0, 0.0, 0.0).range_m[0]
+            assert r is None or r < 1.2, r
 
 
 def test_the_bench_takes_each_pose_change_to_the_first_event_that_reflects_it():

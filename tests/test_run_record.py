@@ -137,7 +137,9 @@ def main(robot):
 
 
 
-def test_a_mixed_trial_logs_the_real_and_the_virtual_ring_apart_and_the_virtual_people(real_robot, tmp_path):
+@pytest.mark.parametrize("crowd_map", [None, "arcade"])
+def test_a_mixed_trial_logs_the_real_and_the_virtual_ring_apart_and_the_virtual_people(real_robot, tmp_path,
+                                                                                        crowd_map):
     script = tmp_path / "guest.scn"
     script.write_text(f"spawn guest = man01 at {START[0] + 2:g} 0\nrun 5min\n")  # 2 m in front of the robot
     crowd = CrowdProcess(free_endpoint(), "--script", str(script))
@@ -145,7 +147,8 @@ def test_a_mixed_trial_logs_the_real_and_the_virtual_ring_apart_and_the_virtual_
         profile = tmp_path / "mixed.yaml"
         profile.write_text(f"bus: {real_robot.where}\nclock: real\nsemantics: commbot\n"
                            f"start_pose: [{START[0]}, {START[1]}, {START[2]}]\n"
-                           f"crowd: {{endpoint: '{crowd.endpoint}', mode: realtime, seed: 3}}\n")
+                           f"crowd: {{endpoint: '{crowd.endpoint}', mode: realtime, seed: 3"
+                           + (f", map: {crowd_map}}}\n" if crowd_map else "}\n"))
         controller = tmp_path / "standing.py"
         controller.write_text(STANDING)
         out = tmp_path / "trial"
@@ -173,6 +176,12 @@ def test_a_mixed_trial_logs_the_real_and_the_virtual_ring_apart_and_the_virtual_
     assert guest["type"] == "man01" and math.hypot(guest["x"] - (START[0] + 2), guest["y"]) < 0.3
     assert m["/robot/state"][0].data["x"] == pytest.approx(START[0], abs=0.01)
     meta = m["/trial/meta"][0].data
-    assert meta["clock"] == "real" and meta["seed"] == 3 and "/map" not in m, "a pty bus names no map"
+    assert meta["clock"] == "real" and meta["seed"] == 3
+    if crowd_map is None:
+        assert "/map" not in m, "a pty bus names no map, nor does this crowd block"
+    else:  # the crowd block's map (its walls hide virtual people), with the profile's start_pose as the start
+        (map_msg,) = [msg.data for msg in m["/map"]]
+        assert map_msg["name"] == crowd_map and len(map_msg["walls"]) == 36 and map_msg["goal"] is None
+        assert map_msg["start"] == [START[0], START[1]]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["samples"]["people_seen"] == 1 and metrics["min_distance_m"] == pytest.approx(2.0, abs=0.3)

@@ -20,6 +20,7 @@ Per ray, in this order (the first that applies is the ray's cause):
   ``angle``   dropout with probability logistic((incidence - dropout_angle50_deg) / dropout_width_deg), the
               incidence being the angle between the ray and the surface normal pybullet reports.
 A ray that passes all three is a surviving echo. Occlusion is the ray test's own: only the nearest hit counts.
+A ray whose nearest hit is an *occluder* (``measure``'s ``occluders``: bodies that hide but never echo) is ``no_hit``.
 
 Per sensor: the reading is the nearest surviving echo (the first echo to come back), with one Gaussian noise
 draw, sigma = a + b * range (``noise_sigma_m`` = [a, b], range being the true distance of that echo); a noisy
@@ -217,14 +218,19 @@ class RangeRingModel:
         return dict(self._counters)
 
     def measure(self, client: int, ring_position: Sequence[float], ring_orientation_quat: Sequence[float],
-                ignore: Collection[tuple[int, int | None]] = ()) -> RingReading:
+                ignore: Collection[tuple[int, int | None]] = (), occluders: Collection[int] = ()) -> RingReading:
         """Measure every sensor once from the ring frame at the given world pose.
 
         ``ignore``: (body_id, link_index) pairs the rays pass through (the ring's own body, say); a link index
-        of None ignores the whole body. Updates the counters and advances the generator.
+        of None ignores the whole body. ``occluders``: body ids that stop a ray but never echo (a mixed trial's
+        map walls, firmware_sim/shadow.py): a ray whose nearest hit is one of them counts as ``no_hit``.
+        Updates the counters and advances the generator (the same draws whatever ``occluders`` hides).
         """
         origins, dirs = self.world_rays(ring_position, ring_orientation_quat)
-        dist, normals = cast_rays(client, origins, dirs, self.config.max_range_m, ignore, self.num_threads)
+        dist, normals, bodies = cast_ray_hits(client, origins, dirs, self.config.max_range_m, ignore,
+                                              self.num_threads)
+        if occluders:
+            dist = np.where(np.isin(bodies, np.fromiter(occluders, dtype=int)), np.inf, dist)
         uniform = self.rng.random(self.n_rays)
         normal_draws = self.rng.standard_normal(self.config.n_sensors)
         codes = self._ray_codes(dist, dirs, normals, uniform)
@@ -268,7 +274,17 @@ class RangeRingModel:
 
 def cast_rays(client: int, origins: np.ndarray, dirs: np.ndarray, length_m: float,
               ignore: Collection[tuple[int, int | None]] = (), num_threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Nearest hit along each ray within ``length_m``: (distance, inf when none; unit surface normal).
+    """Nearest hit along each ray within ``length_m``: (distance, inf when none; unit surface normal); see
+    :func:`cast_ray_hits`, which also says which body each ray hit."""
+    dist, normals, _ = cast_ray_hits(client, origins, dirs, length_m, ignore, num_threads)
+    return dist, normals
+
+
+def cast_ray_hits(client: int, origins: np.ndarray, dirs: np.ndarray, length_m: float,
+                  ignore: Collection[tuple[int, int | None]] = (),
+                  num_threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nearest hit along each ray within ``length_m``: (distance, inf when none; unit surface normal; the body
+    id hit, -1 when none).
 
     Hits on ignored (body, link) pairs (link None: the whole body) are passed through: a ray whose nearest
     hit is ignored is cast again for all its hits (``reportHitNumber`` 0, 1, ..., which pybullet returns in
@@ -292,7 +308,7 @@ def cast_rays(client: int, origins: np.ndarray, dirs: np.ndarray, length_m: floa
         redo = redo[hits[:, 0] >= 0]  # rays with no hit number k have none beyond it either
     dist = np.where(table[:, 0] >= 0, table[:, 2] * length_m, np.inf)
     normals = np.where(table[:, 0:1] >= 0, table[:, 3:6], 0.0)
-    return dist, normals.reshape(n, 3)
+    return dist, normals.reshape(n, 3), table[:, 0].astype(int)
 
 
 def _ray_table(client: int, starts: np.ndarray, ends: np.ndarray, hit_number: int, num_threads: int) -> np.ndarray:

@@ -17,16 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devices.map_format import Wall, no_unknown, parse_walls, point
+from devices.map_format import MAPS_DIR  # noqa: F401 - re-exported by firmware_sim.world
+from devices.map_format import Wall, no_unknown, parse_walls, point, resolve_map
 from devices.yaml_source import (
     ConfigError,
     SourceDict,
     load_yaml_file,
     require,
-    resolve_config_path,
 )
 
-MAPS_DIR = Path(__file__).resolve().parents[2] / "config" / "maps"
 SECTIONS = ("name", "defaults", "walls", "places")
 # Sections of the same file that only the crowd reads (crowd/maps.py: gates, the passage graph, plazas); the
 # world accepts and ignores them, so one map file drives both.
@@ -49,7 +48,7 @@ class Map:
 
 def resolve_map_path(name_or_path: str | Path) -> Path:
     """A name under config/maps/ (``lab``) or a path to a YAML file."""
-    return resolve_config_path(name_or_path, MAPS_DIR, "map")
+    return resolve_map(name_or_path)
 
 
 def load_map(name_or_path: str | Path) -> Map:

@@ -176,7 +176,7 @@ def run_controller(path: str | Path, profile: str | Path, *, duration_s: float |
 
 def _start_recording(out_dir: Path, robot: Robot, controller: Path, clock: Clock):
     """The run's RunRecorder: /trial/meta (profile, controller, clock, buses) and /map when a sim:// bus names a
-    map (the profile's start_pose, if any, as its start)."""
+    map, or else a mixed trial's ``crowd: {map: ...}`` does (the profile's start_pose, if any, as its start)."""
     from ..transports.sim import parse_sim_url
     from ..trial.run_log import RunRecorder, map_message
 
@@ -184,6 +184,8 @@ def _start_recording(out_dir: Path, robot: Robot, controller: Path, clock: Clock
     buses = [{"name": name, "url": host.transport.url} for name, host in robot.buses.items()]
     options = [parse_sim_url(bus["url"])[1] for bus in buses if bus["url"].startswith("sim://")]
     map_name = next((o["map"] for o in options if o.get("map")), None)
+    if map_name is None and prof.crowd is not None:
+        map_name = prof.crowd.map  # the map whose walls hide the virtual people (runtime/mixed.py)
     seed = options[0].get("seed", 0) if options else prof.crowd.seed if prof.crowd is not None else 0
     meta = {"seed": int(seed), "scenario": controller.name, "profile": prof.source, "controller": str(controller),
             "clock": clock.kind or type(clock).__name__, "buses": buses, "versions": _versions()}

@@ -12,7 +12,8 @@ own ``robot.cycle()`` calls) it writes one message set to ``DIR/trial.mcap`` (to
   each: position, velocity, gaze, radius);
 - ``/bus/stats`` once a second of log time for every bus (``bus`` says which); latency percentiles only on the
   real clock (they are wall time, which would make a simulated trial's log differ run to run);
-- ``/trial/meta`` and ``/map`` (when the caller has one) once, at t = 0.
+- ``/trial/meta`` and ``/map`` (when the caller has one: a sim:// bus's ``map=``, or a mixed trial's
+  ``crowd: {map: ...}``, runtime/robot/runner.py) once, at t = 0.
 
 Message times are trial time: the robot's clock minus its reading when the recording started (0 for a sim
 clock), so under the simulator's clock the same run gives the same bytes. Nothing here imports the world or the
@@ -25,20 +26,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from devices.map_format import parse_walls, point
-from devices.yaml_source import load_yaml_file, require, resolve_config_path
+from devices.map_format import parse_walls, point, resolve_map
+from devices.yaml_source import load_yaml_file, require
 
 from .recorder import TrialRecorder
 
 BUS_STATS_EVERY_S = 1.0
 ROBOT_RADIUS_M = 0.3  # the commbot's footprint (as the world and the crowd take it)
-MAPS_DIR = Path(__file__).resolve().parents[2] / "config" / "maps"
 
 
 def map_message(name_or_path: str, start: tuple[float, ...] | None = None) -> dict[str, Any]:
     """The ``/map`` message of a map under config/maps/ (or a map file): walls, places, entrances (``at``
     points), no goal; ``start`` [x, y] when given. ConfigError (file:line) for a bad map."""
-    path = resolve_config_path(name_or_path, MAPS_DIR, "map")
+    path = resolve_map(name_or_path)
     doc = load_yaml_file(path)
     name = require(doc, "name", str, "map")
     walls = parse_walls(doc)
