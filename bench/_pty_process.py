@@ -13,6 +13,18 @@ def hil_command() -> list[str]:
     return [str(hil)] if hil.exists() else [sys.executable, "-m", "runtime.cli"]
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a device or crowd subprocess, killing it if it does not go within 5 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class PtyProcess:
     def __init__(self, cmd: list[str]):
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
@@ -22,12 +34,7 @@ class PtyProcess:
             raise RuntimeError(f"{' '.join(cmd)} printed no pty path")
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
 
     def __enter__(self):
         return self

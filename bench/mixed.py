@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._pty_process import ROOT, PtyProcess, hil_command
+from bench._pty_process import ROOT, PtyProcess, hil_command, stop
 
 START = (-18.0, 0.0, 0.0)  # west hall, facing east down the middle passage
 SCRIPT = f"""\
@@ -64,13 +64,7 @@ class CrowdProcess:
         self.endpoint = line[1]
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
 
 def _first_line(proc: subprocess.Popen, timeout_s: float) -> str:
