@@ -97,16 +97,24 @@ class CrowdBridge:
             # stay where they are, and the error goes to whoever advanced the world
             self.failure = str(exc)
             self.world.remove_hook(self._pre_step)
-            for person in self.pedestrians.intended:
-                self.pedestrians.intended[person] = (0.0, 0.0)
+            self._stand()
             raise
-        self.crowd_time_s = t
+        self._take_intents(t, people, reply)
+
+    def _take_intents(self, crowd_time_s: float, people: list, reply: dict) -> None:
+        """The crowd's answer (either mode): who is where and wants to go where, and the script lines it ran."""
+        self.crowd_time_s = crowd_time_s
         self.script_events.extend(reply.get("script", ()))
         self.script_state = reply.get("script_state", self.script_state)
         self.people = {person.id: person for person in people}
         self.pedestrians.sync([PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius,
                                                 person.height) for person in people])
         self.ticks += 1
+
+    def _stand(self) -> None:
+        """While no crowd decides where people go, they stop walking (physics still acts on them)."""
+        for person in self.pedestrians.intended:
+            self.pedestrians.intended[person] = (0.0, 0.0)
 
     def states(self) -> list[dict]:
         """Every person's actual state with what the crowd says of them: [{id, type, x, y, vx, vy, radius, gaze}]."""

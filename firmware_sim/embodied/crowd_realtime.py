@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..world.pedestrians import PedestrianIntent
 from .crowd_bridge import ROBOT_RADIUS_M, CrowdBridge
 
 if TYPE_CHECKING:
@@ -79,18 +78,7 @@ class RealtimeCrowdBridge(CrowdBridge):
         except (EnvelopeError, KeyError, TypeError, ValueError) as exc:
             self.link.drop(f"intents: malformed people ({type(exc).__name__}: {exc})")
             return
-        self.crowd_time_s = crowd_time
-        self.script_events.extend(payload.get("script", ()))
-        self.script_state = payload.get("script_state", self.script_state)
-        self.people = {person.id: person for person in people}
-        self.pedestrians.sync([PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius,
-                                                person.height) for person in people])
-        self.ticks += 1
-
-    def _stand(self) -> None:
-        """While the crowd is gone nobody decides where people go: they stop walking (physics still acts)."""
-        for person in self.pedestrians.intended:
-            self.pedestrians.intended[person] = (0.0, 0.0)
+        self._take_intents(crowd_time, people, payload)
 
     def _forget_people(self) -> None:
         """A new crowd process: its ids mean other people, so the old bodies go before its people appear."""
