@@ -26,6 +26,8 @@ the register reads 255 until a new command arrives, which re-arms it with its pr
 """
 from __future__ import annotations
 
+import weakref
+
 import pybullet as p
 
 from devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
@@ -77,6 +79,7 @@ class JointServo(PartFirmware):
             self.memory.set("bus_watchdog", max(1, min(127, round(default_watchdog_s / WATCHDOG_UNIT_S))))
         self._refresh()
         world.add_pre_step(self._pre_step)
+        PositionDrives.of(world, robot).servos.append(self)
         self._command()
         return self
 
@@ -160,8 +163,12 @@ class JointServo(PartFirmware):
             return
         elif self._mode == CURRENT_MODE:
             self._apply_torque()
-        elif self._mode in POSITION_MODES and "goal_position" in self.registers:
-            self._drive.step(self)
+        # position modes: PositionDrives drives every such servo of the robot in one batch each step
+
+    @property
+    def driving(self) -> bool:
+        """Torque on in a position mode and not stopped: PositionDrives drives it this step."""
+        return self._torque and not self.latched and self._mode in POSITION_MODES and "goal_position" in self.registers
 
     def stop_now(self, why: str = "interlock") -> None:
         """Stop this actuator before the next physics step (the interlock calls it from a post-step hook)."""
@@ -196,7 +203,7 @@ class JointServo(PartFirmware):
         elif mode == CURRENT_MODE:
             robot.release(joint)  # the gear train's friction, under the torque applied every step
         elif mode in POSITION_MODES and "goal_position" in self.registers:
-            self._drive.step(self)
+            pass  # PositionDrives drives it before every physics step, from the drive _refresh just made
         else:  # a mode the world does not model (PWM): hold still
             robot.release(joint)
 
@@ -267,15 +274,44 @@ class PositionDrive:
                    stall / no_load, torque_cap, speed if speed > 0 else no_load, alpha,
                    previous.torque if previous is not None else 0.0)
 
-    def step(self, servo: JointServo) -> None:
-        robot, joint = servo.robot, servo.joint
-        q, _, _, applied = p.getJointState(robot.body_id, joint.index, physicsClientId=robot.client)
+    def command(self, q: float, applied: float) -> float:
+        """The velocity motor's target for joint position ``q`` and the torque it applied last step."""
         self.torque += self.alpha * (applied - self.torque)
         duty = max(-self.duty_cap, min(self.duty_cap, self.gain * (self.goal - q)))
         target = duty * self.no_load_speed - self.torque / self.damping  # the speed-torque line
-        target = max(-self.speed_cap, min(self.speed_cap, target))
-        p.setJointMotorControl2(robot.body_id, joint.index, p.VELOCITY_CONTROL, targetVelocity=target,
-                                force=self.torque_cap, physicsClientId=robot.client)
+        return max(-self.speed_cap, min(self.speed_cap, target))
+
+
+class PositionDrives:
+    """The position-mode servos of one robot body, driven in one batch before each physics step: one
+    getJointStates and one setJointMotorControlArray for all of them (two pybullet calls per servo cost about a
+    tenth of a commbot step)."""
+
+    _of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __init__(self, robot: RobotBody):
+        self.robot = robot
+        self.servos: list[JointServo] = []
+
+    @classmethod
+    def of(cls, world: World, robot: RobotBody) -> PositionDrives:
+        """The robot's drives, made (and hooked into the world's pre-step) on first use."""
+        drives = cls._of.get(robot)
+        if drives is None:
+            drives = cls._of[robot] = cls(robot)
+            world.add_pre_step(drives.step)
+        return drives
+
+    def step(self, world: World) -> None:
+        active = [servo for servo in self.servos if servo.driving]
+        if not active:
+            return
+        body, client = self.robot.body_id, self.robot.client
+        indices = [servo.joint.index for servo in active]
+        states = p.getJointStates(body, indices, physicsClientId=client)
+        targets = [servo._drive.command(state[0], state[3]) for servo, state in zip(active, states)]
+        p.setJointMotorControlArray(body, indices, p.VELOCITY_CONTROL, targetVelocities=targets,
+                                    forces=[servo._drive.torque_cap for servo in active], physicsClientId=client)
 
 
 def joint_registers(part: PartFirmware) -> dict[str, str]:

@@ -144,12 +144,13 @@ def _world_inertias(tree: KinematicTree, data: Data) -> np.ndarray:
     rot = body[:, :3, :3]
     mass = tree.mass[1:]
     com = _world_coms(body, tree.com[1:])
-    mc = mass[:, None, None] * _skews(com)
+    cx = _skews(com)
+    mc = mass[:, None, None] * cx
     out = np.empty((tree.nq, 6, 6))
     out[:, :3, :3] = mass[:, None, None] * _EYE3
     out[:, :3, 3:] = -mc
     out[:, 3:, :3] = mc
-    out[:, 3:, 3:] = rot @ tree.inertia[1:] @ rot.transpose(0, 2, 1) - mc @ _skews(com)
+    out[:, 3:, 3:] = rot @ tree.inertia[1:] @ rot.transpose(0, 2, 1) - mc @ cx
     return out
 
 
@@ -296,9 +297,14 @@ def _aba_inward(tree: KinematicTree, s: np.ndarray, inertia: np.ndarray, bias_fo
         dk = (sk * uk).sum(1)
         rest = torque[k] - (sk * bias[k]).sum(1)
         u_vec[k], d[k], u[k] = uk, dk, rest
-        if len(level.moving_parents):
-            passed = ia - uk[:, :, None] * (uk / dk[:, None])[:, None, :]
-            passed_bias = bias[k] + _matvec(passed, bias_acc[k]) + uk * (rest / dk)[:, None]
+        if not len(level.moving_parents):
+            continue
+        passed = ia - uk[:, :, None] * (uk / dk[:, None])[:, None, :]
+        passed_bias = bias[k] + _matvec(passed, bias_acc[k]) + uk * (rest / dk)[:, None]
+        if level.distinct_parents:  # each parent once: add in place
+            articulated[level.parents] += passed
+            bias[level.parents] += passed_bias
+        else:  # some share a parent (the eyes on the head): sum into the parents first
             up = level.moving_parents
             articulated[up] += (level.gather @ passed.reshape(len(k), 36)).reshape(len(up), 6, 6)
             bias[up] += level.gather @ passed_bias

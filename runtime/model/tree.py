@@ -39,6 +39,7 @@ class Level:
     parent_bodies: np.ndarray  # (k,) body indices of the parents (parents + 1; 0 is the root body)
     moving_parents: np.ndarray  # (u,) distinct parent q indices >= 0
     gather: np.ndarray  # (u, k): row r sums the level's rows whose parent is moving_parents[r]
+    distinct_parents: bool  # every body of the level has its own moving parent (rows add in place)
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,5 +128,6 @@ def _levels(parent: np.ndarray) -> tuple[Level, ...]:
         parents = parent[joints]
         moving = np.unique(parents[parents >= 0])
         gather = (moving[:, None] == parents[None, :]).astype(float)
-        levels.append(Level(joints, parents, joints + 1, parents + 1, moving, gather))
+        distinct = bool((parents >= 0).all() and len(moving) == len(parents))
+        levels.append(Level(joints, parents, joints + 1, parents + 1, moving, gather, distinct))
     return tuple(levels)
