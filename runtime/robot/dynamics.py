@@ -64,20 +64,20 @@ class Dynamics:
     @property
     def q(self) -> np.ndarray:
         """Joint positions (rad, m) as the last bus cycle read them, in q order."""
-        q = np.zeros(self.model.nq)
-        for k, joint in self._slots:
-            if not math.isnan(joint.position):
-                q[k] = joint.position
-        return q
+        return self._read("position")
 
     @property
     def qd(self) -> np.ndarray:
         """Joint velocities (rad/s, m/s) as the last bus cycle read them, in q order."""
-        qd = np.zeros(self.model.nq)
+        return self._read("velocity")
+
+    def _read(self, what: str) -> np.ndarray:
+        out = np.zeros(self.model.nq)
         for k, joint in self._slots:
-            if not math.isnan(joint.velocity):
-                qd[k] = joint.velocity
-        return qd
+            value = getattr(joint, what)
+            if not math.isnan(value):
+                out[k] = value
+        return out
 
     # --- the model at that state ------------------------------------------------------------------------------
     def gravity_torques(self) -> np.ndarray:

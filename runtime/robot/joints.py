@@ -85,14 +85,12 @@ class Joint:
     @property
     def target(self) -> float:
         """Position target (rad). Setting it checks the limits now and writes it on the next bus cycle."""
-        if self.mode != POSITION:
-            raise self._wrong_mode("target")
+        self._require(POSITION, "target")
         return self._target
 
     @target.setter
     def target(self, value: float) -> None:
-        if self.mode != POSITION:
-            raise self._wrong_mode("target")
+        self._require(POSITION, "target")
         value = self._finite(value, "target")
         lo, hi = self._limits.lower, self._limits.upper
         if self.bounded and not lo - LIMIT_TOLERANCE <= value <= hi + LIMIT_TOLERANCE:
@@ -103,14 +101,12 @@ class Joint:
     @property
     def target_velocity(self) -> float:
         """Velocity target (rad/s) of a velocity-mode joint (a wheel)."""
-        if self.mode != VELOCITY:
-            raise self._wrong_mode("target_velocity")
+        self._require(VELOCITY, "target_velocity")
         return self._target
 
     @target_velocity.setter
     def target_velocity(self, value: float) -> None:
-        if self.mode != VELOCITY:
-            raise self._wrong_mode("target_velocity")
+        self._require(VELOCITY, "target_velocity")
         value = self._finite(value, "target_velocity")
         limit = self._limits.velocity
         if limit > 0 and abs(value) > limit + LIMIT_TOLERANCE:
@@ -121,14 +117,12 @@ class Joint:
     @property
     def target_current(self) -> float:
         """Current target (A) of a current-mode joint: the motor's torque is this times its torque constant."""
-        if self.mode != CURRENT:
-            raise self._wrong_mode("target_current")
+        self._require(CURRENT, "target_current")
         return self._target
 
     @target_current.setter
     def target_current(self, value: float) -> None:
-        if self.mode != CURRENT:
-            raise self._wrong_mode("target_current")
+        self._require(CURRENT, "target_current")
         value = self._finite(value, "target_current")
         limit = self.current_limit_a
         if limit is not None and abs(value) > limit + LIMIT_TOLERANCE:
@@ -152,8 +146,7 @@ class Joint:
         self.target_current = value / constant
 
     def _torque_constant(self) -> float:
-        if self.mode != CURRENT:
-            raise self._wrong_mode("target_torque")
+        self._require(CURRENT, "target_torque")
         if not self.torque_constant:
             raise JointModeError(f"joint {self.name}: the torque constant of part id {self.part_id}'s motor is not "
                                  "known; command target_current (A) instead")
@@ -241,6 +234,10 @@ class Joint:
         if not math.isfinite(value):
             raise JointLimitError(f"joint {self.name}: {what} must be finite, not {value}")
         return value
+
+    def _require(self, mode: str, what: str) -> None:
+        if self.mode != mode:
+            raise self._wrong_mode(what)
 
     def _wrong_mode(self, what: str) -> JointModeError:
         if self.mode == VELOCITY:
