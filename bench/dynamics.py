@@ -1,12 +1,13 @@
 """Robot dynamics: our numpy algorithms (runtime.model) against Pinocchio on the same model, side by side, and
 what gravity compensation costs a controller's 50 Hz tick.
 
-1. Per robot (the commbot: 19 joints, 59 links; the serial test arm: 6 joints, 26 links), each algorithm one
+1. Per robot (the commbot: 19 joints, 59 links; an unbranched arm: 6 joints, 17 links), each algorithm one
    call at a time: ours and Pinocchio's (``pin``, given the model by runtime.model.pinocchio_model) in
    alternating rounds at the same seeded state, per-call time = median over the rounds of the mean of
    ``--calls`` calls; ``ours/pin`` is the ratio. Pinocchio's side is the call that does the same work: frame
    forward kinematics (every link placed, as ours), the frame Jacobian with its forward kinematics, CRBA with
-   its forward kinematics. The commbot's targets (single call, this machine) are checked; the per-link
+   its forward kinematics. ``(cpu)`` is our process CPU time per call: on a busy machine the wall time also
+   counts the waits for a core. The commbot's targets (single call, wall time) are checked; the per-link
    reference implementation (runtime.model.reference) is timed once for scale.
 2. Gravity compensation: the commbot opened on ``sim://commbot`` (in-process world, sim clock), one
    ``robot.dynamics.gravity_torques()`` (q from the 19 joints as the last cycle read them, then the gravity
@@ -73,10 +74,16 @@ def random_state(model: Model, rng: np.random.Generator) -> tuple[np.ndarray, np
 
 
 def per_call_us(fn: Callable[[], object], calls: int) -> float:
-    start = time.perf_counter()
+    return timed_us(fn, calls)[0]
+
+
+def timed_us(fn: Callable[[], object], calls: int) -> tuple[float, float]:
+    """(wall, CPU) microseconds per call: on a busy machine the wall time also counts the time this process
+    waited for a core, the CPU time does not."""
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(calls):
         fn()
-    return (time.perf_counter() - start) / calls * 1e6
+    return (time.perf_counter() - start) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
 
 
 def algorithms(model, pin, seed: int = 16) -> list[tuple[str, Callable, Callable]]:
@@ -117,21 +124,25 @@ def reference_us(model) -> dict[str, float]:
 
 def robot_section(name: str, model, pin, calls: int, rounds: int, with_targets: bool) -> list[str]:
     rows = algorithms(model, pin)
-    times: dict[str, dict[str, list[float]]] = {algo: {"ours": [], "pin": []} for algo, _, _ in rows}
+    times: dict[str, dict[str, list[float]]] = {algo: {"ours": [], "pin": [], "cpu": []} for algo, _, _ in rows}
     for r in range(rounds):
         for algo, ours, theirs in rows:
             pair = (("ours", ours), ("pin", theirs)) if r % 2 == 0 else (("pin", theirs), ("ours", ours))
             for side, fn in pair:
-                times[algo][side].append(per_call_us(fn, calls))
+                wall, cpu = timed_us(fn, calls)
+                times[algo][side].append(wall)
+                if side == "ours":
+                    times[algo]["cpu"].append(cpu)
     ref = reference_us(model) if with_targets else {}
     lines = [f"{name}: {model.nq} joints, {len(model.links)} links -> {len(model.tree.mass)} bodies, "
              f"{len(model.tree.levels)} levels; {rounds} alternating rounds of {calls} calls",
-             f"  {'algorithm':<24}{'ours us':>9}{'pin us':>9}{'ours/pin':>10}"
+             f"  {'algorithm':<24}{'ours us':>9}{'(cpu)':>8}{'pin us':>9}{'ours/pin':>10}"
              + (f"{'reference us':>15}{'speed-up':>10}{'target us':>11}" if with_targets else "")]
     verdicts = []
     for algo, _, _ in rows:
         ours, theirs = statistics.median(times[algo]["ours"]), statistics.median(times[algo]["pin"])
-        line = f"  {algo:<24}{ours:9.1f}{theirs:9.2f}{ours / theirs:9.0f}x"
+        cpu = statistics.median(times[algo]["cpu"])
+        line = f"  {algo:<24}{ours:9.1f}{cpu:8.1f}{theirs:9.2f}{ours / theirs:9.0f}x"
         if with_targets:
             line += f"{ref[algo]:15.0f}{ref[algo] / ours:9.0f}x" if algo in ref else f"{'':15}{'':10}"
             target = TARGETS_US.get(algo)
