@@ -47,9 +47,10 @@ def set_p_gain(robot, gain: int) -> None:
         joint.host.write_register(joint.part_id, XM430_W350["position_p_gain"], gain)
 
 
-def hold(robot, label: str, feed_forward: bool, stiffness: float) -> tuple[dict[str, float], dict[str, float]]:
+def hold(robot, label: str, feed_forward: bool, stiffness: float) -> tuple[dict[str, float], dict[str, float]] | None:
     """Raise, hold, lower; returns the mean held error (target - position, rad) and the mean gravity load
-    (N m, from the model) of each loaded joint over the last MEASURE_S of the hold."""
+    (N m, from the model) of each loaded joint over the last MEASURE_S of the hold (None when the run ended
+    first)."""
     joints = {name: robot.joints[name] for name in POSE}
     start = {name: joint.position for name, joint in joints.items()}
     dynamics = robot.dynamics
@@ -81,6 +82,9 @@ def hold(robot, label: str, feed_forward: bool, stiffness: float) -> tuple[dict[
             worst = max(worst, max(abs(goal[n] - joints[n].position) for n in LOADED))
         if t >= RAISE_S + HOLD_S + LOWER_S:
             break
+    if not errors[LOADED[0]]:
+        print(f"{label}: the run ended before the hold was measured (it needs about 9 s)", flush=True)
+        return None
     held = {name: sum(values) / len(values) for name, values in errors.items()}
     load = {name: sum(values) / len(values) for name, values in loads.items()}
     print(f"{label}: held error " + ", ".join(f"{n.split('.')[1]} {held[n]:+.4f} rad" for n in LOADED)
@@ -95,13 +99,16 @@ def main(robot) -> None:
     half = position_stiffness(HALF_GAIN, elbow.limits.effort, 2 * math.pi / 4096)
     print(f"holding the left arm out: servo stiffness {full:.1f} N m/rad at P gain {FULL_GAIN}, "
           f"{half:.1f} at {HALF_GAIN}", flush=True)
-    a, load = hold(robot, f"A position mode, P gain {FULL_GAIN} ({full:.1f} N m/rad)", False, full)
+    a = hold(robot, f"A position mode, P gain {FULL_GAIN} ({full:.1f} N m/rad)", False, full)
     set_p_gain(robot, HALF_GAIN)
-    b, _ = hold(robot, f"B position mode, P gain {HALF_GAIN} ({half:.1f} N m/rad)", False, half)
+    b = a and hold(robot, f"B position mode, P gain {HALF_GAIN} ({half:.1f} N m/rad)", False, half)
     robot.set_mode(LOADED, "current")
-    c, _ = hold(robot, f"C current mode, gravity feed-forward + {half:.1f} N m/rad", True, half)
+    c = b and hold(robot, f"C current mode, gravity feed-forward + {half:.1f} N m/rad", True, half)
     robot.set_mode(LOADED, "position")
     set_p_gain(robot, FULL_GAIN)
+    if c is None:
+        return
+    (a, load), (b, _), (c, _) = a, b, c
     dynamics = robot.dynamics
     for name in LOADED:
         joint_model = robot.model.moving_joints[dynamics.index(name)]
@@ -116,6 +123,7 @@ def main(robot) -> None:
                      f"the {abs(load[name]):.2f} N m feed-forward takes off this joint, so C holds about as B does "
                      f"({ratio_b:.1f}x)")
         print(line, flush=True)
+
 
 if __name__ == "__main__":
     from runtime import Robot
