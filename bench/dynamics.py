@@ -68,8 +68,9 @@ def scanned_model(url: str) -> Model:
 
 def random_state(model: Model, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q within the joints' limits (continuous: +-2 pi), qd within +-3, qdd within +-10 (SI)."""
-    q = [rng.uniform(j.limits.lower, j.limits.upper) if j.type != "continuous" else rng.uniform(-2 * math.pi, 2 * math.pi)
-         for j in model.moving_joints]
+    bounds = [(-2 * math.pi, 2 * math.pi) if j.type == "continuous" else (j.limits.lower, j.limits.upper)
+              for j in model.moving_joints]
+    q = [rng.uniform(lo, hi) for lo, hi in bounds]
     return np.array(q), rng.uniform(-3.0, 3.0, model.nq), rng.uniform(-10.0, 10.0, model.nq)
 
 
@@ -96,7 +97,8 @@ def algorithms(model, pin, seed: int = 16) -> list[tuple[str, Callable, Callable
     link = len(model.links) - 1  # the deepest link
     frame = pm.getFrameId(model.links[link].name, pin.BODY)
     return [
-        ("forward kinematics", lambda: forward_kinematics(model, data, q), lambda: pin.framesForwardKinematics(pm, pd, q)),
+        ("forward kinematics", lambda: forward_kinematics(model, data, q),
+         lambda: pin.framesForwardKinematics(pm, pd, q)),
         ("rnea", lambda: rnea(model, data, q, qd, qdd, GRAVITY), lambda: pin.rnea(pm, pd, q, qd, qdd)),
         ("gravity torques", lambda: gravity_torques(model, data, q, GRAVITY),
          lambda: pin.computeGeneralizedGravity(pm, pd, q)),
@@ -195,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hil-bench-dynamics-") as tmp:
         arm = Path(tmp) / "serial_arm.yaml"
         arm.write_text(SERIAL_ARM)
-        robots = (("commbot", scanned_model("sim://commbot"), True), ("serial arm", scanned_model(f"sim://{arm}"), False))
+        robots = (("commbot", scanned_model("sim://commbot"), True),
+                  ("serial arm", scanned_model(f"sim://{arm}"), False))
     for name, model, with_targets in robots:
         with CpuMeter() as cpu:
             lines = robot_section(name, model, pin, args.calls, args.rounds, with_targets)

@@ -253,7 +253,8 @@ class PositionDrive:
     def __init__(self, goal: float, gain: float, duty_cap: float, no_load_speed: float, damping: float,
                  torque_cap: float, speed_cap: float, alpha: float, torque: float = 0.0):
         self.goal, self.gain, self.duty_cap = goal, gain, duty_cap
-        self.no_load_speed, self.damping, self.torque_cap, self.speed_cap = no_load_speed, damping, torque_cap, speed_cap
+        self.no_load_speed, self.damping = no_load_speed, damping
+        self.torque_cap, self.speed_cap = torque_cap, speed_cap
         self.alpha, self.torque = alpha, torque
 
     @classmethod

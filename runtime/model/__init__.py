@@ -9,8 +9,8 @@ needs numpy only; nothing here imports pybullet (the tests check our dynamics ag
 
 The algorithms exported here are the fast ones (runtime.model.algorithms: rigid subtrees merged, world-frame
 spatial algebra batched in numpy; fractions of a millisecond on the commbot). runtime.model.reference keeps the
-per-link versions as reference 002 states them, for cross-checks; runtime.model.pinocchio hands the same model
-to Pinocchio when it is installed.
+per-link versions as reference 002 states them, for cross-checks; runtime.model.pinocchio_model hands the same
+model to Pinocchio when it is installed.
 """
 from .algorithms import (LOCAL, LOCAL_WORLD_ALIGNED, STANDARD_GRAVITY, WORLD, aba, center_of_mass,
                          composite_inertia, connection_transforms, crba, forward_dynamics, forward_kinematics,
