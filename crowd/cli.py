@@ -15,14 +15,16 @@ import json
 import sys
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", choices=("run", "objectives"), default="run",
                         help="run (default): simulate; objectives: list the objective registry with parameters")
-    parser.add_argument("--map", help="a map under config/maps/ (e.g. arcade) or a path")
+    parser.add_argument("--map", help="a map on the config search path (e.g. arcade) or a path")
     parser.add_argument("--rates", default="weekday,weekend",
                         help="rates files, comma-separated (names under config/crowd/ or paths); the one listing "
                              "the current day applies (default: weekday,weekend)")
+    parser.add_argument("--rate-scale", type=float, default=1.0, metavar="X",
+                        help="multiply every appearance rate by X (0..100): a denser or sparser crowd of the same "
+                             "mix (default 1)")
     parser.add_argument("--start", help="day and time at sim time 0, e.g. 'sat 14:00' (default: the first band "
                                         "of the first rates file)")
     parser.add_argument("--script", help="a scenario script (.scn; a path or a name under config/scenarios/); it "
@@ -122,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.robot:
         x, y, yaw = _robot_pose(args.robot)
         sim.set_robot(x, y, yaw=yaw)
-    scenario = Scenario(sim, rates=tables, start_s=start_s, generate=script is None)
+    scenario = Scenario(sim, rates=tables, start_s=start_s, generate=script is None, rate_scale=args.rate_scale)
     if script is not None:  # a bad line stops us here, before anything runs or any file is written
         check(script, crowd_map, types=scenario.types, can_generate=scenario.generator is not None)
     if args.serve:
@@ -187,6 +189,14 @@ def _count(names) -> dict[str, int]:
     for n in names:
         out[n] = out.get(n, 0) + 1
     return dict(sorted(out.items()))
+
+
+def register(sub) -> None:
+    """``hil crowd``: the crowd simulator's one subcommand."""
+    crowd = sub.add_parser("crowd", help="the crowd simulator standalone (trajectories as JSON) or served to a "
+                                         "world; 'hil crowd objectives' lists the reactions to the robot")
+    add_arguments(crowd)
+    crowd.set_defaults(func=run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -312,15 +312,22 @@ class Party:
     ids: list[int] = field(default_factory=list)  # filled in when spawned
 
 
+MAX_RATE_SCALE = 100.0  # beyond this a rates file is the wrong tool: write one with those rates
+
+
 class Generator:
     """The person generation module: a sim hook that brings people in by the appearance rates.
 
     ``start_s`` is the week time (seconds since Monday 00:00, see :func:`parse_start`) at sim time 0. With several
-    tables, the one listing the current day applies; on a day no table lists, nobody comes.
+    tables, the one listing the current day applies; on a day no table lists, nobody comes. ``rate_scale``
+    multiplies every appearance rate (a denser or sparser crowd of the same mix: sweeps vary it).
     """
 
     def __init__(self, sim: CrowdSim, tables: RateTable | list[RateTable], *, start_s: float | None = None,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, rate_scale: float = 1.0) -> None:
+        if not (isinstance(rate_scale, (int, float)) and 0.0 <= rate_scale <= MAX_RATE_SCALE):
+            raise ValueError(f"rate_scale must be a number in [0, {MAX_RATE_SCALE:g}], not {rate_scale!r}")
+        self.rate_scale = float(rate_scale)
         self.sim = sim
         self.tables = [tables] if isinstance(tables, RateTable) else list(tables)
         if not self.tables:
@@ -376,7 +383,7 @@ class Generator:
         day, tod = self.week_time(sim_time_s)
         table = self.table_for(day)
         band = table.band_at(tod) if table else None
-        return dict(band.rates) if band else {}
+        return {k: v * self.rate_scale for k, v in band.rates.items()} if band else {}
 
     # -- drawing and spawning --------------------------------------------------------------------------------
     def draw(self, time_s: float, dt: float) -> list[Party]:
@@ -389,7 +396,7 @@ class Generator:
         rng = self.sim.rng
         types = list(band.rates)
         entrances, weights = self._entrance_weights(table)
-        lam = np.outer([band.rates[t] for t in types], weights) * (dt / 3600.0)
+        lam = np.outer([band.rates[t] for t in types], weights) * (self.rate_scale * dt / 3600.0)
         counts = rng.poisson(lam)
         parties = []
         for i, j in zip(*np.nonzero(counts)):

@@ -312,11 +312,12 @@ class Scenario:
 
     def __init__(self, sim: CrowdSim, *, rates: RateTable | list[RateTable] | None = None,
                  start_s: float | None = None, objectives: ObjectiveConfig | None = None,
-                 generate: bool = False) -> None:
+                 generate: bool = False, rate_scale: float = 1.0) -> None:
         self.sim = sim
         tables = [rates] if isinstance(rates, RateTable) else list(rates or [])
         self.types: dict[str, PersonType] = {**DEFAULT_TYPES, **(tables[0].person_types if tables else {})}
-        self.generator = Generator(sim, tables, start_s=start_s, enabled=generate) if tables else None
+        self.generator = Generator(sim, tables, start_s=start_s, enabled=generate,
+                                   rate_scale=rate_scale) if tables else None
         config_at = None
         if objectives is None and tables:  # each rates file's own reactions, on the days it covers
             configs = [objectives_mod.config_from_table(t.objectives) for t in tables]

@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .yaml_source import ConfigError, SourceDict, SourceList, require, resolve_config_path
+from . import config_path
+from .yaml_source import ConfigError, SourceDict, SourceList, require
 
-MAPS_DIR = Path(__file__).resolve().parents[1] / "config" / "maps"  # the one place that knows where maps live
 
 WALL_KEYS = ("from", "to", "thickness", "height", "name")
 DEFAULT_THICKNESS = 0.1
@@ -20,8 +20,9 @@ DEFAULT_HEIGHT = 2.0
 
 
 def resolve_map(name_or_path: str | Path) -> Path:
-    """A map's file: a name under config/maps/ (``arcade``) or a path; ConfigError listing the known names."""
-    return resolve_config_path(name_or_path, MAPS_DIR, "map")
+    """A map's file: a name on the config search path (``arcade``; devices.config_path) or a path; ConfigError
+    listing the known names."""
+    return config_path.resolve(name_or_path, "maps", "map")
 
 
 @dataclass(frozen=True)

@@ -99,16 +99,3 @@ def require(mapping: Any, key: str, kind: type | tuple[type, ...], what: str) ->
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise mapping.error(key, f"{what}: {key} must be {names}, not {type(value).__name__} {value!r}")
     return value
-
-
-def resolve_config_path(name_or_path: str | Path, directory: Path, what: str) -> Path:
-    """A name of a YAML file under ``directory`` (``commbot``, ``lab``) or a path to one; ConfigError listing the
-    known names otherwise."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    path = directory / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in directory.glob("*.yaml"))
-        raise ConfigError(str(name_or_path), None, f"no {what} of that name; known: {', '.join(known)}")
-    return path

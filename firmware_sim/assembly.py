@@ -19,13 +19,13 @@ from pathlib import Path
 from devices.catalog import compiled_part, load_part, part_names
 from devices.control_table import XL430_W250, XM430_W350
 from devices.descriptor import PartDescriptor
-from devices.yaml_source import SourceDict, load_yaml_file, require, resolve_config_path
+from devices import config_path
+from devices.yaml_source import SourceDict, load_yaml_file, require
 
 from .cpc_part import CpcBuildError, build_cpc_part
 from .part import PartFirmware
 from .servo import ServoFirmware
 
-ROBOTS_DIR = Path(__file__).resolve().parent.parent / "config" / "robots"
 SERVO_MODELS = {t.model_name: t for t in (XM430_W350, XL430_W250)}
 
 
@@ -37,8 +37,9 @@ class Assembly:
 
 
 def resolve_assembly_path(name_or_path: str) -> Path:
-    """A name under config/robots/ (``commbot``) or a path to a YAML file."""
-    return resolve_config_path(name_or_path, ROBOTS_DIR, "assembly")
+    """A name on the config search path (``commbot``: ./config/robots, $HIL_PATH, hil's own) or a path to a YAML
+    file."""
+    return config_path.resolve(name_or_path, "robots", "assembly")
 
 
 def default_serial(assembly: str, device_id: int) -> int:

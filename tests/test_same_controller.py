@@ -35,7 +35,7 @@ def run(tmp_path: Path, name: str, profile: dict, extra: list[str] = ()) -> list
     profile_path = tmp_path / f"{name}.yaml"
     profile_path.write_text("".join(f"{k}: {v}\n" for k, v in profile.items()))
     out = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(controller), "--profile", str(profile_path),
+    proc = subprocess.run([sys.executable, "-m", "hil", "run", str(controller), "--profile", str(profile_path),
                            "--duration", "1.5", *extra], capture_output=True, text=True, timeout=240,
                           env={"TRACE_OUT": str(out), "PATH": "/usr/bin:/bin", "HIL_CACHE_DIR": str(tmp_path / "c")})
     assert proc.returncode == 0, proc.stderr[-3000:]
