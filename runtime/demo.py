@@ -102,8 +102,8 @@ def start_crowd(seed: int, crowd_map: str = TRIAL_MAP, scenario: str | None = No
                "--map", crowd_map, "--serve", "tcp://127.0.0.1:*", "--seed", str(seed)]
     if scenario:
         command += ["--script", scenario, "--generate"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=str(EXAMPLES.parent))
+    from .process import spawn  # dies with us, even on SIGKILL (issue 18 item 10)
+    proc = spawn(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(EXAMPLES.parent))
     line = proc.stdout.readline().split()
     if len(line) != 2 or line[0] != "crowd":
         proc.kill()
