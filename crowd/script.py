@@ -9,6 +9,8 @@ One command per line; ``#`` starts a comment; durations are simulated time with 
     place NAME X Y                           set where a person stands
     move NAME to PLACE | to X Y | to robot   start walking there (along the passage graph)
     wait NAME arrived [timeout DURATION]     run until the person has arrived (default timeout 10min)
+    wait robot [timeout DURATION]            run until the crowd knows where the robot is (served in real time,
+                                             its first pose comes with the world's stream; default 10min)
     objective NAME OBJECTIVE [KEY=VALUE...]  the reaction to the robot; only the named parameters change
     generate on | off                        stochastic generation and reactions (a script starts with them off)
 
@@ -203,9 +205,14 @@ def _parse_line(line: _Line) -> Command:
         args["to"], tok = line.target()
         cols["to"] = tok.column
     elif op == "wait":
-        tok = line.name()
-        args["name"], cols["name"] = tok.text, tok.column
-        line.keyword("arrived")
+        nxt = line.peek()
+        if nxt is not None and nxt.text == "robot":
+            line.next("robot")
+            args["robot"], cols["robot"] = True, nxt.column
+        else:
+            tok = line.name()
+            args["name"], cols["name"] = tok.text, tok.column
+            line.keyword("arrived")
         args["timeout_s"] = DEFAULT_WAIT_TIMEOUT_S
         if line.peek() is not None:
             line.keyword("timeout")
@@ -332,6 +339,7 @@ class Scenario:
             sim.hooks.append(self.generator)
         sim.hooks.append(self.objectives)
         self.ids: dict[str, int] = {}
+        self._world_robot = False  # play(world_robot=True): the world sends the robot, so 'wait robot' can wait
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def id_of(self, name: str) -> int:
@@ -370,6 +378,9 @@ class Scenario:
     def move(self, name: str, to: str | tuple[float, float]) -> None:
         """Walk along the passage graph to a place, a point, or ``"robot"`` (up to where the robot stands now)."""
         agent_id = self.id_of(name)
+        if to == "robot" and self.sim.robot is None:
+            raise ValueError("there is no robot yet (a served crowd hears of it with the world's first state): "
+                             "put 'wait robot' before this line")
         if isinstance(to, str):
             if to != "robot":
                 self.sim.map.point(to)  # an unknown name fails here, before the agent is touched
@@ -427,6 +438,7 @@ class Scenario:
         if isinstance(script, str):
             script = parse(script, source)
         check(script, self.sim.map, types=self.types, can_generate=self.generator is not None, known=self.ids)
+        self._world_robot = world_robot
         self.generate(generate)  # a script starts in its own mode: no stochastic transitions (000, FIG. 12)
         for cmd in script.commands:
             if world_robot and cmd.op == "robot":
@@ -446,6 +458,16 @@ class Scenario:
         if cmd.op == "run":
             for _ in range(int(round(a["duration_s"] / self.sim.dt))):
                 yield
+        elif cmd.op == "wait" and a.get("robot"):
+            if self.sim.robot is None and not self._world_robot:
+                raise ValueError("a standalone crowd has no world to send the robot: place it with a 'robot' "
+                                 "line or --robot")
+            for _ in range(int(round(a["timeout_s"] / self.sim.dt))):
+                if self.sim.robot is not None:
+                    return
+                yield
+            if self.sim.robot is None:
+                raise TimeoutError(f"no robot pose came within {a['timeout_s']:g} s of simulated time")
         elif cmd.op == "wait":
             agent_id = self.id_of(a["name"])
             for _ in range(int(round(a["timeout_s"] / self.sim.dt))):
@@ -467,6 +489,9 @@ class Scenario:
             self.place(a["name"], *a["xy"])
         elif cmd.op == "move":
             self.move(a["name"], a["to"])
+        elif cmd.op == "wait" and a.get("robot"):
+            if self.sim.robot is None:
+                raise ValueError("there is no robot (place it with a 'robot' line or --robot)")
         elif cmd.op == "wait":
             self.wait_arrived(a["name"], a["timeout_s"])
         elif cmd.op == "objective":
