@@ -123,7 +123,7 @@ def load_yaml_mapping(path: str | Path, what: str) -> SourceDict:
     return doc
 
 
-def check_keys(mapping: Any, known: Iterable[str], what: str) -> None:
+def check_keys(mapping: Any, known: Iterable[str], what: str, noun: str = "key") -> None:
     """Refuse keys that are not in ``known`` with file:line and the closest known key (a typo would otherwise be
     silently ignored, and its value with it)."""
     known = tuple(known)
@@ -131,7 +131,7 @@ def check_keys(mapping: Any, known: Iterable[str], what: str) -> None:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
-            message = f"{what}: unknown key {key!r}; {hint}"
+            message = f"{what}: unknown {noun} {key!r}; {hint}"
             if isinstance(mapping, SourceDict):
                 raise mapping.error(key, message)
             raise ConfigError(getattr(mapping, "source", "<config>"), None, message)
