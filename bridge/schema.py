@@ -146,8 +146,9 @@ class TypedDecoder:
 
     def __init__(self, schemas: dict[str, Any]):
         self.kinds = tuple(schemas)
-        types = [msgspec.defstruct(f"{kind.title().replace('_', '')}Message", [("payload", schema, None)],
-                                   bases=(_Message,), tag=kind, frozen=True)
+        types = [msgspec.defstruct(f"{kind.title().replace('_', '')}Message",
+                                   [("payload", schema, None) if schema is Any else ("payload", schema)],
+                                   bases=(_Message,), tag=kind, frozen=True, kw_only=True)
                  for kind, schema in schemas.items()]
         self._decoder = msgspec.msgpack.Decoder(Union[tuple(types)] if len(types) > 1 else types[0])
 

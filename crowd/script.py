@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .sim import CrowdSim
 
 DEFAULT_WAIT_TIMEOUT_S = 600.0
+MAX_DURATION_S = 7 * 86400.0  # one line may ask for a week of simulated time at most
 UNITS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([a-z]+)$")
@@ -136,7 +137,10 @@ class _Line:
         if match[2] not in UNITS:
             unit_col = tok.column + len(match[1])
             raise self.error(unit_col, f"unknown time unit {match[2]!r} (use {', '.join(UNITS)})")
-        return float(match[1]) * UNITS[match[2]], tok
+        seconds = float(match[1]) * UNITS[match[2]]
+        if seconds > MAX_DURATION_S:
+            raise self.error(tok.column, f"{tok.text} is longer than MAX_DURATION_S={MAX_DURATION_S:g} s (a week)")
+        return seconds, tok
 
     def target(self) -> tuple[Any, Token]:
         """A place name, ``robot``, or ``X Y``."""
@@ -301,12 +305,17 @@ def load_script(path: str | Path) -> Script:
     """Read and parse a .scn file (a path, or a name under config/scenarios/)."""
     from .configfile import resolve
 
+    from devices.yaml_source import ConfigError, read_text
+
     resolved = resolve(path, "scenarios", suffix=".scn")
     try:
-        text = resolved.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScriptError(str(path), 0, None, f"cannot read: {exc.strerror}") from None
-    return parse(text, str(resolved))
+        text = read_text(resolved)  # a binary file is refused at the line of its first bad byte
+    except ConfigError as exc:
+        raise ScriptError(exc.source, exc.line or 0, None, exc.message) from None
+    script = parse(text, str(resolved))
+    if not script.commands:
+        raise ScriptError(str(resolved), 1, None, "the script has no commands (an empty scenario would be a 0 s run)")
+    return script
 
 
 # --------------------------------------------------------------------------------------------------------- run

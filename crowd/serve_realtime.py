@@ -106,6 +106,9 @@ def _apply(sim: CrowdSim, world: WorldPayload, server: RealtimeCrowdServer, stat
     except EnvelopeError as exc:
         server.counters.drop(f"crowd world stream {server.world_endpoint}", str(exc))
         return
+    except Exception as exc:  # our bug on valid input: the crowd must go on serving
+        server.counters.drop(f"crowd world stream {server.world_endpoint}", f"{type(exc).__name__}: {exc}")
+        return
     stats.worlds += 1
     stats.world_t = world.t
 
