@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", metavar="DIR",
                         help="with --serve: CURVE-encrypt the link and answer only worlds whose key is in "
                              "DIR/authorized/ (a key directory made by 'hil keys DIR'); needed off loopback")
+    parser.add_argument("--insecure", action="store_true",
+                        help="with --serve on a non-loopback address: serve without --keys anyway (anyone who can "
+                             "reach the port can drive the crowd); refused otherwise")
+    parser.add_argument("--allow-objectives", metavar="MODULES",
+                        help="comma-separated modules a rates file may import user objectives from "
+                             "(objectives.user: 'module:Class'); none unless given: importing runs the module's code")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="for 'objectives': a table or JSON")
 
@@ -67,6 +73,9 @@ def _security(args: argparse.Namespace):
     """The keys of ``--keys``, checked before any file is loaded or anything bound: a bad key directory stops the
     command with the file and the reason, not a crowd that silently refuses everyone."""
     if not args.keys:
+        if args.serve and not args.insecure and not is_loopback(args.serve):
+            raise ValueError(f"hil crowd: --serve {args.serve} is reachable from other machines: give --keys DIR "
+                             f"(CURVE: 'hil keys DIR' makes one) or, knowingly, --insecure")
         return None
     if not args.serve:
         raise ValueError("hil crowd: --keys secures the link of --serve: it needs --serve ENDPOINT")
@@ -75,6 +84,23 @@ def _security(args: argparse.Namespace):
     security = Security.load(args.keys)
     security.check_server()
     return security
+
+
+def is_loopback(endpoint: str) -> bool:
+    """A ZeroMQ endpoint only this machine can reach: tcp on 127.x / ::1 / localhost, or ipc/inproc."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    if parts.scheme in ("ipc", "inproc"):
+        return True
+    host = parts.netloc.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # '*', an interface name or a host name: not provably loopback
+        return False
 
 
 def list_objectives(fmt: str = "text") -> str:
@@ -109,6 +135,10 @@ def run(args: argparse.Namespace) -> int:
     if args.dt <= 0:
         raise ValueError(f"hil crowd: --dt must be > 0, not {args.dt}")
     security = _security(args)
+    if args.allow_objectives:
+        from .objectives import allow_user_modules
+
+        allow_user_modules(args.allow_objectives.split(","))
 
     from .maps import load_crowd_map
     from .population import load_rates, parse_start

@@ -1,6 +1,6 @@
 """``hil run CONTROLLER --profile P --record DIR``: any run recorded as a trial, without the controller knowing.
 
-Real ``python -m runtime.cli run`` subprocesses: the commbot on the in-process virtual bus on the simulator's clock
+Real ``python -m hil run`` subprocesses: the commbot on the in-process virtual bus on the simulator's clock
 (the same run twice gives the same bytes), a controller that raises (the log and the report are still there), a
 robot without a base (joints only), and a mixed trial (the commbot's stand-in on a pty with the real clock, a
 real-time crowd) whose log keeps the real and the virtual ring readings apart. No timing assertions.

@@ -134,8 +134,9 @@ class CrowdProcess:
 
     def __init__(self, spec: TrialSpec, task: Task, *, realtime: bool):
         self.command = crowd_command(spec, task, realtime=realtime)
-        self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     preexec_fn=die_with_parent)
+        from runtime.process import spawn  # dies with us, even on SIGKILL
+
+        self.proc = spawn(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().split()
         if len(line) != 2 or line[0] != "crowd":
             self.proc.kill()
@@ -168,18 +169,6 @@ def crowd_command(spec: TrialSpec, task: Task, *, realtime: bool) -> list[str]:
     if realtime:
         command.append("--realtime")
     return command
-
-
-def die_with_parent() -> None:
-    """In the child, before exec: ask the kernel to SIGKILL it when its parent dies (Linux PR_SET_PDEATHSIG), so a
-    killed trial leaves no crowd behind."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the trial's own cleanup still stops it
-        pass
 
 
 def _relay(stream) -> None:

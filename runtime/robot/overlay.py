@@ -140,7 +140,7 @@ class CrowdOverlay:
             self.casts += 1
 
     def _take(self, payload: dict, now: float) -> None:
-        from bridge.crowd_link import parse_people
+        from bridge.crowd_link import intents_time, parse_people
         from bridge.envelope import EnvelopeError
         from firmware_sim.shadow import Person
 
@@ -148,7 +148,7 @@ class CrowdOverlay:
             people = {person.id: person._asdict() for person in parse_people(payload)}
             shadow = [Person(pid, float(person["x"]), float(person["y"]), float(person["radius"]),
                              float(person["height"])) for pid, person in people.items()]
-            crowd_time = float(payload["t"])
+            crowd_time = intents_time(payload)
             self.shadow.set_people(shadow)
         except (EnvelopeError, KeyError, TypeError, ValueError) as exc:
             self.link.drop(f"intents: malformed people ({type(exc).__name__}: {exc})")
