@@ -43,7 +43,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Self
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "tcp://127.0.0.1:*"
@@ -71,7 +70,7 @@ class CpuMeter:
     """Cores kept busy over an interval by this benchmark (this process and the children it has waited for:
     servers, crowd subprocesses) and by everything else on the machine."""
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> CpuMeter:
         self._t0, self._busy0, self._ours0 = time.perf_counter(), _busy_s(), sum(os.times()[:4])
         return self
 

@@ -80,6 +80,11 @@ def register(sub) -> None:
                      help="a controller parameter (robot.params[KEY]; VALUE read as YAML: 0.4, true, [1, 2])")
     run.set_defaults(func=cmd_run)
 
+    examples = sub.add_parser("examples", help="list the example controllers shipped with hil, or copy them (with "
+                                               "their pytest scenario tests) into a folder to start from")
+    examples.add_argument("--copy", metavar="DIR", help="copy the examples into DIR (DIR/tests: the scenario tests)")
+    examples.set_defaults(func=cmd_examples)
+
     report = sub.add_parser("report", help="rebuild metrics.json and topdown.png of a trial folder from its log")
     report.add_argument("dir", help="trial folder holding trial.mcap")
     report.set_defaults(func=cmd_report)
@@ -231,3 +236,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.build import cli
 
     return cli(args)
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    """List the shipped examples (first line of each docstring), or copy them to start a project from."""
+    import ast
+    import shutil
+
+    from devices.config_path import builtin_examples
+
+    source = builtin_examples()
+    files = sorted(p for p in source.glob("*.py"))
+    if args.copy:
+        target = Path(args.copy)
+        if target.exists() and any(target.iterdir()):
+            raise ValueError(f"{target}: not empty; copy the examples into a new or empty folder")
+        (target / "tests").mkdir(parents=True, exist_ok=True)
+        for path in [*files, *sorted((source / "tests").glob("*.py"))]:
+            shutil.copy2(path, target / path.relative_to(source))
+        print(f"copied {len(files)} example controllers and their tests to {target}; try:\n"
+              f"  hil trial {target / 'wander_avoid.py'} --map lab --duration 20\n  pytest {target / 'tests'}")
+        return 0
+    for path in files:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        first = " ".join(doc.split("\n\n")[0].split())
+        print(f"{path.name:<18} {first if len(first) <= 100 else first[:99] + '~'}")
+    print(f"(in {source}; hil examples --copy DIR to start from them)")
+    return 0
+

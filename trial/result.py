@@ -80,6 +80,9 @@ class TrialResult:
     def ok(self) -> bool:
         return self.status == OK
 
+    def __repr__(self) -> str:
+        return f"<TrialResult {self.summary_line()}>"
+
     def summary_line(self) -> str:
         """One line: how it ended and the metrics a developer looks at first."""
         head = f"{self.label}: {self.status} ({self.stopped}) after {self.sim_s:.1f} s"
