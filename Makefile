@@ -1,25 +1,47 @@
 # Every target creates .venv and installs what it needs from pyproject.toml; nothing else is assumed.
+#   make demo    the main job on the built-in virtual robot (installs hil alone)
+#   make test    the whole suite (hil + the test extra: only what the tests import)
+#   make bench   side-by-side benchmarks (+ the bench extra: the peers, JuPedSim and pysocialforce among them)
+#   make fuzz    the long fuzz run against every server (1M messages each)
+#   make wheel-smoke   the wheel installed in a fresh venv outside the checkout, used from another folder
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench fuzz wheel-smoke clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	rm -f $(VENV)/.installed-* && touch $@
 
-demo: $(STAMP)
+# one stamp per set of extras and pyproject.toml version: a changed pyproject or a new extra installs again
+$(VENV)/.installed-core-$(SUM): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test-$(SUM): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-bench-$(SUM): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $@
+
+demo: $(VENV)/.installed-core-$(SUM)
 	$(BIN)/hil demo
 
-test: $(STAMP)
+test: $(VENV)/.installed-test-$(SUM)
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
+bench: $(VENV)/.installed-bench-$(SUM)
 	$(BIN)/python -m bench
+
+fuzz: $(VENV)/.installed-test-$(SUM)
+	FUZZ_N=$${FUZZ_N:-1000000} $(BIN)/python -m pytest tests/test_fuzz_servers.py -q
+
+wheel-smoke:
+	bash .ci/wheel_smoke
 
 clean:
 	rm -rf $(VENV) build *.egg-info

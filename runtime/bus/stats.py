@@ -23,10 +23,15 @@ class BusStats:
     latencies_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW), repr=False)
 
     def latency_percentile_s(self, q: float) -> float:
+        """The q-th percentile (0..100) of the kept latencies, interpolated linearly between the two nearest
+        ranks (numpy's default): p50 of [1, 3] is 2, p99 of 1..100 is 99.01; NaN with none kept."""
         if not self.latencies_s:
             return float("nan")
         ordered = sorted(self.latencies_s)
-        return ordered[min(len(ordered) - 1, int(q / 100.0 * len(ordered)))]
+        rank = min(max(q, 0.0), 100.0) / 100.0 * (len(ordered) - 1)
+        low = int(rank)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "latencies_s"}

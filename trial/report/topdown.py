@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .log import LogMessage
+from ..record.log import LogMessage
 from .metrics import DEFAULT_GOAL_RADIUS_M, _person_tracks
 from .png import write_png
 
@@ -236,6 +236,24 @@ def _grid(canvas: Canvas, view: Viewport, xmin: float, xmax: float, ymin: float,
         canvas.rect(int(left), r, int(right - left) + 1, 1, GRID)
 
 
+def fit_title(parts: list[str], max_chars: int) -> str:
+    """The title's parts joined so that it fits ``max_chars``: wide gaps when there is room, then narrow ones,
+    then the middle parts (map, scenario) shortened with '~'; the outcome at the end is never cut."""
+    for gap in ("   ", "  "):
+        text = gap.join(parts)
+        if len(text) <= max_chars:
+            return text
+    parts = list(parts)
+    for index in sorted(range(1, len(parts) - 1), key=lambda i: -len(parts[i])):
+        excess = len("  ".join(parts)) - max_chars
+        if excess <= 0:
+            break
+        keep = max(6, len(parts[index]) - excess - 1)
+        if keep < len(parts[index]):
+            parts[index] = parts[index][:keep] + "~"
+    return "  ".join(parts)[:max_chars] if len("  ".join(parts)) > max_chars else "  ".join(parts)
+
+
 def _header(canvas: Canvas, messages: Mapping[str, Sequence[LogMessage]], metrics: Mapping[str, Any] | None,
             the_map: Mapping[str, Any]) -> None:
     meta = messages["/trial/meta"][0].data if messages.get("/trial/meta") else {}
@@ -256,7 +274,7 @@ def _header(canvas: Canvas, messages: Mapping[str, Sequence[LogMessage]], metric
             title.append("GOAL NOT REACHED")
         else:
             title.append("NO GOAL")
-    canvas.text(MARGIN_PX, 10, "   ".join(title)[: (canvas.width - 2 * MARGIN_PX) // 12])
+    canvas.text(MARGIN_PX, 10, fit_title(title, (canvas.width - 2 * MARGIN_PX) // 12))
     col, row = MARGIN_PX, 38
     canvas.rect(col, row + 5, 28, ROBOT_PX, ROBOT)
     col = canvas.text(col + 36, row, "ROBOT") + 18
