@@ -67,6 +67,11 @@ class JointModel:
         return self.type in MOVING_TYPES
 
     @property
+    def rotary(self) -> bool:
+        """Revolute or continuous: it turns about its axis (a prismatic joint slides along it)."""
+        return self.type in ROTARY_TYPES
+
+    @property
     def is_mount(self) -> bool:
         return self.part_joint is None
 

@@ -20,11 +20,14 @@ of ``nq + 1`` bodies (body 0: everything fixed to the root; body ``k + 1``: the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .model import MOVING_TYPES, ROTARY_TYPES, Model
 from .spatial import SE3, Inertia, skew
+
+if TYPE_CHECKING:  # model.py builds the tree (Model.tree): the import goes one way
+    from .model import Model
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,8 +93,7 @@ def build_tree(model: Model) -> KinematicTree:
                 parent[k] = body[up] - 1
                 placement[k] = (offset[up] * joint.placement).homogeneous
                 axis[k] = joint.axis / np.linalg.norm(joint.axis)
-                revolute[k] = 1.0 if joint.type in ROTARY_TYPES else 0.0
-                prismatic[k] = 1.0 if joint.type not in ROTARY_TYPES and joint.type in MOVING_TYPES else 0.0
+                revolute[k], prismatic[k] = (1.0, 0.0) if joint.rotary else (0.0, 1.0)
             else:
                 body[i] = body[up]
                 offset[i] = offset[up] * joint.placement
