@@ -282,6 +282,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--bus", metavar="URL", help="override the profile's bus (e.g. the /dev/pts/N of hil sim --pty)")
     parser.add_argument("--record", metavar="DIR",
                         help="record the run as a trial: DIR/trial.mcap, then DIR/metrics.json and DIR/topdown.png")
+    from ..native.cli import add_arguments as add_native_arguments
+
+    add_native_arguments(parser)  # --native PROGRAM -- ARGS: runtime/native
 
 
 def cli(args) -> int:
@@ -294,7 +297,11 @@ def cli(args) -> int:
     from ..bus import BusError
     from ..clock.base import ClockError
     from ..model import ModelError
+    from ..native.cli import maybe_run
 
+    native_status = maybe_run(args)
+    if native_status is not None:
+        return native_status
     try:
         summary = run_controller(args.controller, args.profile, duration_s=args.duration, bus=args.bus,
                                  record=getattr(args, "record", None))
