@@ -34,18 +34,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SOURCES = {"sixty": HERE / "native" / "sixty_sleeps.c", "threads": HERE / "native" / "two_threads.c",
            "waits": HERE / "native" / "waits.c", "life": HERE / "native" / "lifecycle.c",
-           "neck": ROOT / "examples" / "native" / "commbot_neck.c"}
+           "neck": ROOT / "examples" / "native" / "commbot_neck.c", "cxx": HERE / "native" / "cxx_condvar.cpp"}
 EPOCH_NS = 1_700_000_000_000_000_000  # a fixed CLOCK_REALTIME at simulated time 0, for byte-identical traces
 S = 1_000_000_000
 WAIT_S = 20.0  # bound on waiting for a process to do what it must (a hang fails the test instead)
 
 
-def _compiler() -> str:
-    found = shutil.which("gcc") or shutil.which("cc")
+def _compiler(names: tuple[str, ...] = ("gcc", "cc")) -> str:
+    found = next((path for path in map(shutil.which, names) if path), None)
     if found is None:
         if os.environ.get("CI"):
-            pytest.fail("no C compiler (gcc or cc) on PATH: the native shim tests need one")
-        pytest.skip("no C compiler (gcc or cc) on PATH")
+            pytest.fail(f"no compiler ({' or '.join(names)}) on PATH: the native shim tests need one")
+        pytest.skip(f"no compiler ({' or '.join(names)}) on PATH")
     return found
 
 
@@ -70,7 +70,8 @@ def programs(native_tools, tmp_path_factory) -> dict[str, Path]:
     built = {}
     for name, source in SOURCES.items():
         target = out / name
-        subprocess.run([_compiler(), "-O2", "-pthread", "-Wall", "-o", str(target), str(source)], check=True,
+        compiler = _compiler(("g++", "c++")) if source.suffix == ".cpp" else _compiler()
+        subprocess.run([compiler, "-O2", "-pthread", "-Wall", "-o", str(target), str(source)], check=True,
                        capture_output=True)
         built[name] = target
     return built
@@ -124,6 +125,20 @@ def test_two_threads_at_different_rates_see_one_simulated_time(programs):
     assert slow == [(k, k * 25_000_000) for k in range(1, 41)]
     assert main == [(0, 0), (1, S)]
     assert per_thread_runs[0] == per_thread_runs[1]
+
+
+def test_cxx_condition_variables_and_sleeps_run_on_simulated_time(programs):
+    """std::condition_variable::wait_for (pthread_cond_clockwait), notify_one, sleep_for, steady_clock."""
+    runs = []
+    for _ in range(2):
+        result, out, err = run_bare([programs["cxx"]])
+        assert result.returncode == 0, err
+        runs.append(sorted(tuple(line.split()) for line in out.splitlines()))
+    assert runs[0] == runs[1]
+    got = {(who, int(k), int(ms)) for who, k, ms in runs[0]}
+    assert {(k, ms) for who, k, ms in got if who == "got"} == {(k, 30 * k) for k in range(1, 11)}  # as produced
+    assert {(k, ms) for who, k, ms in got if who == "timeout"} == {(1, 70), (2, 140), (3, 210)}  # nobody notified
+    assert ("end", 0, 300) in got and not any(who in ("missed", "woken") for who, _, _ in got)
 
 
 # --- waits with timeouts -----------------------------------------------------------------------------------------
@@ -277,6 +292,15 @@ def test_the_program_dies_with_hil(programs, tmp_path):
         if hil.poll() is None:
             hil.kill()
             hil.wait()
+
+
+def test_a_program_that_execs_itself_stays_the_participant(programs):
+    result, out, err = run_bare([programs["life"], "exec"])
+    assert result.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0] == lines[1] and lines[0].startswith("pid ")  # the same process, announced by both images
+    # the old image slept 10 ms; the new one goes on from there (its own first 10 ms, then two ticks)
+    assert lines[2:] == ["t 30000000", "t 40000000"]
 
 
 def test_a_forked_child_runs_on_the_wall_clock_and_says_so(programs):

@@ -4,9 +4,10 @@
  * Loaded with LD_PRELOAD by `hil run --native` under `clock: sim`, this library takes over the time functions of
  * the program: clock_gettime (REALTIME, MONOTONIC and their variants), gettimeofday, time, timespec_get read the
  * simulated time; nanosleep, clock_nanosleep, usleep, sleep and the timeouts of poll/ppoll/select/pselect/
- * epoll_wait/epoll_pwait(2) wait in simulated time. The whole process is ONE participant of the trial's lockstep
- * clock: it asks the clock to advance only when every thread of the program waits in one of those calls (or in
- * pthread_join), and then to the earliest wake time among them; all threads read one shared time.
+ * epoll_wait/epoll_pwait(2) and of pthread_cond_timedwait/clockwait wait in simulated time (and pthread_cond_wait,
+ * pthread_join count as waits). The whole process is ONE participant of the trial's lockstep
+ * clock: it asks the clock to advance only when every thread of the program waits in one of those calls, and
+ * then to the earliest wake time among them; all threads read one shared time.
  *
  * The clock is not spoken here: the program inherits one end of a SOCK_SEQPACKET socket pair (HIL_CLOCK_FD) whose
  * other end is a relay in the `hil` process (runtime/native/relay.py), a normal participant of the lockstep clock.
@@ -64,6 +65,7 @@ enum { REPLY_WELCOME = 1, REPLY_WAKE = 2, REPLY_QUIET = 3, REPLY_ERROR = 4 };
 enum { STATE_UNSET = 0, STATE_INERT, STATE_CHILD, STATE_ENGAGED };
 enum { KIND_OTHER = 0, KIND_MONOTONIC, KIND_REALTIME, KIND_TAI };
 enum { THREAD_RUNNING = 0, THREAD_ASLEEP, THREAD_WOKEN };
+enum { WOKE_DEADLINE = 1, WOKE_SIGNAL };
 
 struct request { uint32_t op, flags; int64_t t_ns, pid; };
 struct reply { uint32_t kind, text_len; int64_t now_ns, epoch; char text[1024]; };
@@ -80,6 +82,8 @@ struct thread_rec {
     struct pollfd *wfds;      /* while asleep: the descriptors it waits on (its own copy) */
     nfds_t nwfds;
     struct thread_rec *joining;   /* while in pthread_join: the thread it waits for */
+    pthread_cond_t *cond;         /* while in pthread_cond_*wait: the condition variable */
+    int woke_by;                  /* WOKE_DEADLINE or WOKE_SIGNAL, when woken by someone else */
     unsigned long reads;      /* clock reads since its last wait (spin detection; its own thread only) */
     int64_t spin_wall0;
     int spinning;
@@ -102,6 +106,13 @@ static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
 static int (*real_epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
 static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 static int (*real_pthread_join)(pthread_t, void **);
+static int (*real_cond_wait)(pthread_cond_t *, pthread_mutex_t *);
+static int (*real_cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+static int (*real_cond_signal)(pthread_cond_t *);
+static int (*real_cond_broadcast)(pthread_cond_t *);
+static int (*real_cond_init)(pthread_cond_t *, const pthread_condattr_t *);
+static int (*real_cond_destroy)(pthread_cond_t *);
+static int (*real_cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);  /* 2.30+ */
 
 static volatile int g_state;
 static int g_sock = -1;
@@ -329,7 +340,12 @@ static int64_t earliest(int *fd_waiters) {
 
 static void wake_due(int64_t now) {
     for (struct thread_rec *r = g_threads; r; r = r->next) {
-        if (r->state == THREAD_ASLEEP && r->deadline <= now) wake_rec(r);
+        if (r->state != THREAD_ASLEEP || r->deadline > now) continue;
+        wake_rec(r);
+        if (r->cond) {   /* broadcasting without the mutex is allowed; other waiters see a spurious wakeup */
+            r->woke_by = WOKE_DEADLINE;
+            real_cond_broadcast(r->cond);
+        }
     }
 }
 
@@ -366,7 +382,11 @@ static int wake_ready(int timeout_ms) {
 
 static void wake_everyone(void) {
     pthread_mutex_lock(&g_mu);
-    for (struct thread_rec *r = g_threads; r; r = r->next) if (r->state == THREAD_ASLEEP) wake_fd(r->efd);
+    for (struct thread_rec *r = g_threads; r; r = r->next) {
+        if (r->state != THREAD_ASLEEP) continue;
+        wake_fd(r->efd);
+        if (r->cond) real_cond_broadcast(r->cond);
+    }
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -826,6 +846,145 @@ int pthread_join(pthread_t thread, void **result) {
     return rc;
 }
 
+/* --- condition variables: a wait with a timeout is a wait in simulated time; a signal hands the turn over ---------
+ * The waiter is counted as waiting around the real, untimed wait; whoever ends the wait counts it running again
+ * before it returns: pthread_cond_signal/broadcast of the program (one/all of the waiters we know on that
+ * variable), or the clock thread at the deadline (by broadcasting the variable). Which waiter the real signal
+ * wakes is libc's choice; if it is another than the one counted, both run and the other one's wait returns 0 (a
+ * spurious wakeup, which callers must allow), so the counts stay right. The real wait wakes every COND_POLL_MS of
+ * wall time to close the window between counting a waiter and its entering the wait. The clock of a variable
+ * made with pthread_condattr_setclock is remembered from pthread_cond_init. */
+#define COND_POLL_MS 10
+
+struct cond_clock { struct cond_clock *next; pthread_cond_t *cond; clockid_t clock; };
+static struct cond_clock *g_cond_clocks;   /* variables not on CLOCK_REALTIME; guarded by g_mu */
+
+static clockid_t cond_clock_of(pthread_cond_t *cond) {
+    clockid_t clock = CLOCK_REALTIME;
+    pthread_mutex_lock(&g_mu);
+    for (struct cond_clock *c = g_cond_clocks; c; c = c->next) if (c->cond == cond) clock = c->clock;
+    pthread_mutex_unlock(&g_mu);
+    return clock;
+}
+
+static void forget_cond(pthread_cond_t *cond) {
+    for (struct cond_clock **p = &g_cond_clocks; *p; p = &(*p)->next) {
+        if ((*p)->cond == cond) { struct cond_clock *gone = *p; *p = gone->next; free(gone); return; }
+    }
+}
+
+int pthread_cond_init(pthread_cond_t *cond, const pthread_condattr_t *attr) {
+    if (g_state == STATE_UNSET) init_once();
+    int rc = real_cond_init(cond, attr);
+    clockid_t clock = CLOCK_REALTIME;
+    if (rc || !attr || pthread_condattr_getclock(attr, &clock) || clock == CLOCK_REALTIME) return rc;
+    struct cond_clock *c = malloc(sizeof *c);
+    if (!c) return rc;
+    *c = (struct cond_clock){NULL, cond, clock};
+    pthread_mutex_lock(&g_mu);
+    forget_cond(cond);
+    c->next = g_cond_clocks;
+    g_cond_clocks = c;
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+int pthread_cond_destroy(pthread_cond_t *cond) {
+    if (g_state == STATE_UNSET) init_once();
+    pthread_mutex_lock(&g_mu);
+    forget_cond(cond);
+    pthread_mutex_unlock(&g_mu);
+    return real_cond_destroy(cond);
+}
+
+static int cond_wait_sim(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t deadline) {
+    clockid_t clock = real_cond_clockwait ? CLOCK_MONOTONIC : cond_clock_of(cond);
+    if (atomic_load(&g_dead) && !t_dying) die();
+    struct thread_rec *r = my_rec();
+    r->reads = 0; r->spin_wall0 = 0; r->spinning = 0;
+    if (deadline <= now_ns()) return ETIMEDOUT;
+    pthread_mutex_lock(&g_mu);
+    start_clock_thread();
+    r->cond = cond;
+    r->woke_by = 0;
+    r->deadline = deadline;
+    r->state = THREAD_ASLEEP;
+    g_asleep++;
+    g_generation++;
+    pthread_mutex_unlock(&g_mu);
+    notify_clock();
+    int rc, woke_by = 0;
+    for (;;) {
+        struct timespec poll_at;   /* the wall-time safety net, on the variable's own clock for timedwait */
+        real_clock_gettime(real_cond_clockwait ? CLOCK_MONOTONIC : clock, &poll_at);
+        ns_ts(ts_ns(&poll_at) + COND_POLL_MS * 1000000LL, &poll_at);
+        rc = real_cond_clockwait ? real_cond_clockwait(cond, mutex, CLOCK_MONOTONIC, &poll_at)
+                                 : real_cond_timedwait(cond, mutex, &poll_at);
+        pthread_mutex_lock(&g_mu);
+        int woken = r->state == THREAD_WOKEN;
+        woke_by = r->woke_by;
+        pthread_mutex_unlock(&g_mu);
+        if (woken || rc == 0 || atomic_load(&g_dead)) break;   /* ours, the program's signal, or the end */
+        if (rc != ETIMEDOUT) break;                              /* EINVAL, EPERM: the caller's to see */
+    }
+    pthread_mutex_lock(&g_mu);
+    if (r->state == THREAD_ASLEEP) g_asleep--;
+    r->state = THREAD_RUNNING;
+    r->cond = NULL;
+    pthread_mutex_unlock(&g_mu);
+    if (atomic_load(&g_dead) && !t_dying) die();
+    if (woke_by == WOKE_DEADLINE) return ETIMEDOUT;
+    return rc == ETIMEDOUT ? 0 : rc;
+}
+
+int pthread_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex) {
+    if (!engaged()) return real_cond_wait(cond, mutex);
+    return cond_wait_sim(cond, mutex, NO_DEADLINE);
+}
+
+static int cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
+                           const struct timespec *abstime) {
+    int kind = clock_kind(clock);
+    if (!kind) return real_cond_timedwait(cond, mutex, abstime);
+    if (!abstime || abstime->tv_nsec < 0 || abstime->tv_nsec >= NS_PER_S) return EINVAL;
+    return cond_wait_sim(cond, mutex, ts_ns(abstime) - offset_of(kind));
+}
+
+int pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex, const struct timespec *abstime) {
+    if (!engaged()) return real_cond_timedwait(cond, mutex, abstime);
+    return cond_wait_until(cond, mutex, cond_clock_of(cond), abstime);
+}
+
+int pthread_cond_clockwait(pthread_cond_t *cond, pthread_mutex_t *mutex, clockid_t clock,
+                           const struct timespec *abstime) {
+    if (!engaged()) {
+        if (real_cond_clockwait) return real_cond_clockwait(cond, mutex, clock, abstime);
+        return clock == CLOCK_REALTIME ? real_cond_timedwait(cond, mutex, abstime) : EINVAL;
+    }
+    return cond_wait_until(cond, mutex, clock, abstime);
+}
+
+static void signal_waiters(pthread_cond_t *cond, int all) {
+    pthread_mutex_lock(&g_mu);
+    for (struct thread_rec *r = g_threads; r; r = r->next) {
+        if (r->state != THREAD_ASLEEP || r->cond != cond) continue;
+        r->woke_by = WOKE_SIGNAL;
+        wake_rec(r);
+        if (!all) break;
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+int pthread_cond_signal(pthread_cond_t *cond) {
+    if (engaged()) signal_waiters(cond, 0);
+    return real_cond_signal(cond);
+}
+
+int pthread_cond_broadcast(pthread_cond_t *cond) {
+    if (engaged()) signal_waiters(cond, 1);
+    return real_cond_broadcast(cond);
+}
+
 /* --- start-up ----------------------------------------------------------------------------------------------------- */
 static void *next_symbol(const char *name) {
     void *p = dlsym(RTLD_NEXT, name);
@@ -850,6 +1009,13 @@ static void resolve(void) {
     real_epoll_pwait = next_symbol("epoll_pwait");
     real_pthread_create = next_symbol("pthread_create");
     real_pthread_join = next_symbol("pthread_join");
+    real_cond_wait = next_symbol("pthread_cond_wait");
+    real_cond_timedwait = next_symbol("pthread_cond_timedwait");
+    real_cond_signal = next_symbol("pthread_cond_signal");
+    real_cond_broadcast = next_symbol("pthread_cond_broadcast");
+    real_cond_init = next_symbol("pthread_cond_init");
+    real_cond_destroy = next_symbol("pthread_cond_destroy");
+    real_cond_clockwait = dlsym(RTLD_NEXT, "pthread_cond_clockwait");
 }
 
 static void before_fork(void) { pthread_mutex_lock(&g_mu); }
@@ -899,11 +1065,29 @@ static void engage(const char *fd_text) {
     if (g_ctl_efd < 0) fatal("eventfd: %s", strerror(errno));
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     struct reply rep;
-    if (send_request(OP_HELLO, 0, 0) < 0 || receive_reply(&rep) < 0) die();
+    if (send_request(OP_HELLO, 0, 0) < 0) die();
+    /* a program that exec'd itself keeps its pid and its socket: a reply its old image's clock thread waited for
+     * may come first */
+    for (int stale = 0; stale <= 4; stale++) {
+        if (receive_reply(&rep) < 0) die();
+        if (rep.kind == REPLY_WELCOME) break;
+    }
     if (rep.kind != REPLY_WELCOME) fatal("unexpected reply %u to hello from the clock relay (%s)", rep.kind, g_endpoint);
     atomic_store(&g_now_ns, rep.now_ns);
     g_state = STATE_ENGAGED;
     my_rec();   /* the main thread counts from the start */
+}
+
+/* the inherited end of hil's socket pair, and not some other descriptor that happens to have its number */
+static int is_clock_socket(long fd) {
+    struct stat st;
+    int type = 0;
+    socklen_t len = sizeof type;
+    struct sockaddr_storage addr;
+    socklen_t addr_len = sizeof addr;
+    return fd > 2 && fd < 1 << 20 && fstat((int)fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+           getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET &&
+           getsockname((int)fd, (struct sockaddr *)&addr, &addr_len) == 0 && addr.ss_family == AF_UNIX;
 }
 
 static void init_once(void) {
@@ -916,9 +1100,7 @@ static void init_once(void) {
     const char *pid_text = getenv("HIL_CLOCK_PID");
     if (!pid_text || strtol(pid_text, NULL, 10) != (long)g_pid) {
         /* a child process of the program: leave the parent's socket alone, run on the wall clock */
-        struct stat st;
-        long fd = strtol(fd_text, NULL, 10);
-        if (fd > 2 && fstat((int)fd, &st) == 0 && S_ISSOCK(st.st_mode)) close((int)fd);
+        if (is_clock_socket(strtol(fd_text, NULL, 10))) close((int)strtol(fd_text, NULL, 10));
         g_state = STATE_CHILD;
         return;
     }

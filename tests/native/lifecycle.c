@@ -4,6 +4,7 @@
  *   crash       dies of SIGSEGV after one sleep
  *   fork        a child (fork, no exec) sleeps and reads the clock, then the parent reads it
  *   block       waits for ever without a time call (read on stdin)
+ *   exec        replaces itself (same pid) with "lifecycle ticks 2": the participant stays, time goes on
  */
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +33,10 @@ int main(int argc, char **argv) {
     usleep(10000);
     if (!strcmp(what, "exit")) return (int)n;
     if (!strcmp(what, "crash")) raise(SIGSEGV);
+    if (!strcmp(what, "exec")) {
+        execl("/proc/self/exe", argv[0], "ticks", "2", (char *)NULL);
+        return 99;
+    }
     if (!strcmp(what, "fork")) {
         pid_t child = fork();
         if (child == 0) {
