@@ -504,29 +504,52 @@ static int engaged(void) {
 
 static int64_t now_ns(void) { return atomic_load_explicit(&g_now_ns, memory_order_acquire); }
 
+/* The start and end of every wait. While asleep a thread is counted as waiting; a new wait bumps the generation. */
+static void mark_asleep(struct thread_rec *r, int64_t deadline) {   /* caller holds g_mu */
+    r->deadline = deadline;
+    r->state = THREAD_ASLEEP;
+    g_asleep++;
+    g_generation++;
+}
+
+static void begin_wait(struct thread_rec *r, int64_t deadline, struct pollfd *wfds, nfds_t n, pthread_cond_t *cond) {
+    pthread_mutex_lock(&g_mu);
+    start_clock_thread();
+    r->wfds = wfds;
+    r->nwfds = n;
+    r->cond = cond;
+    r->woke_by = 0;
+    mark_asleep(r, deadline);
+    pthread_mutex_unlock(&g_mu);
+    notify_clock();
+}
+
+static void end_wait(struct thread_rec *r) {
+    pthread_mutex_lock(&g_mu);
+    if (r->state == THREAD_ASLEEP) g_asleep--;   /* it woke by itself: data, a signal, the program's own wake-up */
+    r->state = THREAD_RUNNING;
+    r->wfds = NULL;
+    r->nwfds = 0;
+    r->cond = NULL;
+    r->joining = NULL;
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void reset_spin(struct thread_rec *r) { r->reads = 0; r->spin_wall0 = 0; r->spinning = 0; }
+
 /* Wait until simulated time reaches ``deadline`` or one of ``fds`` is ready. Returns the number of ready
  * descriptors (their revents set), 0 when the deadline came (revents cleared), -1 with errno (EINTR). */
 static int sim_wait(int64_t deadline, struct pollfd *fds, nfds_t n, const sigset_t *sigmask, int implicit) {
     if (atomic_load(&g_dead)) { if (t_dying) return 0; die(); }
     struct thread_rec *r = my_rec();
-    if (!implicit) { r->reads = 0; r->spin_wall0 = 0; r->spinning = 0; }
+    if (!implicit) reset_spin(r);
     if (n == 0 && deadline <= now_ns()) return 0;
     struct pollfd local[17], *all = n + 1 <= 17 ? local : calloc(n + 1, sizeof *all);
     if (!all) { errno = ENOMEM; return -1; }
     all[0] = (struct pollfd){r->efd, POLLIN, 0};
     for (nfds_t i = 0; i < n; i++) all[i + 1] = (struct pollfd){fds[i].fd, fds[i].events, 0};
 
-    pthread_mutex_lock(&g_mu);
-    start_clock_thread();
-    r->deadline = deadline;
-    r->wfds = all + 1;
-    r->nwfds = n;
-    r->state = THREAD_ASLEEP;
-    g_asleep++;
-    g_generation++;
-    pthread_mutex_unlock(&g_mu);
-    notify_clock();
-
+    begin_wait(r, deadline, all + 1, n, NULL);
     int result = 0, err = 0;
     for (;;) {
         int rc = real_ppoll(all, n + 1, NULL, sigmask);
@@ -545,19 +568,12 @@ static int sim_wait(int64_t deadline, struct pollfd *fds, nfds_t n, const sigset
         if (woken && (deadline <= now_ns())) { result = 0; break; }
         if (woken) {   /* woken for data that another thread took meanwhile: wait on */
             pthread_mutex_lock(&g_mu);
-            r->state = THREAD_ASLEEP;
-            g_asleep++;
-            g_generation++;
+            mark_asleep(r, deadline);
             pthread_mutex_unlock(&g_mu);
             notify_clock();
         }
     }
-    pthread_mutex_lock(&g_mu);
-    if (r->state == THREAD_ASLEEP) g_asleep--;   /* it woke by itself: data or a signal */
-    r->state = THREAD_RUNNING;
-    r->wfds = NULL;
-    r->nwfds = 0;
-    pthread_mutex_unlock(&g_mu);
+    end_wait(r);
     for (nfds_t i = 0; i < n; i++) fds[i].revents = result > 0 ? all[i + 1].revents : 0;
     if (all != local) free(all);
     if (atomic_load(&g_dead) && !t_dying) die();
@@ -830,19 +846,12 @@ int pthread_join(pthread_t thread, void **result) {
     for (struct thread_rec *q = g_threads; q; q = q->next) if (q != self && pthread_equal(q->thread, thread)) target = q;
     if (target) {
         self->joining = target;
-        self->deadline = NO_DEADLINE;
-        self->state = THREAD_ASLEEP;
-        g_asleep++;
-        g_generation++;
+        mark_asleep(self, NO_DEADLINE);
     }
     pthread_mutex_unlock(&g_mu);
     if (target) notify_clock();
     int rc = real_pthread_join(thread, result);
-    pthread_mutex_lock(&g_mu);
-    if (self->state == THREAD_ASLEEP) g_asleep--;
-    self->state = THREAD_RUNNING;
-    self->joining = NULL;
-    pthread_mutex_unlock(&g_mu);
+    end_wait(self);
     return rc;
 }
 
@@ -901,18 +910,9 @@ static int cond_wait_sim(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t d
     clockid_t clock = real_cond_clockwait ? CLOCK_MONOTONIC : cond_clock_of(cond);
     if (atomic_load(&g_dead) && !t_dying) die();
     struct thread_rec *r = my_rec();
-    r->reads = 0; r->spin_wall0 = 0; r->spinning = 0;
+    reset_spin(r);
     if (deadline <= now_ns()) return ETIMEDOUT;
-    pthread_mutex_lock(&g_mu);
-    start_clock_thread();
-    r->cond = cond;
-    r->woke_by = 0;
-    r->deadline = deadline;
-    r->state = THREAD_ASLEEP;
-    g_asleep++;
-    g_generation++;
-    pthread_mutex_unlock(&g_mu);
-    notify_clock();
+    begin_wait(r, deadline, NULL, 0, cond);
     int rc, woke_by = 0;
     for (;;) {
         struct timespec poll_at;   /* the wall-time safety net, on the variable's own clock for timedwait */
@@ -927,11 +927,7 @@ static int cond_wait_sim(pthread_cond_t *cond, pthread_mutex_t *mutex, int64_t d
         if (woken || rc == 0 || atomic_load(&g_dead)) break;   /* ours, the program's signal, or the end */
         if (rc != ETIMEDOUT) break;                              /* EINVAL, EPERM: the caller's to see */
     }
-    pthread_mutex_lock(&g_mu);
-    if (r->state == THREAD_ASLEEP) g_asleep--;
-    r->state = THREAD_RUNNING;
-    r->cond = NULL;
-    pthread_mutex_unlock(&g_mu);
+    end_wait(r);
     if (atomic_load(&g_dead) && !t_dying) die();
     if (woke_by == WOKE_DEADLINE) return ETIMEDOUT;
     return rc == ETIMEDOUT ? 0 : rc;
