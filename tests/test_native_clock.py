@@ -359,3 +359,18 @@ def test_bus_placeholders_in_the_arguments():
     assert _substitute(["--port={bus}", "{bus:arm}", "x"], buses) == ["--port=/dev/pts/9", "socket://h:1", "x"]
     with pytest.raises(ValueError, match="no bus named 'leg'"):
         _substitute(["{bus:leg}"], buses)
+
+
+def test_stray_arguments_and_record_are_refused_with_a_reason(tmp_path, capsys):
+    import argparse
+
+    from runtime.native.cli import maybe_run
+
+    profile = _profile(tmp_path, bus="socket://127.0.0.1:9", clock="real")
+    args = argparse.Namespace(profile=str(profile), controller="ctrl.py", program_args=["-x"], native=False,
+                              record=None, bus=None, duration=None)
+    assert maybe_run(args) == 2 and "add --native" in capsys.readouterr().err
+    args.program_args, args.native, args.record = [], True, str(tmp_path / "trial")
+    assert maybe_run(args) == 2 and "--record does not apply to --native" in capsys.readouterr().err
+    args.native, args.record = False, None
+    assert maybe_run(args) is None  # a Python controller: the runner goes on

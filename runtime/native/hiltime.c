@@ -84,6 +84,7 @@ struct thread_rec {
     struct thread_rec *joining;   /* while in pthread_join: the thread it waits for */
     pthread_cond_t *cond;         /* while in pthread_cond_*wait: the condition variable */
     int woke_by;                  /* WOKE_DEADLINE or WOKE_SIGNAL, when woken by someone else */
+    int graced;                   /* this wait on descriptors has had its wall-time grace for outside data */
     unsigned long reads;      /* clock reads since its last wait (spin detection; its own thread only) */
     int64_t spin_wall0;
     int spinning;
@@ -244,6 +245,11 @@ static int receive_reply(struct reply *rep) {
             set_dead("the clock relay of hil (%s) went away: the simulator's time is gone", g_endpoint);
             return -1;
         }
+        if (n < 0) {   /* e.g. EBADF: the program closed the inherited descriptor */
+            set_dead("cannot read from the clock relay of hil (%s) on descriptor %d: %s", g_endpoint, g_sock,
+                     strerror(errno));
+            return -1;
+        }
         if (n < REPLY_HEAD) {
             set_dead("bad reply from the clock relay of hil (%s): %zd bytes", g_endpoint, n);
             return -1;
@@ -349,12 +355,19 @@ static void wake_due(int64_t now) {
     }
 }
 
-/* Poll every waiting thread's descriptors for ``timeout_ms`` (wall); wake those with data. Returns how many woke.
- * Called with g_mu held; the descriptors stay valid while their threads are asleep, which they are until woken. */
-static int wake_ready(int timeout_ms) {
+/* Poll every waiting thread's descriptors; wake those with data. Returns how many woke. A wait that has not had
+ * it yet gets ``grace_ms`` of wall time for data from outside (once per wait: a thread blocked for long on a
+ * socket does not slow every later round). Called with g_mu held; the descriptors stay valid while their threads
+ * are asleep, which they are until woken. */
+static int wake_ready(int grace_ms) {
     struct pollfd local[64], *all = local;
     size_t n = 0;
-    for (struct thread_rec *r = g_threads; r; r = r->next) if (r->state == THREAD_ASLEEP) n += r->nwfds;
+    int timeout_ms = 0;
+    for (struct thread_rec *r = g_threads; r; r = r->next) {
+        if (r->state != THREAD_ASLEEP || !r->nwfds) continue;
+        n += r->nwfds;
+        if (!r->graced) { timeout_ms = grace_ms; r->graced = 1; }
+    }
     if (n == 0) return 0;
     if (n > 64 && !(all = calloc(n, sizeof *all))) return 0;
     size_t k = 0;
@@ -519,6 +532,7 @@ static void begin_wait(struct thread_rec *r, int64_t deadline, struct pollfd *wf
     r->nwfds = n;
     r->cond = cond;
     r->woke_by = 0;
+    r->graced = 0;
     mark_asleep(r, deadline);
     pthread_mutex_unlock(&g_mu);
     notify_clock();
