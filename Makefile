@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench clean
+.PHONY: demo test fuzz bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# every server fed 1,000,000 seeded random messages (make test sends 10,000 each)
+fuzz: $(STAMP)
+	FUZZ_N=1000000 $(BIN)/python -m pytest tests/test_fuzz_servers.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent  # where ``bench`` and the project
 
 def hil_command() -> list[str]:
     hil = Path(sys.executable).with_name("hil")
-    return [str(hil)] if hil.exists() else [sys.executable, "-m", "runtime.cli"]
+    return [str(hil)] if hil.exists() else [sys.executable, "-m", "hil"]
 
 
 def stop(proc: subprocess.Popen) -> None:

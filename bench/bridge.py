@@ -15,7 +15,7 @@
    The servers report the request and reply sizes they saw, so the raw and codec sides are checked to move the
    same bytes. Target: codec/raw <= 2x.
 
-2. The full trial (``runtime.demo.run_trial``: crowd subprocess, commbot in the arcade on the sim clock, guide
+2. The full trial (the demo preset through ``trial.Trial``: crowd subprocess, commbot in the arcade on the sim clock, guide
    controller, MCAP recording, report) against bare pybullet stepping of the same world: a DIRECT client built by
    the same builders (``World`` with its floor and physics settings, the arcade's walls by ``add_map``, the commbot
    by ``build_robot`` at the guide's start pose with the same link frictions, as many pedestrian capsules as the
@@ -443,13 +443,17 @@ def bridge_section(people: int = 50, ticks: int = 2000, rounds: int = 9, full_ti
 # --- part 2: the full trial against bare pybullet ------------------------------------------------------------------
 
 _PROGRESS = re.compile(r"\bt=\s*([0-9.]+)/")
+TRIAL_HZ = 10.0  # the guide robot's rate (examples/guide_robot.py HZ)
+TRIAL_MAP = "arcade"
+DEMO_START = (-18.0, 0.0, 0.0)  # the demo's start pose (trial/presets.py)
 
 
 def run_trial_timed(out_dir: Path, seed: int, duration_s: float) -> dict:
     """One run_trial: wall time of the whole call, of its loop (between the first and last progress lines), and
     the people it had per crowd tick (from its log)."""
-    from runtime.demo import TRIAL_HZ, run_trial
-    from runtime.trial.log import read_log
+    from trial import Trial
+    from trial.presets import demo_spec
+    from trial.record.log import read_log
 
     marks: list[tuple[float, float]] = []
 
@@ -460,14 +464,14 @@ def run_trial_timed(out_dir: Path, seed: int, duration_s: float) -> dict:
 
     gc.collect()
     start = time.perf_counter()
-    run_trial(out_dir, seed, duration_s, progress=True, out=out)
+    Trial(spec=demo_spec(seed=seed, duration=duration_s)).run(out_dir, progress=out).raise_for_status()
     wall = time.perf_counter() - start
     log = read_log(out_dir / "trial.mcap")
     counts = [len(m.data["people"]) for m in log.messages.get("/pedestrians", [])]
     # The world's time at the end: the duration when the loop ran out (its last tick is a period before, and the
     # clock is then advanced to the end), else the last tick's (the trial ends early after the guide's goal).
     last = log.messages["/clock"][-1].t
-    sim_s = duration_s if last + 1.0 / TRIAL_HZ >= duration_s - 1e-6 else last
+    sim_s = duration_s if last + 1.0 / TRIAL_HZ >= duration_s - 1e-6 else last  # TRIAL_HZ: the guide's rate
     (t0, w0), (t1, w1) = (marks[0], marks[-1]) if marks else ((0.0, 0.0), (0.0, 0.0))
     return {"wall_s": wall, "sim_s": sim_s, "loop_sim_s": t1 - t0, "loop_wall_s": w1 - w0, "ticks": len(counts),
             "mean_people": statistics.fmean(counts) if counts else 0.0, "max_people": max(counts, default=0)}
@@ -482,12 +486,10 @@ class BareWorld:
         from firmware_sim.assembly import load_assembly
         from firmware_sim.world import World, build_robot, load_map
         from firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
-        from runtime.demo import TRIAL_MAP, _load_example
-
         from .world import hold_servos
 
         self.p = p
-        start_pose = _load_example("guide_robot.py").START
+        start_pose = DEMO_START
         self.world = World()
         self.walls = len(self.world.add_map(load_map(TRIAL_MAP)))
         parts = load_assembly("commbot").parts
@@ -599,7 +601,7 @@ def profile_breakdown(stats: pstats.Stats) -> dict[str, float]:
     def s(*args, **kwargs) -> float:
         return _stat(stats, *args, **kwargs)
 
-    total = s("runtime/demo.py", "run_trial")
+    total = s("trial/run.py", "go")
     physics = s("~", "<built-in method pybullet.stepSimulation>", own=True)
     world_step = s("firmware_sim/world/world.py", "step")
     crowd_hook = s("firmware_sim/embodied/crowd_bridge.py", "_pre_step")
@@ -621,12 +623,12 @@ def profile_breakdown(stats: pstats.Stats) -> dict[str, float]:
         "crowd: world side (states, sync, robot)": crowd_hook - client_tick,
         "bus cycles (host + virtual device)": s("runtime/robot/robot.py", "cycle"),
         "controller (guide step)": s("guide_robot.py", "step"),
-        "recording (MCAP writes, people states)": s("runtime/trial/recorder.py", "write")
-        + s("runtime/trial/recorder.py", "close") + s("firmware_sim/embodied/crowd_bridge.py", "states"),
-        "setup (crowd start, robot open + scan)": s("runtime/demo.py", "start_crowd")
-        + s("runtime/robot/robot.py", "open") + s("runtime/demo.py", "_load_example"),
+        "recording (MCAP writes, people states)": s("trial/record/recorder.py", "write")
+        + s("trial/record/recorder.py", "close") + s("firmware_sim/embodied/crowd_bridge.py", "states"),
+        "setup (crowd start, robot open + scan)": s("trial/task.py", "__init__")
+        + s("runtime/robot/robot.py", "open") + s("trial/task.py", "make_task"),
         "teardown (robot close, crowd bye)": s("runtime/robot/robot.py", "close"),
-        "report (metrics, picture)": s("runtime/trial/report.py", "build_report"),
+        "report (metrics, picture)": s("trial/report/build.py", "build_report"),
     }
     parts["other (loop bookkeeping, clock, ...)"] = total - sum(parts.values())
     parts["total"] = total
@@ -634,7 +636,8 @@ def profile_breakdown(stats: pstats.Stats) -> dict[str, float]:
 
 
 def profile_section(duration_s: float, seed: int, out=print) -> dict[str, float]:
-    from runtime.demo import run_trial
+    from trial import Trial
+    from trial.presets import demo_spec
 
     with tempfile.TemporaryDirectory(prefix="hil-bench-bridge-prof-") as tmp:
         gc.collect()
@@ -642,7 +645,7 @@ def profile_section(duration_s: float, seed: int, out=print) -> dict[str, float]
         start = time.perf_counter()
         profiler.enable()
         try:
-            run_trial(Path(tmp), seed, duration_s, progress=False, out=lambda *_: None)
+            Trial(spec=demo_spec(seed=seed, duration=duration_s)).run(Path(tmp))
         finally:
             profiler.disable()
         wall = time.perf_counter() - start

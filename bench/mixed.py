@@ -4,7 +4,7 @@ pose -> crowd -> shadow world -> merged range, as percentiles, against the limit
 The "real" robot is the commbot served by another process on a pty with the real clock (`hil sim commbot --pty
 --clock real --map arcade`), the crowd a `hil crowd --serve --realtime` process (background people on a Saturday
 afternoon plus a scripted guest who comes to interact); this process opens the robot with a `crowd:` profile
-(runtime/mixed.py) and drives it east down the arcade's middle passage (turning on the spot while the merged front
+(runtime/robot/overlay.py) and drives it east down the arcade's middle passage (turning on the spot while the merged front
 reading is short), so the pose changes on every tick.
 
 How the latency is measured: every world message carries the robot clock's time ``t`` of the pose in it, and
@@ -18,7 +18,7 @@ The limit is what pacing alone costs at worst: a tick period (the pose waits for
 (it applies the world only at its step), a tick period (the intents wait for our next poll), a ring period (the
 cast waits for its slot). Ratios p50/limit and p99/limit are printed.
 
-The readings are recorded in a trial log (runtime/trial, MCAP): /robot/sensors with ``ring`` (what the
+The readings are recorded in a trial log (trial/record, MCAP): /robot/sensors with ``ring`` (what the
 controller read), ``ring_real`` and ``ring_virtual`` apart; /robot/state, /pedestrians (the crowd's people), /clock.
 
     .venv/bin/python -m bench.mixed [--seconds 20] [--hz 20] [--out DIR]
@@ -116,7 +116,7 @@ def latencies(ticks: list[tuple[float, bool]], arrivals: list[tuple[float, float
 
 def run(seconds: float, hz: float, out: Path, work: Path) -> dict:
     from runtime import Robot
-    from runtime.trial import TrialRecorder
+    from trial.record import TrialRecorder
 
     script = work / "guest.scn"
     script.write_text(SCRIPT)

@@ -9,6 +9,7 @@ within the timeout is reported by name and endpoint, never waited for forever. P
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -55,23 +56,6 @@ def state_columns(people: Sequence[Sequence[float] | Mapping[str, float]]) -> di
     return {name: list(column) for name, column in zip(STATE_FIELDS, columns)}
 
 
-def parse_states(payload: dict) -> list[tuple[int, float, float, float, float]]:
-    """The people's actual states of a ``tick`` (or world stream) payload as (id, x, y, vx, vy) rows, checked
-    (EnvelopeError says what is wrong; nothing is half-parsed). A payload without people has none."""
-    columns = payload.get("people")
-    if not columns and columns is not False:  # None, [] or {}: nobody
-        return []
-    if not isinstance(columns, dict) or not all(isinstance(columns.get(k), list) for k in STATE_FIELDS):
-        raise EnvelopeError(f"people must be a map of columns {', '.join(STATE_FIELDS)}")
-    if len({len(columns[k]) for k in STATE_FIELDS}) != 1:
-        raise EnvelopeError("people columns differ in length")
-    try:
-        parsed = [list(map(int if name == "id" else float, columns[name])) for name in STATE_FIELDS]
-    except (TypeError, ValueError) as exc:
-        raise EnvelopeError(f"people columns: {exc}") from None
-    return list(zip(*parsed))
-
-
 def tick_payload(t_s: float, robot: dict | None, people) -> dict:
     """robot: {x, y, yaw, vx, vy, radius} or None; people: (id, x, y, vx, vy) rows or {id, x, y, vx, vy} maps,
     as the world measured them (sent as columns, see :func:`state_columns`)."""
@@ -87,30 +71,31 @@ def intents_payload(t_s: float, people: list[Person], spawned: list[int], remove
 
 
 PERSON_FIELDS = Person._fields
-_CONVERT = {"id": int, "type": str}  # every other field is a float
 
 
 def parse_people(payload: dict) -> list[Person]:
-    """The people of an ``intents`` payload, checked: every column a list of one length, ids integers, types
-    strings, the rest numbers; a field left out takes Person's default (gaze, radius, height). EnvelopeError
-    says what is wrong; nothing is half-parsed."""
+    """The people of an ``intents`` payload, checked by bridge/schema.py's IntentColumns: every column a list of
+    one length, ids non-negative integers, types strings, the rest finite numbers within bounds; a field left out
+    takes Person's default (gaze, radius, height). EnvelopeError says what is wrong, with its path; nothing is
+    half-parsed."""
+    from .schema import IntentColumns, convert
+
     columns = payload.get("people") if isinstance(payload, dict) else None
-    if not isinstance(columns, dict) or not all(k in columns for k in ("id", "type", "x", "y", "vx", "vy")):
+    if not isinstance(columns, dict):
         raise EnvelopeError("intents: people must be a map of columns with at least id, type, x, y, vx, vy")
-    count = len(columns["id"]) if isinstance(columns["id"], list) else -1
-    parsed = []
-    for name in PERSON_FIELDS:
-        column = columns.get(name)
-        if column is None and name in Person._field_defaults:
-            parsed.append([Person._field_defaults[name]] * max(count, 0))
-            continue
-        if not isinstance(column, list) or len(column) != count:
-            raise EnvelopeError(f"intents: people column {name!r} is not a list of {count} values")
-        try:
-            parsed.append(list(map(_CONVERT.get(name, float), column)))
-        except (TypeError, ValueError) as exc:
-            raise EnvelopeError(f"intents: people column {name!r}: {exc}") from None
+    c = convert(columns, IntentColumns)
+    n = len(c.id)
+    parsed = [getattr(c, name) if getattr(c, name) is not None else [Person._field_defaults[name]] * n
+              for name in PERSON_FIELDS]
     return list(map(Person._make, zip(*parsed)))  # _make: no per-field argument parsing (2x faster for 50)
+
+
+def intents_time(payload) -> float:
+    """The crowd time ``t`` of an intents payload, checked (EnvelopeError)."""
+    t = payload.get("t") if isinstance(payload, dict) else None
+    if type(t) not in (int, float) or not math.isfinite(t):
+        raise EnvelopeError(f"intents: t must be a finite number, not {t!r}"[:120])
+    return float(t)
 
 
 class CrowdClient:
@@ -138,7 +123,10 @@ class CrowdClient:
             raise CrowdLinkError(f"the crowd at {self.endpoint} sent a bad reply: {exc}") from None
         if reply.type == "error":
             raise CrowdLinkError(f"the crowd at {self.endpoint} refused tick {self.seq}: {reply.payload}")
-        return reply.payload["t"], parse_people(reply.payload), reply.payload
+        try:
+            return intents_time(reply.payload), parse_people(reply.payload), reply.payload
+        except EnvelopeError as exc:
+            raise CrowdLinkError(f"the crowd at {self.endpoint} sent a bad reply to tick {self.seq}: {exc}") from None
 
     def close(self) -> None:
         """Say bye when the socket still can (after an unanswered tick a REQ socket cannot send), then release it."""

@@ -17,6 +17,7 @@ given a :class:`bridge.security.Security`, with CURVE encryption and client auth
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from dataclasses import dataclass, field
 from time import perf_counter as wall_clock
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Callable
 import zmq
 
 from .envelope import EnvelopeError, pack, unpack
+from .realtime import Counters
+from .schema import MAX_TIME_S, ClockRequest, TypedDecoder
 
 if TYPE_CHECKING:
     from .security import Security
@@ -33,6 +36,8 @@ log = logging.getLogger(__name__)
 DEFAULT_STALL_TIMEOUT_S = 10.0
 REQUESTS = ("hello", "sleep_until", "bye")
 REPLIES = ("welcome", "wake", "error")
+REQUEST_DECODER = TypedDecoder({kind: ClockRequest for kind in REQUESTS})
+ADVANCE_SLICE_S = 1.0  # the master advances at most this much per call, so a long sleep never holds the lock long
 
 
 class LockstepError(RuntimeError):
@@ -72,7 +77,10 @@ class LockstepCore:
 
     def post(self, name: str, wake_s: float) -> None:
         participant = self._get(name)
-        participant.wake_s = max(wake_s, self.now())
+        if not isinstance(wake_s, (int, float)) or not math.isfinite(wake_s) or wake_s > MAX_TIME_S:
+            raise LockstepError(f"{name!r}: cannot sleep until {wake_s!r}: a wake time is a finite number of "
+                                f"seconds up to MAX_TIME_S={MAX_TIME_S:g}")
+        participant.wake_s = max(float(wake_s), self.now())
 
     def run(self) -> list[str]:
         """If everyone sleeps, advance to the earliest wake; return the names now due (they are running again)."""
@@ -82,6 +90,12 @@ class LockstepCore:
         if not sleeping or len(sleeping) < len(self.participants):
             return []
         target = min(p.wake_s for p in sleeping)
+        if target > self.time_s + ADVANCE_SLICE_S:
+            # a long sleep: one slice now, the rest on the next calls (``behind``), so whoever holds the lock
+            # around run() (the bus device's, under a clock server) lets go between slices
+            self.time_s += ADVANCE_SLICE_S
+            self.advance(self.time_s)
+            return []
         if target > self.time_s:
             self.advance(target)
             self.time_s = target
@@ -89,6 +103,14 @@ class LockstepCore:
         for p in due:
             p.wake_s, p.running_since = None, wall_clock()
         return [p.name for p in due]
+
+    @property
+    def behind(self) -> bool:
+        """Everyone sleeps and time has not reached the earliest wake yet: call :meth:`run` again."""
+        if self.failure or not self.participants:
+            return False
+        wakes = [p.wake_s for p in self.participants.values()]
+        return None not in wakes and min(wakes) > self.time_s
 
     def check_stall(self) -> None:
         """Fail the run if someone has been awake too long while others wait for it."""
@@ -138,6 +160,8 @@ class LocalParticipant:
                     self.cond.notify_all()
                 if self.name in due or core.participants.get(self.name, _Participant("")).wake_s is None:
                     return core.now()
+                if core.behind:
+                    continue
                 self.cond.wait(timeout=0.05)
                 core.check_stall()
 
@@ -172,9 +196,10 @@ class ClockServer:
             raise
         self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._pending: dict[str, bytes] = {}  # participant -> ROUTER identity awaiting a reply
-        self._identity_of: dict[bytes, str] = {}
+        self._identity_of: dict[bytes, str] = {}  # a connection's identity -> the participant it said hello as
         self._stop = threading.Event()
-        self.rejected: list[str] = []  # reasons of the messages dropped (garbage, wrong version, unknown type)
+        self.counters = Counters()
+        self.rejected: list[str] = []  # reasons of the latest dropped messages (garbage, wrong version, ...)
         self._thread = threading.Thread(target=self._serve, name="lockstep-clock", daemon=True)
         self._thread.start()
 
@@ -182,21 +207,45 @@ class ClockServer:
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         while not self._stop.is_set():
-            if poller.poll(50):
-                identity, _, data = self._socket.recv_multipart()
-                self._handle(identity, data)
+            if poller.poll(0 if self.core.behind else 50):
+                self._receive()
+            with self.lock:
+                if self.core.behind:
+                    self._run()
             self._check_stall()
+
+    def _receive(self) -> None:
+        """One message from the ROUTER: [identity, empty, envelope] from a REQ; anything else is dropped (a
+        DEALER's 1- or 3-frame message cannot be answered as a request), counted and logged; never raises."""
+        frames = self._socket.recv_multipart()
+        if len(frames) != 3 or frames[1]:
+            self._drop(None, f"a message of {len(frames)} frames; a request is [identity, empty, envelope]")
+            return
+        try:
+            self._handle(frames[0], frames[2])
+        except Exception as exc:  # our bug, not the peer's: the clock must keep answering everyone else
+            self._drop(frames[0], f"{type(exc).__name__}: {exc}")
+
+    def _drop(self, identity: bytes | None, reason: str) -> None:
+        self.counters.drop(f"lockstep clock {self.endpoint}", reason)
+        self.rejected = (self.rejected + [reason])[-100:]
+        if identity is not None:
+            self._reply(identity, "error", {"reason": reason})
 
     def _handle(self, identity: bytes, data: bytes) -> None:
         try:
-            msg = unpack(data, REQUESTS)
-            name = str((msg.payload or {}).get("name", ""))
+            msg = REQUEST_DECODER.decode(data)
+            name = msg.payload.name if msg.payload is not None else ""
             if not name:
                 raise EnvelopeError(f"{msg.type} without a participant name")
-        except (EnvelopeError, AttributeError) as exc:
-            self.rejected.append(str(exc))
-            log.warning("lockstep clock: dropped a message: %s", exc)
-            self._reply(identity, "error", {"reason": str(exc)})
+            bound = self._identity_of.get(identity)
+            if msg.type == "hello" and bound is not None:
+                raise EnvelopeError(f"hello as {name!r} on a connection that already joined as {bound!r}")
+            if msg.type != "hello" and bound != name:
+                raise EnvelopeError(f"{msg.type} as {name!r} from a connection that "
+                                    + (f"joined as {bound!r}" if bound else "has not said hello"))
+        except EnvelopeError as exc:
+            self._drop(identity, str(exc))
             return
         with self.lock:
             try:
@@ -206,15 +255,19 @@ class ClockServer:
                     self._reply(identity, "welcome", {"epoch": self.core.epoch})
                 elif msg.type == "bye":
                     self.core.leave(name)
+                    self._identity_of.pop(identity, None)
                     self._pending.pop(name, None)
                     self._reply(identity, "wake", {"epoch": self.core.epoch})
-                    self._wake(self.core.run())
+                    self._run()
                 else:
-                    self.core.post(name, float((msg.payload or {}).get("t", 0.0)))
+                    self.core.post(name, msg.payload.t)
                     self._pending[name] = identity
-                    self._wake(self.core.run())
+                    self._run()
             except LockstepError as exc:
                 self._reply(identity, "error", {"reason": str(exc)})
+
+    def _run(self) -> None:
+        self._wake(self.core.run())
 
     def _wake(self, names: list[str]) -> None:
         for name in names:

@@ -36,7 +36,8 @@ from urllib.parse import urlsplit
 
 import zmq
 
-from .envelope import EnvelopeError, pack, unpack
+from .envelope import MAX_MESSAGE_BYTES, EnvelopeError, pack, unpack
+from .schema import TypedDecoder, WorldPayload
 
 log = logging.getLogger("hil.bridge")
 
@@ -47,6 +48,7 @@ WORLD_STREAM = ("world",)  # world -> crowd, on the world endpoint
 DEFAULT_TIMEOUT_S = 2.0  # silence before a peer counts as gone: 20 crowd steps at the default 0.1 s
 HELLO_INTERVAL_S = 0.5  # how often a lost link asks again; also how long one hello may go unanswered
 STREAM_HWM = 8  # a slow reader needs only the newest state, so queues stay short
+DRAIN_LIMIT = 1000  # messages taken from one stream per call at most
 RECONNECT_IVL_MS, RECONNECT_IVL_MAX_MS = 100, 1000
 BYE_WAIT_S = 0.5
 LOG_EACH_FIRST, LOG_EVERY = 10, 1000  # drops of one kind: log the first ten, then every thousandth
@@ -137,8 +139,12 @@ def _socket(kind: int, security=None, server: bool = False) -> zmq.Socket:
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
     sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # a peer announcing more is disconnected by libzmq
     if kind == zmq.SUB:
-        sock.setsockopt(zmq.CONFLATE, 1)  # every message is a whole state: only the newest matters
+        # Every message is a whole state, so only the newest matters; but not CONFLATE: it does not support
+        # multipart messages (libzmq aborts the process on one, assertion !_more), so a short queue is drained
+        # to its newest message by the reader instead (take_newest).
+        sock.setsockopt(zmq.RCVHWM, STREAM_HWM)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
     elif kind == zmq.PUB:
         sock.setsockopt(zmq.SNDHWM, STREAM_HWM)
@@ -147,16 +153,36 @@ def _socket(kind: int, security=None, server: bool = False) -> zmq.Socket:
     return sock
 
 
-def _recv_all(sock: zmq.Socket) -> list[bytes]:
+def take_all(sock: zmq.Socket, counters: Counters, where: str, limit: int = DRAIN_LIMIT) -> list[bytes]:
+    """Every single-frame message queued on ``sock`` (at most ``limit``, so a flood cannot keep a reader here);
+    a multipart message (no sender of ours makes one) is dropped whole, counted and logged."""
     out = []
-    while True:
+    for _ in range(limit):
         try:
-            out.append(sock.recv(zmq.NOBLOCK))
+            frames = sock.recv_multipart(zmq.NOBLOCK)
         except zmq.Again:
-            return out
+            break
+        if len(frames) == 1:
+            out.append(frames[0])
+        else:
+            counters.drop(where, f"a message of {len(frames)} frames; every message here is one frame")
+    return out
+
+
+def recv_request(sock: zmq.Socket, counters: Counters, where: str) -> bytes | None:
+    """One request from a REP socket: its only frame, or None when it had several (then the caller must still
+    answer, so the REP socket can take the next request)."""
+    frames = sock.recv_multipart()
+    if len(frames) == 1:
+        return frames[0]
+    counters.drop(where, f"a request of {len(frames)} frames; a request is one frame")
+    return None
 
 
 # --- the crowd's side -------------------------------------------------------------------------------------------
+
+WORLD_DECODER = TypedDecoder({"world": WorldPayload})
+
 
 class RealtimeCrowdServer:
     """The crowd's sockets: control REP at ``endpoint``, the state PUB and world SUB on ports it picks. The
@@ -203,8 +229,10 @@ class RealtimeCrowdServer:
         """Answer control requests for up to ``wait_s``; False once a ``bye`` was answered (stop serving)."""
         if not self._control.poll(max(0, int(wait_s * 1000))):
             return True
-        data = self._control.recv()
+        data = recv_request(self._control, self.counters, f"crowd control {self.control_endpoint}")
         try:
+            if data is None:
+                raise EnvelopeError("a request is one frame")
             msg = unpack(data, CONTROL_REQUESTS)
         except EnvelopeError as exc:
             self.counters.drop(f"crowd control {self.control_endpoint}", str(exc))
@@ -225,17 +253,19 @@ class RealtimeCrowdServer:
         return {"session": self.session, "state_endpoint": self.state_endpoint,
                 "world_endpoint": self.world_endpoint, "dt": self.dt, "t": float(t_s)}
 
-    def latest_world(self) -> dict | None:
-        """The newest valid ``world`` message since the last call (its payload), or None; also notices a world
+    def latest_world(self) -> WorldPayload | None:
+        """The newest valid ``world`` message since the last call (its payload, checked by
+        bridge/schema.py's WorldPayload: types, finite values, bounds), or None; also notices a world
         that went silent (logged once; the crowd goes on with what it last heard)."""
         latest = None
-        for data in _recv_all(self._world):
+        where = f"crowd world stream {self.world_endpoint}"
+        for data in take_all(self._world, self.counters, where):
             try:
-                msg = unpack(data, WORLD_STREAM)
-                session, payload = _stream_payload(msg.payload)
+                msg = WORLD_DECODER.decode(data)
             except EnvelopeError as exc:
-                self.counters.drop(f"crowd world stream {self.world_endpoint}", str(exc))
+                self.counters.drop(where, str(exc))
                 continue
+            payload, session = msg.payload, msg.payload.session
             if not self._fresh.accept(session, msg.seq):
                 self.counters.stale += 1
                 continue
@@ -415,7 +445,7 @@ class RealtimeCrowdLink:
         if self._sub is None:
             return None
         latest = None
-        for data in _recv_all(self._sub):
+        for data in take_all(self._sub, self.counters, f"{self.name} from crowd {self.endpoint}"):
             try:
                 msg = unpack(data, CROWD_STREAM)
                 session, payload = _stream_payload(msg.payload)
@@ -435,7 +465,9 @@ class RealtimeCrowdLink:
         if self._pending_since is not None:
             if self._control.poll(0):
                 self._pending_since = None
-                self._reply(self._control.recv(), now)
+                data = recv_request(self._control, self.counters, f"{self.name} from crowd {self.endpoint}")
+                if data is not None:
+                    self._reply(data, now)
             elif now - self._pending_since > self.hello_interval_s:
                 self._new_control()  # lazy pirate: a REQ without an answer is stuck; start a fresh one
         if self._pending_since is None and self.state != CONNECTED and now >= self._next_hello_s:

@@ -15,14 +15,16 @@ import json
 import sys
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", choices=("run", "objectives"), default="run",
                         help="run (default): simulate; objectives: list the objective registry with parameters")
-    parser.add_argument("--map", help="a map under config/maps/ (e.g. arcade) or a path")
+    parser.add_argument("--map", help="a map on the config search path (e.g. arcade) or a path")
     parser.add_argument("--rates", default="weekday,weekend",
                         help="rates files, comma-separated (names under config/crowd/ or paths); the one listing "
                              "the current day applies (default: weekday,weekend)")
+    parser.add_argument("--rate-scale", type=float, default=1.0, metavar="X",
+                        help="multiply every appearance rate by X (0..100): a denser or sparser crowd of the same "
+                             "mix (default 1)")
     parser.add_argument("--start", help="day and time at sim time 0, e.g. 'sat 14:00' (default: the first band "
                                         "of the first rates file)")
     parser.add_argument("--script", help="a scenario script (.scn; a path or a name under config/scenarios/); it "
@@ -47,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", metavar="DIR",
                         help="with --serve: CURVE-encrypt the link and answer only worlds whose key is in "
                              "DIR/authorized/ (a key directory made by 'hil keys DIR'); needed off loopback")
+    parser.add_argument("--insecure", action="store_true",
+                        help="with --serve on a non-loopback address: serve without --keys anyway (anyone who can "
+                             "reach the port can drive the crowd); refused otherwise")
+    parser.add_argument("--allow-objectives", metavar="MODULES",
+                        help="comma-separated modules a rates file may import user objectives from "
+                             "(objectives.user: 'module:Class'); none unless given: importing runs the module's code")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="for 'objectives': a table or JSON")
 
@@ -65,6 +73,9 @@ def _security(args: argparse.Namespace):
     """The keys of ``--keys``, checked before any file is loaded or anything bound: a bad key directory stops the
     command with the file and the reason, not a crowd that silently refuses everyone."""
     if not args.keys:
+        if args.serve and not args.insecure and not is_loopback(args.serve):
+            raise ValueError(f"hil crowd: --serve {args.serve} is reachable from other machines: give --keys DIR "
+                             f"(CURVE: 'hil keys DIR' makes one) or, knowingly, --insecure")
         return None
     if not args.serve:
         raise ValueError("hil crowd: --keys secures the link of --serve: it needs --serve ENDPOINT")
@@ -73,6 +84,23 @@ def _security(args: argparse.Namespace):
     security = Security.load(args.keys)
     security.check_server()
     return security
+
+
+def is_loopback(endpoint: str) -> bool:
+    """A ZeroMQ endpoint only this machine can reach: tcp on 127.x / ::1 / localhost, or ipc/inproc."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    if parts.scheme in ("ipc", "inproc"):
+        return True
+    host = parts.netloc.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # '*', an interface name or a host name: not provably loopback
+        return False
 
 
 def list_objectives(fmt: str = "text") -> str:
@@ -107,6 +135,10 @@ def run(args: argparse.Namespace) -> int:
     if args.dt <= 0:
         raise ValueError(f"hil crowd: --dt must be > 0, not {args.dt}")
     security = _security(args)
+    if args.allow_objectives:
+        from .objectives import allow_user_modules
+
+        allow_user_modules(args.allow_objectives.split(","))
 
     from .maps import load_crowd_map
     from .population import load_rates, parse_start
@@ -122,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if args.robot:
         x, y, yaw = _robot_pose(args.robot)
         sim.set_robot(x, y, yaw=yaw)
-    scenario = Scenario(sim, rates=tables, start_s=start_s, generate=script is None)
+    scenario = Scenario(sim, rates=tables, start_s=start_s, generate=script is None, rate_scale=args.rate_scale)
     if script is not None:  # a bad line stops us here, before anything runs or any file is written
         check(script, crowd_map, types=scenario.types, can_generate=scenario.generator is not None)
     if args.serve:
@@ -187,6 +219,14 @@ def _count(names) -> dict[str, int]:
     for n in names:
         out[n] = out.get(n, 0) + 1
     return dict(sorted(out.items()))
+
+
+def register(sub) -> None:
+    """``hil crowd``: the crowd simulator's one subcommand."""
+    crowd = sub.add_parser("crowd", help="the crowd simulator standalone (trajectories as JSON) or served to a "
+                                         "world; 'hil crowd objectives' lists the reactions to the robot")
+    add_arguments(crowd)
+    crowd.set_defaults(func=run)
 
 
 def main(argv: list[str] | None = None) -> int:

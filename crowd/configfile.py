@@ -1,6 +1,6 @@
 """Small helpers shared by the crowd's config readers, so every bad value is reported as file:line: what.
 
-The crowd's files live under ``config/<kind>/`` and can be named (``weekday``) or given as a path; values are
+The crowd's files live under ``config/<kind>/`` on the config search path and can be named (``weekday``) or given as a path; values are
 checked here once, with the line they came from, instead of failing later inside numpy with no location.
 """
 from __future__ import annotations
@@ -9,21 +9,17 @@ import math
 from pathlib import Path
 from typing import Any
 
+from devices import config_path
 from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+WHAT = {"crowd": "rates file", "maps": "map", "scenarios": "scenario"}
 
 
 def resolve(name_or_path: str | Path, kind: str, suffix: str = ".yaml") -> Path:
-    """A name under ``config/<kind>/`` (``weekday``) or a path to a file; raises ConfigError if neither exists."""
-    path = Path(name_or_path)
-    if path.is_file():
-        return path
-    candidate = CONFIG_DIR / kind / f"{name_or_path}{suffix}"
-    if candidate.is_file():
-        return candidate
-    known = sorted(p.stem for p in (CONFIG_DIR / kind).glob(f"*{suffix}"))
-    raise ConfigError(str(name_or_path), None, f"no such file, and no {kind} named so (known: {', '.join(known)})")
+    """A name on the config search path (``weekday``: ./config/<kind>, $HIL_PATH, hil's own files;
+    devices.config_path) or a path to a file; raises ConfigError listing the known names otherwise."""
+    return config_path.resolve(name_or_path, kind, WHAT.get(kind, kind),
+                               suffixes=(suffix,))
 
 
 def load(name_or_path: str | Path, kind: str) -> SourceDict:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
-from devices.yaml_source import SourceDict
+from devices.yaml_source import SourceDict, check_keys
 
 from . import configfile, navigation
 from .population import DEFAULT_TYPES, type_of_model
@@ -415,11 +415,30 @@ def register(name: str, cls: type[Objective]) -> type[Objective]:
     return cls
 
 
+# Modules a rates file may import user objectives from. Importing runs the module's code, so a config file must not
+# choose it alone: the user opts in (``hil crowd --allow-objectives MODULE``, or :func:`allow_user_modules`).
+ALLOWED_USER_MODULES: set[str] = set()
+
+
+def allow_user_modules(modules) -> None:
+    """Let rates files import user objectives from these modules (and their submodules)."""
+    ALLOWED_USER_MODULES.update(m.strip() for m in modules if m.strip())
+
+
+def _allowed(module_name: str) -> bool:
+    return any(module_name == m or module_name.startswith(m + ".") for m in ALLOWED_USER_MODULES)
+
+
 def load_user_objective(name: str, target: str) -> type[Objective]:
-    """Import ``"module.path:ClassName"`` and register it under ``name``."""
+    """Import ``"module.path:ClassName"`` and register it under ``name``; only from a module the user allowed
+    (nothing is imported before that check)."""
     module_name, sep, class_name = target.partition(":")
     if not sep or not module_name or not class_name:
         raise ValueError(f"objective {name!r}: {target!r} is not 'module.path:ClassName'")
+    if not _allowed(module_name):
+        raise ValueError(f"objective {name!r}: module {module_name!r} is not allowed to be imported from a config "
+                         f"file; allow it with `hil crowd --allow-objectives {module_name}` (allowed: "
+                         f"{', '.join(sorted(ALLOWED_USER_MODULES)) or 'none'})")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -463,6 +482,7 @@ class ObjectiveConfig:
     @classmethod
     def from_section(cls, section: SourceDict) -> ObjectiveConfig:
         """Check and read the section; user objectives are registered first, so choice and params may name them."""
+        check_keys(section, ("user", "view", "choice", "params"), "objectives")
         user = configfile.mapping(section, "user", "objectives", required=False)
         for name in user:
             if not isinstance(user[name], str):
@@ -472,7 +492,8 @@ class ObjectiveConfig:
             except ValueError as exc:
                 raise user.error(name, str(exc)) from None
         view = configfile.mapping(section, "view", "objectives", required=False)
-        out = cls(view_distance=configfile.number(view, "distance", "objectives.view", low=0.0, default=8.0),
+        check_keys(view, ("distance", "fov_deg"), "objectives.view")
+        out = cls(view_distance=configfile.number(view, "distance", "objectives.view", low=0.0, high=1000.0, default=8.0),
                   fov_deg=configfile.number(view, "fov_deg", "objectives.view", low=0.0, high=360.0, default=200.0),
                   choice={}, params={})
         choice = configfile.mapping(section, "choice", "objectives", required=False)

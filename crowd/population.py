@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from devices.yaml_source import ConfigError, SourceDict, SourceList
+from devices.yaml_source import ConfigError, SourceDict, SourceList, check_keys
 
 from . import configfile
 from .agents import AgentSpec
@@ -38,6 +38,15 @@ WEEK_S = 7 * DAY_S
 SPACING_M = 0.6  # distance between the members of a party when they appear, side by side and row behind row
 INSIDE_M = 0.3  # people appear this far inside the gate, off the line of the wall it is cut in
 MAX_ABREAST = 3
+# Bounds on what a rates file may ask for (issue 18 item 12: 1e9 persons/h filled 12.9 GB in two minutes). The busiest
+# station concourses see ~20,000 persons/h through all entrances together; parties beyond 20 are a crowd of their own.
+MAX_RATE_PER_H = 20000.0
+MAX_PARTY_SIZE = 20
+MAX_PEOPLE = 5000  # people present at once: past this, generation waits until some have left (counted)
+RATES_KEYS = ("name", "days", "person_types", "time_bands", "groups", "objectives", "entrances", "exits")
+BAND_KEYS = ("name", "from", "to", "rates")
+GROUP_KEYS = ("kinds", "by_type")
+KIND_KEYS = ("size", "companions")
 
 
 @dataclass(frozen=True)
@@ -162,12 +171,15 @@ def _time_of_day(band: SourceDict, key: str, what: str) -> float:
     return int(match[1]) * 3600.0 + int(match[2]) * 60.0
 
 
-def _distribution(parent: SourceDict, key: str, what: str, low_limit: float) -> Distribution:
+def _distribution(parent: SourceDict, key: str, what: str, low_limit: float, high_limit: float) -> Distribution:
+    """A bounded normal in [low_limit, high_limit] (metres for radius, m/s for speed: a person, not a car)."""
     spec = configfile.mapping(parent, key, what)
-    mean = configfile.number(spec, "mean", f"{what}.{key}", low=low_limit)
-    sd = configfile.number(spec, "sd", f"{what}.{key}", low=0.0)
-    low = configfile.number(spec, "min", f"{what}.{key}", low=low_limit, default=max(low_limit, mean - 3 * sd))
-    high = configfile.number(spec, "max", f"{what}.{key}", low=low_limit, default=mean + 3 * sd)
+    check_keys(spec, ("mean", "sd", "min", "max"), f"{what}.{key}")
+    bounds = {"low": low_limit, "high": high_limit}
+    mean = configfile.number(spec, "mean", f"{what}.{key}", **bounds)
+    sd = configfile.number(spec, "sd", f"{what}.{key}", low=0.0, high=high_limit)
+    low = configfile.number(spec, "min", f"{what}.{key}", **bounds, default=max(low_limit, mean - 3 * sd))
+    high = configfile.number(spec, "max", f"{what}.{key}", **bounds, default=min(high_limit, mean + 3 * sd))
     if not low <= mean <= high:
         raise spec.error(None, f"{what}.{key}: mean {mean} is outside [min {low}, max {high}]")
     return Distribution(mean, sd, low, high)
@@ -182,8 +194,9 @@ def _person_types(data: SourceDict) -> dict[str, PersonType]:
         what = f"person_types.{name}"
         if not isinstance(table[name], SourceDict):
             raise table.error(name, f"{what} must be a mapping with radius and speed")
-        out[name] = PersonType(name, _distribution(table[name], "radius", what, 0.05),
-                               _distribution(table[name], "speed", what, 0.05))
+        check_keys(table[name], ("radius", "speed"), what)
+        out[name] = PersonType(name, _distribution(table[name], "radius", what, 0.05, 1.0),
+                               _distribution(table[name], "speed", what, 0.05, 10.0))
     return out
 
 
@@ -195,6 +208,7 @@ def _bands(data: SourceDict, types: dict[str, PersonType]) -> list[TimeBand]:
     for i, band in enumerate(bands):
         if not isinstance(band, SourceDict):
             raise ConfigError(bands.source, bands.line_of(i), "time_bands: each band must be a mapping")
+        check_keys(band, BAND_KEYS, f"time_bands[{i}]")
         name = band.get("name", f"band{i}")
         what = f"time band {name!r}"
         start, end = _time_of_day(band, "from", what), _time_of_day(band, "to", what)
@@ -205,7 +219,8 @@ def _bands(data: SourceDict, types: dict[str, PersonType]) -> list[TimeBand]:
         for ptype in rates_table:
             if ptype not in types:
                 raise rates_table.error(ptype, f"{what}: unknown person type {ptype!r} (known: {', '.join(types)})")
-            rates[ptype] = configfile.number(rates_table, ptype, f"{what} rates", low=0.0)
+            rates[ptype] = configfile.number(rates_table, ptype, f"{what} rates (persons/h, MAX_RATE_PER_H)",
+                                             low=0.0, high=MAX_RATE_PER_H)
         for other in out:
             if start < other.end_s and other.start_s < end:
                 raise band.error("from", f"{what} overlaps time band {other.name!r}")
@@ -217,7 +232,7 @@ def _weights(data: SourceDict, key: str) -> dict[str, float] | None:
     if key not in data:
         return None
     table = configfile.mapping(data, key, "rates")
-    out = {name: configfile.number(table, name, key, low=0.0) for name in table}
+    out = {name: configfile.number(table, name, key, low=0.0, high=1e6) for name in table}
     if not out or sum(out.values()) <= 0:
         raise data.error(key, f"{key}: at least one positive weight is needed")
     return out
@@ -225,6 +240,7 @@ def _weights(data: SourceDict, key: str) -> dict[str, float] | None:
 
 def _groups(data: SourceDict, types: dict[str, PersonType]) -> tuple[dict[str, GroupKind], dict[str, dict]]:
     groups = configfile.mapping(data, "groups", "rates", required=False)
+    check_keys(groups, GROUP_KEYS, "groups")
     kinds_table = configfile.mapping(groups, "kinds", "groups", required=False)
     kinds: dict[str, GroupKind] = {}
     for name in kinds_table:
@@ -232,10 +248,12 @@ def _groups(data: SourceDict, types: dict[str, PersonType]) -> tuple[dict[str, G
         what = f"groups.kinds.{name}"
         if not isinstance(spec, SourceDict):
             raise kinds_table.error(name, f"{what} must be a mapping with size and companions")
+        check_keys(spec, KIND_KEYS, what)
         size_table = configfile.mapping(spec, "size", what)
         for size in size_table:
-            if isinstance(size, bool) or not isinstance(size, int) or size < 2:
-                raise size_table.error(size, f"{what}.size: sizes are whole numbers of 2 or more, not {size!r}")
+            if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= MAX_PARTY_SIZE:
+                raise size_table.error(size, f"{what}.size: sizes are whole numbers from 2 to MAX_PARTY_SIZE="
+                                             f"{MAX_PARTY_SIZE}, not {size!r}")
         sizes = configfile.probabilities(size_table, f"{what}.size", total=1.0)
         companions = spec.get("companions")
         if not isinstance(companions, SourceList) or not companions:
@@ -272,6 +290,7 @@ def _groups(data: SourceDict, types: dict[str, PersonType]) -> tuple[dict[str, G
 def load_rates(name_or_path: str | Path) -> RateTable:
     """Read and check a rates file (a name under config/crowd/ or a path); errors say file:line: what."""
     data = configfile.load(name_or_path, "crowd")
+    check_keys(data, RATES_KEYS, "rates")
     days_value = data.get("days")
     if not isinstance(days_value, SourceList) or not days_value:
         raise data.error("days" if "days" in data else None, f"days: a list of {', '.join(DAYS)} is needed")
@@ -312,15 +331,22 @@ class Party:
     ids: list[int] = field(default_factory=list)  # filled in when spawned
 
 
+MAX_RATE_SCALE = 100.0  # beyond this a rates file is the wrong tool: write one with those rates
+
+
 class Generator:
     """The person generation module: a sim hook that brings people in by the appearance rates.
 
     ``start_s`` is the week time (seconds since Monday 00:00, see :func:`parse_start`) at sim time 0. With several
-    tables, the one listing the current day applies; on a day no table lists, nobody comes.
+    tables, the one listing the current day applies; on a day no table lists, nobody comes. ``rate_scale``
+    multiplies every appearance rate (a denser or sparser crowd of the same mix: sweeps vary it).
     """
 
     def __init__(self, sim: CrowdSim, tables: RateTable | list[RateTable], *, start_s: float | None = None,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, rate_scale: float = 1.0) -> None:
+        if not (isinstance(rate_scale, (int, float)) and 0.0 <= rate_scale <= MAX_RATE_SCALE):
+            raise ValueError(f"rate_scale must be a number in [0, {MAX_RATE_SCALE:g}], not {rate_scale!r}")
+        self.rate_scale = float(rate_scale)
         self.sim = sim
         self.tables = [tables] if isinstance(tables, RateTable) else list(tables)
         if not self.tables:
@@ -329,6 +355,7 @@ class Generator:
         self.start_s = start_s if start_s is not None else first.days[0] * DAY_S + first.bands[0].start_s
         self.enabled = enabled
         self.parties: list[Party] = []  # every party that appeared, in order
+        self.turned_away = 0  # parties not spawned because MAX_PEOPLE were present
         self._next_group = 0
         self.entrance_points = gate_points(sim.map, exits=False)
         self.exit_points = gate_points(sim.map, exits=True)
@@ -376,7 +403,7 @@ class Generator:
         day, tod = self.week_time(sim_time_s)
         table = self.table_for(day)
         band = table.band_at(tod) if table else None
-        return dict(band.rates) if band else {}
+        return {k: v * self.rate_scale for k, v in band.rates.items()} if band else {}
 
     # -- drawing and spawning --------------------------------------------------------------------------------
     def draw(self, time_s: float, dt: float) -> list[Party]:
@@ -389,7 +416,7 @@ class Generator:
         rng = self.sim.rng
         types = list(band.rates)
         entrances, weights = self._entrance_weights(table)
-        lam = np.outer([band.rates[t] for t in types], weights) * (dt / 3600.0)
+        lam = np.outer([band.rates[t] for t in types], weights) * (self.rate_scale * dt / 3600.0)
         counts = rng.poisson(lam)
         parties = []
         for i, j in zip(*np.nonzero(counts)):
@@ -450,6 +477,9 @@ class Generator:
         if not self.enabled:
             return
         for party in self.draw(sim.time_s - sim.dt, sim.dt):  # hooks run after the clock moved to the step's end
+            if len(sim.agents) + len(party.types) > MAX_PEOPLE:
+                self.turned_away += 1  # the place is full: memory and step time stay bounded whatever the rates
+                continue
             self.spawn(party)
             self.parties.append(party)
 

@@ -9,6 +9,8 @@ One command per line; ``#`` starts a comment; durations are simulated time with 
     place NAME X Y                           set where a person stands
     move NAME to PLACE | to X Y | to robot   start walking there (along the passage graph)
     wait NAME arrived [timeout DURATION]     run until the person has arrived (default timeout 10min)
+    wait robot [timeout DURATION]            run until the crowd knows where the robot is (served in real time,
+                                             its first pose comes with the world's stream; default 10min)
     objective NAME OBJECTIVE [KEY=VALUE...]  the reaction to the robot; only the named parameters change
     generate on | off                        stochastic generation and reactions (a script starts with them off)
 
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from .sim import CrowdSim
 
 DEFAULT_WAIT_TIMEOUT_S = 600.0
+MAX_DURATION_S = 7 * 86400.0  # one line may ask for a week of simulated time at most
 UNITS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([a-z]+)$")
@@ -134,7 +137,10 @@ class _Line:
         if match[2] not in UNITS:
             unit_col = tok.column + len(match[1])
             raise self.error(unit_col, f"unknown time unit {match[2]!r} (use {', '.join(UNITS)})")
-        return float(match[1]) * UNITS[match[2]], tok
+        seconds = float(match[1]) * UNITS[match[2]]
+        if seconds > MAX_DURATION_S:
+            raise self.error(tok.column, f"{tok.text} is longer than MAX_DURATION_S={MAX_DURATION_S:g} s (a week)")
+        return seconds, tok
 
     def target(self) -> tuple[Any, Token]:
         """A place name, ``robot``, or ``X Y``."""
@@ -203,9 +209,14 @@ def _parse_line(line: _Line) -> Command:
         args["to"], tok = line.target()
         cols["to"] = tok.column
     elif op == "wait":
-        tok = line.name()
-        args["name"], cols["name"] = tok.text, tok.column
-        line.keyword("arrived")
+        nxt = line.peek()
+        if nxt is not None and nxt.text == "robot":
+            line.next("robot")
+            args["robot"], cols["robot"] = True, nxt.column
+        else:
+            tok = line.name()
+            args["name"], cols["name"] = tok.text, tok.column
+            line.keyword("arrived")
         args["timeout_s"] = DEFAULT_WAIT_TIMEOUT_S
         if line.peek() is not None:
             line.keyword("timeout")
@@ -294,12 +305,17 @@ def load_script(path: str | Path) -> Script:
     """Read and parse a .scn file (a path, or a name under config/scenarios/)."""
     from .configfile import resolve
 
+    from devices.yaml_source import ConfigError, read_text
+
     resolved = resolve(path, "scenarios", suffix=".scn")
     try:
-        text = resolved.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScriptError(str(path), 0, None, f"cannot read: {exc.strerror}") from None
-    return parse(text, str(resolved))
+        text = read_text(resolved)  # a binary file is refused at the line of its first bad byte
+    except ConfigError as exc:
+        raise ScriptError(exc.source, exc.line or 0, None, exc.message) from None
+    script = parse(text, str(resolved))
+    if not script.commands:
+        raise ScriptError(str(resolved), 1, None, "the script has no commands (an empty scenario would be a 0 s run)")
+    return script
 
 
 # --------------------------------------------------------------------------------------------------------- run
@@ -312,11 +328,12 @@ class Scenario:
 
     def __init__(self, sim: CrowdSim, *, rates: RateTable | list[RateTable] | None = None,
                  start_s: float | None = None, objectives: ObjectiveConfig | None = None,
-                 generate: bool = False) -> None:
+                 generate: bool = False, rate_scale: float = 1.0) -> None:
         self.sim = sim
         tables = [rates] if isinstance(rates, RateTable) else list(rates or [])
         self.types: dict[str, PersonType] = {**DEFAULT_TYPES, **(tables[0].person_types if tables else {})}
-        self.generator = Generator(sim, tables, start_s=start_s, enabled=generate) if tables else None
+        self.generator = Generator(sim, tables, start_s=start_s, enabled=generate,
+                                   rate_scale=rate_scale) if tables else None
         config_at = None
         if objectives is None and tables:  # each rates file's own reactions, on the days it covers
             configs = [objectives_mod.config_from_table(t.objectives) for t in tables]
@@ -332,6 +349,7 @@ class Scenario:
             sim.hooks.append(self.generator)
         sim.hooks.append(self.objectives)
         self.ids: dict[str, int] = {}
+        self._world_robot = False  # play(world_robot=True): the world sends the robot, so 'wait robot' can wait
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def id_of(self, name: str) -> int:
@@ -370,6 +388,9 @@ class Scenario:
     def move(self, name: str, to: str | tuple[float, float]) -> None:
         """Walk along the passage graph to a place, a point, or ``"robot"`` (up to where the robot stands now)."""
         agent_id = self.id_of(name)
+        if to == "robot" and self.sim.robot is None:
+            raise ValueError("there is no robot yet (a served crowd hears of it with the world's first state): "
+                             "put 'wait robot' before this line")
         if isinstance(to, str):
             if to != "robot":
                 self.sim.map.point(to)  # an unknown name fails here, before the agent is touched
@@ -427,6 +448,7 @@ class Scenario:
         if isinstance(script, str):
             script = parse(script, source)
         check(script, self.sim.map, types=self.types, can_generate=self.generator is not None, known=self.ids)
+        self._world_robot = world_robot
         self.generate(generate)  # a script starts in its own mode: no stochastic transitions (000, FIG. 12)
         for cmd in script.commands:
             if world_robot and cmd.op == "robot":
@@ -446,6 +468,16 @@ class Scenario:
         if cmd.op == "run":
             for _ in range(int(round(a["duration_s"] / self.sim.dt))):
                 yield
+        elif cmd.op == "wait" and a.get("robot"):
+            if self.sim.robot is None and not self._world_robot:
+                raise ValueError("a standalone crowd has no world to send the robot: place it with a 'robot' "
+                                 "line or --robot")
+            for _ in range(int(round(a["timeout_s"] / self.sim.dt))):
+                if self.sim.robot is not None:
+                    return
+                yield
+            if self.sim.robot is None:
+                raise TimeoutError(f"no robot pose came within {a['timeout_s']:g} s of simulated time")
         elif cmd.op == "wait":
             agent_id = self.id_of(a["name"])
             for _ in range(int(round(a["timeout_s"] / self.sim.dt))):
@@ -467,6 +499,9 @@ class Scenario:
             self.place(a["name"], *a["xy"])
         elif cmd.op == "move":
             self.move(a["name"], a["to"])
+        elif cmd.op == "wait" and a.get("robot"):
+            if self.sim.robot is None:
+                raise ValueError("there is no robot (place it with a 'robot' line or --robot)")
         elif cmd.op == "wait":
             self.wait_arrived(a["name"], a["timeout_s"])
         elif cmd.op == "objective":

@@ -9,13 +9,16 @@ only worlds whose key is in ``DIR/authorized/`` get an answer (ZeroMQ refuses th
 """
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Callable
+import logging
+import os
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 import zmq
 
-from bridge.crowd_link import REQUESTS, Person, intents_payload, parse_states
-from bridge.envelope import EnvelopeError, pack, unpack
+from bridge.crowd_link import Person, intents_payload
+from bridge.envelope import EnvelopeError, pack
+from bridge.realtime import Counters
+from bridge.schema import TickPayload, TypedDecoder, WorldPayload, convert
 
 from .sim import CrowdSim
 from .stepper import Stepper
@@ -23,44 +26,64 @@ from .stepper import Stepper
 if TYPE_CHECKING:
     from bridge.security import Security
 
+log = logging.getLogger("hil.bridge")
 HEIGHT_BY_TYPE = {"child": 1.2}
+MAX_TICK_SPAN_S = 60.0  # how far one tick may move the crowd's time: 600 steps at 0.1 s; more is refused
+TICK_DECODER = TypedDecoder({"tick": TickPayload, "bye": Any})
+PARENT_ENV = "HIL_PARENT_PID"  # set by runtime/process.py: the crowd ends when that process is gone
 
 
-def take_world_state(sim: CrowdSim, payload: dict) -> None:
+def take_world_state(sim: CrowdSim, payload: Union[TickPayload, WorldPayload, dict]) -> None:
     """The robot's state and the people's measured positions and velocities, as the world reports them.
 
-    Everything is parsed before anything is written, so a malformed entry changes nothing. People the crowd does
-    not know (yet, or any more) are ignored."""
-    robot = payload.get("robot")
-    pose = None
+    The payload is checked whole (bridge/schema.py: types, finite values, bounds) before anything is written, so
+    a malformed entry changes nothing (EnvelopeError says what). People the crowd does not know (yet, or any
+    more) are ignored."""
+    if isinstance(payload, dict):
+        payload = convert(payload, TickPayload)
+    robot = payload.robot
     if robot is not None:
-        pose = (float(robot["x"]), float(robot["y"]), float(robot.get("yaw", 0.0)), float(robot.get("vx", 0.0)),
-                float(robot.get("vy", 0.0)), float(robot.get("radius", 0.3)))
-    measured = parse_states(payload)
-    if pose is not None:
-        x, y, yaw, vx, vy, radius = pose
-        sim.set_robot(x, y, yaw=yaw, vx=vx, vy=vy, radius=radius)
+        sim.set_robot(robot.x, robot.y, yaw=robot.yaw, vx=robot.vx, vy=robot.vy, radius=robot.radius)
     agents = sim.agents
     rows = {agent_id: row for row, agent_id in enumerate(agents.ids.tolist())}  # one pass, not one search each
-    for agent_id, x, y, vx, vy in measured:
+    for agent_id, x, y, vx, vy in payload.rows():
         row = rows.get(agent_id)
         if row is not None:
             agents.pos[row] = (x, y)
             agents.vel[row] = (vx, vy)
 
 
-def apply_tick(sim: CrowdSim, payload: dict, step: Callable[[], None] | None = None) -> tuple[list[int], list[int]]:
+def apply_tick(sim: CrowdSim, payload: Union[TickPayload, dict],
+               step: Callable[[], None] | None = None) -> tuple[list[int], list[int]]:
     """Take the world's state, step the crowd to the tick's time; returns (spawned ids, removed ids).
 
-    ``step`` does one crowd step (default ``sim.step``; a :class:`crowd.stepper.Stepper` lets a script run)."""
-    target = float(payload["t"])
+    ``step`` does one crowd step (default ``sim.step``; a :class:`crowd.stepper.Stepper` lets a script run). A
+    tick more than ``MAX_TICK_SPAN_S`` ahead of the crowd is refused (EnvelopeError) before anything changes: one
+    message must not make the crowd step for hours."""
+    if isinstance(payload, dict):
+        payload = convert(payload, TickPayload)
+    if payload.t - sim.time_s > MAX_TICK_SPAN_S:
+        raise EnvelopeError(f"tick: t={payload.t:g} s is {payload.t - sim.time_s:g} s ahead of the crowd (at "
+                            f"{sim.time_s:g} s); one tick may advance it at most MAX_TICK_SPAN_S={MAX_TICK_SPAN_S:g} s")
     take_world_state(sim, payload)
     step = step or sim.step
     before = set(sim.agents.ids.tolist())
-    while sim.time_s + sim.dt / 2 <= target:
+    while sim.time_s + sim.dt / 2 <= payload.t:
         step()
     after = set(sim.agents.ids.tolist())
     return sorted(after - before), sorted(before - after)
+
+
+class ParentWatch:
+    """Notices that the process that started this one is gone (``HIL_PARENT_PID``, set by runtime/process.py):
+    the crowd then stops serving instead of living on as an orphan. A crowd started by hand has no such parent."""
+
+    def __init__(self) -> None:
+        value = os.environ.get(PARENT_ENV, "")
+        self.parent = int(value) if value.isdigit() else None
+
+    def gone(self) -> bool:
+        return self.parent is not None and os.getppid() != self.parent
 
 
 def intents(sim: CrowdSim) -> list[Person]:
@@ -72,32 +95,61 @@ def intents(sim: CrowdSim) -> list[Person]:
 
 def serve(sim: CrowdSim, endpoint: str, ready=print, stepper: Stepper | None = None,
           security: Security | None = None) -> int:
-    """Answer ticks until ``bye``; returns the number of ticks served. ``stepper``: a script playing on the
-    world's time (its lines that ran during a tick go back in the reply's ``script`` list)."""
+    """Answer ticks until ``bye`` (or the parent that started us is gone); returns the number of ticks served.
+    ``stepper``: a script playing on the world's time (its lines that ran during a tick go back in the reply's
+    ``script`` list). A bad request is answered with an error naming what is wrong, counted and logged (logger
+    ``hil.bridge``); the crowd is unchanged by it and goes on answering."""
     stepper = stepper or Stepper(sim)
     socket = zmq.Context.instance().socket(zmq.REP)
     socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
+    counters = Counters()
+    parent = ParentWatch()
     ticks = 0
     try:
         if security is not None:  # bad keys raise SecurityError here, before anything is bound
             security.apply_server(socket)
         socket.bind(endpoint)
-        ready(f"crowd {socket.getsockopt_string(zmq.LAST_ENDPOINT)}")
+        where = socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        ready(f"crowd {where}")
         while True:
-            data = socket.recv()
-            try:
-                msg = unpack(data, REQUESTS)
-                if msg.type == "bye":
-                    socket.send(pack("intents", intents_payload(sim.time_s, [], [], [])))
+            if not socket.poll(PARENT_CHECK_MS):
+                if parent.gone():
+                    log.warning("crowd %s: the process that started it is gone; stopping", where)
                     return ticks
-                spawned, removed = apply_tick(sim, msg.payload, stepper.step)
-            except (EnvelopeError, KeyError, TypeError, ValueError) as exc:
-                print(f"crowd: dropped a message: {exc}", file=sys.stderr, flush=True)
-                socket.send(pack("error", {"reason": str(exc)}))
                 continue
-            ticks += 1
-            reply = intents_payload(sim.time_s, intents(sim), spawned, removed)
-            reply.update(stepper.drain())
-            socket.send(pack("intents", reply, seq=msg.seq, t=sim.time_s))
+            frames = socket.recv_multipart()
+            reply = _answer(sim, stepper, frames, counters, where)
+            if reply is None:
+                socket.send(pack("intents", intents_payload(sim.time_s, [], [], [])))
+                return ticks
+            if reply[0] == "intents":
+                ticks += 1
+            socket.send(pack(*reply))
     finally:
         socket.close(0)
+
+
+MAX_REQUEST_BYTES = 16 * 1024 * 1024  # bridge.envelope.MAX_MESSAGE_BYTES: libzmq drops the connection above it
+PARENT_CHECK_MS = 500
+
+
+def _answer(sim: CrowdSim, stepper: Stepper, frames: list[bytes], counters: Counters,
+            where: str) -> tuple | None:
+    """(type, payload, seq, t) of the reply to one request, or None for ``bye``; never raises."""
+    try:
+        if len(frames) != 1:
+            raise EnvelopeError(f"a request is one frame, not {len(frames)}")
+        msg = TICK_DECODER.decode(frames[0])
+        if msg.type == "bye":
+            return None
+        spawned, removed = apply_tick(sim, msg.payload, stepper.step)
+    except EnvelopeError as exc:
+        counters.drop(f"crowd {where}", str(exc))
+        return ("error", {"reason": str(exc)})
+    except Exception as exc:  # a crowd step failing on valid input is our bug: say so, keep serving
+        counters.drop(f"crowd {where}", f"tick failed: {type(exc).__name__}: {exc}")
+        return ("error", {"reason": f"the crowd failed this tick: {type(exc).__name__}: {exc}"})
+    reply = intents_payload(sim.time_s, intents(sim), spawned, removed)
+    reply.update(stepper.drain())
+    return ("intents", reply, msg.seq, sim.time_s)

@@ -21,13 +21,19 @@ from typing import TYPE_CHECKING
 from bridge.crowd_link import intents_payload
 from bridge.realtime import RealtimeCrowdServer
 
-from .serve import apply_tick, intents
+from bridge.envelope import EnvelopeError
+from bridge.schema import WorldPayload, convert
+
+from .serve import ParentWatch, intents, take_world_state
 from .sim import CrowdSim
 
 if TYPE_CHECKING:
     from bridge.security import Security
 
     from .stepper import Stepper
+
+
+PARENT_CHECK_S = 0.5
 
 
 @dataclass
@@ -38,10 +44,10 @@ class RealtimeStats:
     world_t: float | None = None  # the world's own time in the newest world message applied
 
 
-def apply_world(sim: CrowdSim, payload: dict) -> None:
-    """The world's robot and actual people, without stepping: ``apply_tick`` to the crowd's own time (it parses
-    everything before writing, so a malformed state raises and changes nothing)."""
-    apply_tick(sim, {**payload, "t": sim.time_s})
+def apply_world(sim: CrowdSim, payload: WorldPayload | dict) -> None:
+    """The world's robot and actual people, without stepping (checked whole before anything is written: a
+    malformed state raises EnvelopeError and changes nothing)."""
+    take_world_state(sim, convert(payload, WorldPayload) if isinstance(payload, dict) else payload)
 
 
 def _step(sim: CrowdSim, stepper: Stepper | None) -> tuple[list[int], list[int]]:
@@ -69,8 +75,13 @@ def serve_realtime(sim: CrowdSim, endpoint: str, ready=print, security: Security
     ready(f"crowd {server.control_endpoint}")
     try:
         due = wall_clock() + sim.dt
+        parent, parent_checked = ParentWatch(), wall_clock()
         while stop is None or not stop.is_set():
             wait = due - wall_clock()
+            if wall_clock() - parent_checked > PARENT_CHECK_S:
+                parent_checked = wall_clock()
+                if parent.gone():
+                    return stats
             if wait > 0:
                 if not server.serve_control(min(wait, 0.05), sim.time_s, lambda: _status(sim, stats, server)):
                     return stats
@@ -89,15 +100,17 @@ def serve_realtime(sim: CrowdSim, endpoint: str, ready=print, security: Security
         server.close()
 
 
-def _apply(sim: CrowdSim, world: dict, server: RealtimeCrowdServer, stats: RealtimeStats) -> None:
+def _apply(sim: CrowdSim, world: WorldPayload, server: RealtimeCrowdServer, stats: RealtimeStats) -> None:
     try:
         apply_world(sim, world)
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+    except EnvelopeError as exc:
         server.counters.drop(f"crowd world stream {server.world_endpoint}", str(exc))
         return
+    except Exception as exc:  # our bug on valid input: the crowd must go on serving
+        server.counters.drop(f"crowd world stream {server.world_endpoint}", f"{type(exc).__name__}: {exc}")
+        return
     stats.worlds += 1
-    world_t = world.get("t")
-    stats.world_t = float(world_t) if isinstance(world_t, (int, float)) and not isinstance(world_t, bool) else None
+    stats.world_t = world.t
 
 
 def _next_due(due: float, dt: float, stats: RealtimeStats) -> float:

@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .yaml_source import ConfigError, SourceDict, SourceList, require, resolve_config_path
+from . import config_path
+from .yaml_source import ConfigError, SourceDict, SourceList, check_keys, require
 
-MAPS_DIR = Path(__file__).resolve().parents[1] / "config" / "maps"  # the one place that knows where maps live
 
 WALL_KEYS = ("from", "to", "thickness", "height", "name")
 DEFAULT_THICKNESS = 0.1
@@ -20,8 +20,9 @@ DEFAULT_HEIGHT = 2.0
 
 
 def resolve_map(name_or_path: str | Path) -> Path:
-    """A map's file: a name under config/maps/ (``arcade``) or a path; ConfigError listing the known names."""
-    return resolve_config_path(name_or_path, MAPS_DIR, "map")
+    """A map's file: a name on the config search path (``arcade``; devices.config_path) or a path; ConfigError
+    listing the known names."""
+    return config_path.resolve(name_or_path, "maps", "map")
 
 
 @dataclass(frozen=True)
@@ -50,19 +51,22 @@ class Wall:
 
 
 def no_unknown(mapping: SourceDict, known: tuple[str, ...], what: str) -> None:
-    for key in mapping:
-        if key not in known:
-            raise mapping.error(key, f"{what}: unknown field {key!r}; fields: {', '.join(known)}")
+    check_keys(mapping, known, what, noun="field")  # with the closest key, as everywhere else
 
 
 def is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+MAX_COORDINATE_M = 1e5  # 100 km from the map's origin; a wall farther out (or 1e300 m long) is a typo
+MAX_SIZE_M = 1e3  # thickness, height, width
+
+
 def positive(mapping: SourceDict, key: str, what: str) -> float:
     value = mapping[key]
-    if not is_number(value) or value <= 0:
-        raise mapping.error(key, f"{what}: {key} must be a number > 0 (metres), not {value!r}")
+    if not is_number(value) or not 0 < value <= MAX_SIZE_M:
+        raise mapping.error(key, f"{what}: {key} must be a number > 0 (metres) up to MAX_SIZE_M="
+                                 f"{MAX_SIZE_M:g}, not {value!r}")
     return float(value)
 
 
@@ -70,6 +74,9 @@ def point(mapping: SourceDict, key: str, what: str) -> tuple[float, float]:
     value = require(mapping, key, list, what)
     if len(value) != 2 or not all(is_number(v) for v in value):
         raise mapping.error(key, f"{what}: {key} must be [x, y] in metres, not {list(value)!r}")
+    if any(abs(v) > MAX_COORDINATE_M for v in value):
+        raise mapping.error(key, f"{what}: {key} {list(value)!r} is beyond MAX_COORDINATE_M={MAX_COORDINATE_M:g} "
+                                 f"from the map's origin")
     return float(value[0]), float(value[1])
 
 

@@ -5,8 +5,10 @@ line of each key or item. :class:`ConfigError` formats "file:line: what is wrong
 """
 from __future__ import annotations
 
+import difflib
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import yaml
 
@@ -43,9 +45,16 @@ class SourceList(list):
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+# YAML 1.1 reads 1e9 and 1.5e3 as strings (its floats need a dot and a signed exponent); users mean the numbers,
+# so every exponent form resolves as a float (YAML 1.1's other float forms are unchanged)
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+
+
 def _loader_for(source: str) -> type:
     class Loader(_SAFE_LOADER):
         pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
     def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> SourceDict:
         out = SourceDict()
@@ -70,21 +79,62 @@ def _loader_for(source: str) -> type:
 
 
 def load_yaml_text(text: str, source: str = "<string>") -> Any:
-    """Parse YAML text; syntax errors become ConfigError with the line."""
+    """Parse YAML text; syntax errors (and keys YAML cannot use, such as a list as a key) become ConfigError with
+    the line."""
     try:
         return yaml.load(text, Loader=_loader_for(source))  # noqa: S506 - SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        raise ConfigError(source, line, f"YAML syntax: {exc.problem}") from None
+        mark = exc.problem_mark or exc.context_mark
+        raise ConfigError(source, mark.line + 1 if mark else None, f"YAML syntax: {exc.problem}") from None
+    except yaml.YAMLError as exc:  # the reader's errors (control characters) carry a position, not a mark
+        position = getattr(exc, "position", None)
+        line = text.count("\n", 0, position) + 1 if isinstance(position, int) else None
+        raise ConfigError(source, line, f"not YAML text: {getattr(exc, 'reason', exc)}") from None
+    except TypeError as exc:  # an unhashable key: ``? [1, 2]: x``
+        raise ConfigError(source, None, f"YAML: {exc}") from None
+
+
+def read_text(path: str | Path) -> str:
+    """A config file's text (UTF-8); a binary or mis-encoded file is refused at the line of its first bad byte."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(path), None, f"cannot read: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(str(path), line, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+                                           f"is this a binary file?") from None
 
 
 def load_yaml_file(path: str | Path) -> Any:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), None, f"cannot read: {exc.strerror}") from None
-    return load_yaml_text(text, str(path))
+    return load_yaml_text(read_text(path), str(path))
+
+
+def load_yaml_mapping(path: str | Path, what: str) -> SourceDict:
+    """A YAML file that must hold a mapping: an empty file or another kind of document is an error at line 1."""
+    doc = load_yaml_file(path)
+    if doc is None:
+        raise ConfigError(str(path), 1, f"the {what} file is empty")
+    if not isinstance(doc, SourceDict):
+        raise ConfigError(str(path), getattr(doc, "line", 1), f"{what} must be a mapping, not {type(doc).__name__}")
+    return doc
+
+
+def check_keys(mapping: Any, known: Iterable[str], what: str, noun: str = "key") -> None:
+    """Refuse keys that are not in ``known`` with file:line and the closest known key (a typo would otherwise be
+    silently ignored, and its value with it)."""
+    known = tuple(known)
+    for key in mapping:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+            message = f"{what}: unknown {noun} {key!r}; {hint}"
+            if isinstance(mapping, SourceDict):
+                raise mapping.error(key, message)
+            raise ConfigError(getattr(mapping, "source", "<config>"), None, message)
 
 
 def require(mapping: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -99,16 +149,3 @@ def require(mapping: Any, key: str, kind: type | tuple[type, ...], what: str) ->
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise mapping.error(key, f"{what}: {key} must be {names}, not {type(value).__name__} {value!r}")
     return value
-
-
-def resolve_config_path(name_or_path: str | Path, directory: Path, what: str) -> Path:
-    """A name of a YAML file under ``directory`` (``commbot``, ``lab``) or a path to one; ConfigError listing the
-    known names otherwise."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    path = directory / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in directory.glob("*.yaml"))
-        raise ConfigError(str(name_or_path), None, f"no {what} of that name; known: {', '.join(known)}")
-    return path

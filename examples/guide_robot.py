@@ -70,8 +70,9 @@ def _wrap(a: float) -> float:
 class Guide:
     """One decision per tick: ``step(robot)`` sets the base's twist and the head's target; ``done`` at the end."""
 
-    def __init__(self, robot, start=START, waypoints=WAYPOINTS, hz: float = HZ):
+    def __init__(self, robot, start=START, waypoints=WAYPOINTS, hz: float = HZ, cruise_m_s: float = CRUISE_M_S):
         self.waypoints = list(waypoints)
+        self.cruise_m_s = cruise_m_s
         self.period_s = 1.0 / hz
         self.t = 0.0
         self.mode = "route"
@@ -122,7 +123,7 @@ class Guide:
         wx, wy = self.waypoints[0]
         error = _wrap(math.atan2(wy - y, wx - x) - yaw)
         w = max(-MAX_TURN_RAD_S, min(MAX_TURN_RAD_S, TURN_GAIN * error))
-        v = CRUISE_M_S * max(0.0, math.cos(error))
+        v = self.cruise_m_s * max(0.0, math.cos(error))
         front = _clearance_ahead(robot.sensors["ring"])
         if front is not None and front < SLOW_M:
             v *= max(0.0, (front - STOP_M) / (SLOW_M - STOP_M))
@@ -261,9 +262,17 @@ def _nearest_in(ring, lo: float, hi: float) -> tuple[float, float] | None:
 
 
 def main(robot) -> None:
-    guide = Guide(robot)
+    """Run the guide; ``robot.params`` may set ``start`` [x, y, yaw] (where the odometry starts, default START),
+    ``waypoints`` [[x, y], ...] (default WAYPOINTS) and ``cruise_m_s`` (default CRUISE_M_S). ``robot.mode`` says
+    what it is doing (trials record it)."""
+    params = getattr(robot, "params", {})
+    guide = Guide(robot, start=tuple(params.get("start", START)),
+                  waypoints=[tuple(w) for w in params.get("waypoints", WAYPOINTS)],
+                  cruise_m_s=float(params.get("cruise_m_s", CRUISE_M_S)))
+    robot.mode = guide.mode
     for tick in robot.loop(hz=HZ):
         guide.step(robot)
+        robot.mode = guide.mode
         if guide.done:
             x, y, _ = robot.base.odometry
             print(f"t={tick.time:6.2f} s  arrived at x={x:.2f} y={y:.2f} m after {guide.engagements} "

@@ -19,14 +19,17 @@ from pathlib import Path
 from devices.catalog import compiled_part, load_part, part_names
 from devices.control_table import XL430_W250, XM430_W350
 from devices.descriptor import PartDescriptor
-from devices.yaml_source import SourceDict, load_yaml_file, require, resolve_config_path
+from devices import config_path
+from devices.yaml_source import SourceDict, check_keys, load_yaml_mapping, require
 
 from .cpc_part import CpcBuildError, build_cpc_part
 from .part import PartFirmware
 from .servo import ServoFirmware
 
-ROBOTS_DIR = Path(__file__).resolve().parent.parent / "config" / "robots"
 SERVO_MODELS = {t.model_name: t for t in (XM430_W350, XL430_W250)}
+ASSEMBLY_KEYS = ("name", "parts", "description")
+PART_KEYS = ("id", "part", "model", "parent", "port", "serial")
+MAX_SERIAL = 2 ** 64 - 1  # the CPC block's serial is 64 bits
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,9 @@ class Assembly:
 
 
 def resolve_assembly_path(name_or_path: str) -> Path:
-    """A name under config/robots/ (``commbot``) or a path to a YAML file."""
-    return resolve_config_path(name_or_path, ROBOTS_DIR, "assembly")
+    """A name on the config search path (``commbot``: ./config/robots, $HIL_PATH, hil's own) or a path to a YAML
+    file."""
+    return config_path.resolve(name_or_path, "robots", "assembly")
 
 
 def default_serial(assembly: str, device_id: int) -> int:
@@ -48,13 +52,23 @@ def default_serial(assembly: str, device_id: int) -> int:
 
 def load_assembly(name_or_path: str) -> Assembly:
     path = resolve_assembly_path(name_or_path)
-    doc = load_yaml_file(path)
+    doc = load_yaml_mapping(path, "assembly")
+    check_keys(doc, ASSEMBLY_KEYS, "assembly")
     name = require(doc, "name", str, "assembly")
     entries = require(doc, "parts", list, "assembly")
+    if not entries:
+        raise doc.error("parts", "assembly: parts is empty; an assembly needs at least one part")
     seen: dict[int, SourceDict] = {}
     for index, entry in enumerate(entries):
         what = f"part #{index + 1}"
+        if not isinstance(entry, SourceDict):
+            raise doc.error("parts", f"{what} must be a mapping such as {{id: 1, part: carriage}}, not {entry!r}")
+        check_keys(entry, PART_KEYS, what)
         device_id = require(entry, "id", int, what)
+        if "serial" in entry:
+            serial = require(entry, "serial", int, what)
+            if not 0 <= serial <= MAX_SERIAL:
+                raise entry.error("serial", f"{what}: serial {serial} does not fit 64 bits")
         if not 0 <= device_id <= 252:
             raise entry.error("id", f"{what}: id {device_id} is outside 0..252")
         if device_id in seen:

@@ -7,6 +7,7 @@ the protocol's error codes, and the counters say what happened.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -16,13 +17,16 @@ from devices.protocol import (BROADCAST_ID, CrcMismatch, DataLengthError, Device
                               InstructionError, MalformedPacket, Packet, StatusError, StreamDecoder, decode_request,
                               encode_fast_reply, encode_ping_reply, encode_status)
 from devices.protocol import requests as rq
-from devices.protocol.instructions import KNOWN_INSTRUCTIONS
+from devices.protocol.instructions import KNOWN_INSTRUCTIONS, MAX_PACKET_BYTES
 
 from .faults import FaultInjector
 from .part import PartFirmware
 from .timing import WireTiming
 
 READ_LEVEL, ALL_LEVEL = 1, 2  # status return level needed for read replies / for every reply
+STATUS_FRAME_OVERHEAD = 4  # instruction, error, CRC: what a status frame's length field counts besides the data
+FAST_FRAME_OVERHEAD, FAST_SLOT_OVERHEAD = 1, 4  # instruction; error, id, CRC per slot
+log = logging.getLogger(__name__)
 
 
 class VirtualBusDevice:
@@ -39,7 +43,8 @@ class VirtualBusDevice:
         self._decoder = StreamDecoder()
         self._outbox: deque[tuple[float, bytes]] = deque()
         self._line_free_at = 0.0
-        self.counters = {"packets": 0, "crc_errors": 0, "malformed": 0, "replies": 0, "incomplete": 0}
+        self.counters = {"packets": 0, "crc_errors": 0, "malformed": 0, "replies": 0, "incomplete": 0,
+                         "oversized": 0, "internal_errors": 0}
         self._by_id: dict[int, list[PartFirmware]] = {}
         self._index()
 
@@ -164,7 +169,31 @@ class VirtualBusDevice:
                     self._queue(encode_status(part.id, code), part, arrival)
             return
         handler = _HANDLERS[type(request)]
-        handler(self, request, now, arrival)
+        try:
+            handler(self, request, now, arrival)
+        except Exception as exc:  # a peer's bytes must never end the device: count, log, go on answering
+            self.counters["internal_errors"] += 1
+            n = self.counters["internal_errors"]
+            if n <= 10 or n % 1000 == 0:
+                log.warning("virtual bus device: %s from id %d failed (%s: %s); request dropped (%d so far)",
+                            type(request).__name__, packet.id, type(exc).__name__, exc, n)
+
+    def _refuse_oversized(self, request, parts: list[PartFirmware], reply_length: int, fast: bool,
+                          arrival: float) -> None:
+        """A read whose reply cannot fit in one frame: every addressed part answers Data Length with no data
+        (a fast read: one fast reply of data-less error slots), counted as ``oversized``."""
+        self.counters["oversized"] += 1
+        n = self.counters["oversized"]
+        if n <= 10 or n % 1000 == 0:
+            log.warning("virtual bus device: %s asks for a %d-byte reply, over the %d-byte frame limit; answered "
+                        "with Data Length errors (%d so far)", type(request).__name__, reply_length,
+                        MAX_PACKET_BYTES, n)
+        if fast:
+            self._queue(encode_fast_reply([(DataLengthError.code, p.id, b"") for p in parts]), parts[0], arrival)
+            return
+        after = arrival
+        for part in parts:
+            after = self._queue(encode_status(part.id, DataLengthError.code), part, after)
 
     def _unicast(self, request, now: float, arrival: float, action: Callable[[PartFirmware], bytes],
                  level: int = ALL_LEVEL, level_before: bool = False) -> None:
@@ -198,6 +227,11 @@ class VirtualBusDevice:
             after = self._queue(encode_ping_reply(part.id, part.model_number, part.firmware_version), part, after)
 
     def _read(self, request: rq.Read, now: float, arrival: float) -> None:
+        if request.length + STATUS_FRAME_OVERHEAD > MAX_PACKET_BYTES:
+            parts = [p for p in self._present(request.id) if p.return_level >= READ_LEVEL]
+            if parts:
+                self._refuse_oversized(request, parts, request.length + STATUS_FRAME_OVERHEAD, False, arrival)
+            return
         self._unicast(request, now, arrival, lambda p: p.read(request.address, request.length), READ_LEVEL)
 
     def _write(self, request: rq.Write, now: float, arrival: float) -> None:
@@ -232,7 +266,14 @@ class VirtualBusDevice:
                     slots.append((part, exc.code, bytes(length)))
         return slots
 
-    def _group_read(self, items: list[tuple[int, int, int]], fast: bool, now: float, arrival: float) -> None:
+    def _group_read(self, request, items: list[tuple[int, int, int]], fast: bool, now: float,
+                    arrival: float) -> None:
+        length = _reply_length(self, items, fast)
+        if length > MAX_PACKET_BYTES:
+            parts = [p for i, _, _ in items for p in self._present(i) if p.return_level >= READ_LEVEL]
+            if parts:
+                self._refuse_oversized(request, parts, length, fast, arrival)
+            return
         slots = self._read_slots(items, now)
         if not slots:
             return
@@ -246,10 +287,10 @@ class VirtualBusDevice:
 
     def _sync_read(self, request: rq.SyncRead, now: float, arrival: float) -> None:
         items = [(i, request.address, request.length) for i in request.ids]
-        self._group_read(items, request.fast, now, arrival)
+        self._group_read(request, items, request.fast, now, arrival)
 
     def _bulk_read(self, request: rq.BulkRead, now: float, arrival: float) -> None:
-        self._group_read(list(request.items), request.fast, now, arrival)
+        self._group_read(request, list(request.items), request.fast, now, arrival)
 
     def _group_write(self, items: Iterable[tuple[int, int, bytes]], now: float) -> None:
         changed_ids = False
@@ -270,6 +311,13 @@ class VirtualBusDevice:
 
     def _bulk_write(self, request: rq.BulkWrite, now: float, arrival: float) -> None:
         self._group_write(request.items, now)
+
+
+def _reply_length(device: VirtualBusDevice, items: list[tuple[int, int, int]], fast: bool) -> int:
+    """The length field of the largest frame a group read would be answered with (before stuffing)."""
+    if fast:
+        return FAST_FRAME_OVERHEAD + sum(FAST_SLOT_OVERHEAD + n for i, _, n in items for _ in device._present(i))
+    return max((STATUS_FRAME_OVERHEAD + n for _, _, n in items), default=0)
 
 
 _HANDLERS = {

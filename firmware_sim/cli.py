@@ -129,3 +129,10 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
 
     core, _ = embodied.lockstep(args.stall_timeout)
     return ClockServer(core, args.clock_endpoint, lock=device.lock, security=security)
+
+
+def register(sub) -> None:
+    """``hil sim``: the device side's one subcommand."""
+    sim = sub.add_parser("sim", help="serve a virtual bus device on a pty or TCP")
+    add_arguments(sim)
+    sim.set_defaults(func=run)

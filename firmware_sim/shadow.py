@@ -7,7 +7,7 @@ capsules placed kinematically where the crowd last said they are (there is no ph
 crowd's own state is their actual state), and casts the ring's rays from the robot's pose with the ring's own
 sensor model (firmware_sim.sensors.range_ring: the same descriptor parameters, cone, dropout, noise and no-target
 handling as the virtual part, with its own seeded generator). The runtime merges what it returns into the real readings
-(runtime/mixed.py: the nearer echo wins).
+(runtime/robot/overlay.py: the nearer echo wins).
 
 With a map (``crowd: {map: ...}``) the shadow also holds the map's walls (``World.add_map``), as occluders only:
 a ray whose nearest hit is a wall has no virtual echo (``RangeRingModel.measure``'s ``occluders``), so a virtual
@@ -16,7 +16,7 @@ real walls, and the map need not match the room exactly).
 
 Nothing is stepped: pybullet's ray test sees bodies where ``resetBasePositionAndOrientation`` put them, so one
 ``cast`` is a placement of the moved capsules plus one ``rayTestBatch`` (156 rays for the catalog ring).
-The runtime imports this module lazily (runtime/mixed.py), as it does the sim:// transport.
+The runtime imports this module lazily (runtime/robot/overlay.py), as it does the sim:// transport.
 """
 from __future__ import annotations
 

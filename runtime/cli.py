@@ -1,14 +1,10 @@
-"""The ``hil`` command: one entry point, one subcommand per job."""
+"""The runtime's subcommands of ``hil`` (the command itself is hil/cli.py, which gathers every package's):
+``hil ports``, ``hil scan``, ``hil urdf``, ``hil trust`` and ``hil keys``: the host side, inspecting buses and
+parts. ``hil run`` belongs to the trial layer (trial/cli.py), since it records runs as trials."""
 from __future__ import annotations
 
 import argparse
 import sys
-
-
-def _cmd_sim(args: argparse.Namespace) -> int:
-    from firmware_sim.cli import run  # the device side; the host never imports it otherwise
-
-    return run(args)
 
 
 def _cmd_ports(args: argparse.Namespace) -> int:
@@ -123,56 +119,14 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from .robot.runner import cli
-
-    return cli(args)
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import DEFAULT_DURATION_S, TrialError, run_servo_chain_demo, run_trial
-
-    if args.servo_chain:
-        run_servo_chain_demo(duration_s=args.duration or 3.0)
-        return 0
-    try:
-        run_trial(args.out, seed=args.seed, duration_s=args.duration or DEFAULT_DURATION_S,
-                  crowd_timeout_s=args.crowd_timeout, crowd_endpoint=args.crowd, scenario=args.scenario,
-                  gui=args.gui, out=lambda line: print(line, flush=True))
-    except TrialError as exc:
-        print(f"hil demo: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _cmd_crowd(args: argparse.Namespace) -> int:
-    from crowd.cli import run  # the crowd simulator process; the runtime never imports it otherwise
-
-    return run(args)
-
-
 def _cmd_keys(args: argparse.Namespace) -> int:
     from .keys_cli import run
 
     return run(args)
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
-    from .trial.report import cli
-
-    return cli(args)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hil", description="hardware-in-the-loop bridge and robot runtime")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    sim = sub.add_parser("sim", help="serve a virtual bus device on a pty or TCP")
-    from firmware_sim.cli import add_arguments
-
-    add_arguments(sim)
-    sim.set_defaults(func=_cmd_sim)
-
+def register(sub) -> None:
+    """Add the runtime's subcommands to ``hil``'s subparsers."""
     ports = sub.add_parser("ports", help="list serial adapters, their USB identity and latency timers")
     ports.add_argument("--strict", action="store_true", help="exit 1 when an adapter has a warning")
     ports.set_defaults(func=_cmd_ports)
@@ -197,59 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("--file", help="trust file (default $HIL_TRUST_FILE or ~/.config/hil/trust.yaml)")
     trust.set_defaults(func=_cmd_trust)
 
-    run = sub.add_parser("run", help="run a controller file on the robot a profile describes (real or virtual)")
-    from .robot.runner import add_arguments as add_run_arguments
-
-    add_run_arguments(run)
-    run.set_defaults(func=_cmd_run)
-
-    demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware)")
-    demo.add_argument("--duration", type=float,
-                      help="longest trial in simulated seconds; it ends 3 s after the goal (default 240; servo chain 3)")
-    demo.add_argument("--scenario", default="guide_meets_child",
-                      help="the staged scene (a script under config/scenarios/ or a path) over the background crowd; "
-                           "'none': background only (default guide_meets_child: reference 000 FIG. 11 on the route)")
-    demo.add_argument("--gui", action="store_true", help="watch it in the pybullet viewer (needs a display)")
-    demo.add_argument("--out", help="trial folder: trial.mcap, metrics.json, topdown.png (default trials/demo-SEED)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the crowd and the sensors (default 0)")
-    demo.add_argument("--crowd", metavar="ENDPOINT", help="use a crowd already served there (default: start one)")
-    demo.add_argument("--crowd-timeout", type=float, default=10.0,
-                      help="seconds of wall time the world waits for a crowd tick before failing (default 10)")
-    demo.add_argument("--servo-chain", action="store_true", help="the bus-only demo: 17 servos, 100 Hz, 1 Mbaud")
-    demo.set_defaults(func=_cmd_demo)
-
-    report = sub.add_parser("report", help="rebuild metrics.json and topdown.png of a trial folder from its log")
-    report.add_argument("dir", help="trial folder holding trial.mcap")
-    report.set_defaults(func=_cmd_report)
-
-    crowd = sub.add_parser("crowd", help="the crowd simulator standalone (trajectories as JSON); "
-                                         "'hil crowd objectives' lists the reactions to the robot")
-    from crowd.cli import add_arguments as add_crowd_arguments
-
-    add_crowd_arguments(crowd)
-    crowd.set_defaults(func=_cmd_crowd)
-
     keys = sub.add_parser("keys", help="create a CURVE key directory to encrypt and authenticate the bridge "
                                        "(--keys DIR, sim://...&keys=DIR)")
     from .keys_cli import add_arguments as add_keys_arguments
 
     add_keys_arguments(keys)
     keys.set_defaults(func=_cmd_keys)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from .bus.errors import BusError
-
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        return 130
-    except (OSError, ValueError, BusError) as exc:  # config, transport, bus and protocol errors say where/what
-        print(f"hil: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

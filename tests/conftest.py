@@ -38,7 +38,7 @@ def hil_command() -> list[str]:
     script = Path(sys.executable).with_name("hil")
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [sys.executable, "-m", "runtime.cli"]
+    return [sys.executable, "-m", "hil"]
 
 
 class SimProcess:

@@ -45,7 +45,7 @@ def free_endpoint() -> str:
 
 
 class CrowdProcess:
-    """``hil crowd ... --serve EP --realtime`` as a subprocess (like runtime/demo.py start_crowd)."""
+    """``hil crowd ... --serve EP --realtime`` as a subprocess (like trial/task.py CrowdProcess)."""
 
     def __init__(self, endpoint: str, *args: str):
         self._stderr = tempfile.TemporaryFile()
@@ -176,7 +176,8 @@ def test_bad_messages_to_the_crowd_are_dropped_logged_and_it_goes_on():
         for reason in REASONS.values():  # each logged once, with where it came from and why it was dropped
             for where in ("crowd control", "crowd world stream"):
                 assert sum(where in line and f"dropped a message: {reason}" in line for line in lines) == 1, lines
-        assert any("world stream" in line and "'left'" in line for line in lines), lines  # the malformed robot
+        # the malformed robot, refused with the path of the bad value (bridge/schema.py)
+        assert any("world stream" in line and "$.payload.robot.x" in line for line in lines), lines
     finally:
         control.close(0)
         world.close(0)

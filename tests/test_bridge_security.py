@@ -198,7 +198,7 @@ def test_a_clock_server_with_bad_keys_fails_before_binding(keys):
 # --- hil keys and bad key directories ---------------------------------------------------------------------------
 @needs_curve
 def test_hil_keys_writes_loadable_keys(tmp_path, capsys):
-    from runtime.cli import main
+    from hil.cli import main
 
     target = tmp_path / "lab-keys"
     assert main(["keys", str(target)]) == 0
@@ -261,7 +261,7 @@ def test_a_client_without_its_secret_fails_when_asked_to_connect(keys):
 
 @needs_curve
 def test_bad_keys_stop_the_commands_before_anything_binds(keys, capsys):
-    from runtime.cli import main
+    from hil.cli import main
     from runtime.transports import open_transport
     from runtime.transports.base import TransportError
 

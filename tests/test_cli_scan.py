@@ -7,7 +7,7 @@ import sys
 
 
 def hil(*args: str, env_cache: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "hil", *args], capture_output=True, text=True, timeout=120,
                           env={"HIL_CACHE_DIR": env_cache, "PATH": "/usr/bin:/bin"})
 
 

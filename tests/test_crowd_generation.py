@@ -287,7 +287,7 @@ GOOD = Path(WEEKDAY.source).read_text()
     ("{size: {2: 1.0}, companions: [{adult_man: 0.5, adult_woman: 0.5}]}",
      "{size: {2: 1.0}, companions: [{adult_man: 0.5, adult_woman: 0.6}]}", "sum to 1.1, not 1"),
     ("{size: {2: 1.0}, companions: [{elderly: 1.0}]}", "{size: {1: 1.0}, companions: [{elderly: 1.0}]}",
-     "2 or more"),
+     "from 2 to MAX_PARTY_SIZE"),
     ("speed: {mean: 1.38, sd: 0.20, min: 0.70", "speed: {mean: 1.38, sd: 0.20, min: 1.50", "outside [min"),
     ("interact: {duration_s: 45}", "interact: {duraton_s: 45}", "no parameter 'duraton_s'"),
     ("observe: 0.08, interact: 0.03,", "observe: 0.08, interactt: 0.03,", "unknown objective 'interactt'"),

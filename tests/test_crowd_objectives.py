@@ -8,6 +8,7 @@ simulated.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -445,6 +446,7 @@ def test_user_objective_from_module_path_in_the_rates_config(tmp_path, monkeypat
             pass
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(objectives, "ALLOWED_USER_MODULES", {"my_objectives", "no_such_module"})
     section = load_yaml_text(textwrap.dedent("""
         user: {dance: "my_objectives:Dance"}
         choice: {child: {dance: 0.5}}
@@ -466,6 +468,19 @@ def test_user_objective_from_module_path_in_the_rates_config(tmp_path, monkeypat
         objectives.REGISTRY.pop("dance", None)
         objectives.REGISTRY.pop("x", None)
         sys.modules.pop("my_objectives", None)
+
+
+def test_a_user_objective_module_is_not_imported_unless_allowed(tmp_path, monkeypatch):
+    """issue 18 item 15: `this:Nope` printed the Zen of Python; a module is imported only after the user's opt-in."""
+    (tmp_path / "noisy_objectives.py").write_text("import os\nos.environ['HIL_TEST_IMPORTED'] = '1'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("HIL_TEST_IMPORTED", raising=False)
+    monkeypatch.setattr(objectives, "ALLOWED_USER_MODULES", set())
+    for target in ("this:Nope", "noisy_objectives:X"):
+        with pytest.raises(ConfigError, match=r"^rates\.yaml:2: .*not allowed.*--allow-objectives"):
+            ObjectiveConfig.from_section(load_yaml_text(f"\nuser: {{x: \"{target}\"}}\n", "rates.yaml"))
+    assert "this" not in sys.modules and "noisy_objectives" not in sys.modules
+    assert "HIL_TEST_IMPORTED" not in os.environ
 
 
 def test_the_reactions_of_the_day_apply_weekday_or_weekend():

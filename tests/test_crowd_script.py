@@ -247,7 +247,7 @@ def test_a_runtime_error_names_its_line_and_stops_the_script_there():
     assert sim.time_s == pytest.approx(3.0)
     assert "b" not in sc.ids and len(sim.agents) == 1  # line 4 never ran
     sim2, sc2 = scenario()
-    with pytest.raises(ScriptError, match=r"^r\.scn:2: move: move to robot: there is no robot"):
+    with pytest.raises(ScriptError, match=r"^r\.scn:2: move: there is no robot yet"):
         sc2.run_script("spawn a = boy01 at west\nmove a to robot\nrun 1s", "r.scn")
     assert sim2.time_s == 0.0
 
@@ -352,3 +352,37 @@ def test_a_script_failing_while_running_still_writes_what_was_simulated(tmp_path
     assert doc["summary"]["error"].startswith(f"{scn}:4:")
     assert doc["summary"]["simulated_s"] == pytest.approx(4.0)  # line 5 never ran
     assert doc["agents"][0]["samples"][-1][0] == pytest.approx(4.0)
+
+
+# --- the robot in scripts (issue 18 item 17) -------------------------------------------------------------------
+WAITS_FOR_ROBOT = "spawn kid = boy02 at 0 0\nwait robot timeout 5s\nmove kid to robot\nrun 3s\n"
+
+
+def test_move_to_robot_before_there_is_one_fails_naming_its_line():
+    with pytest.raises(ScriptError, match=r"^a\.scn:2: move: there is no robot yet .*'wait robot'"):
+        Scenario(CrowdSim(ARCADE, seed=0)).run_script("spawn kid = boy02 at 0 0\nmove kid to robot\n", "a.scn")
+
+
+def test_wait_robot_waits_for_the_worlds_first_pose_then_the_line_that_needs_it_runs():
+    sim = CrowdSim(ARCADE, seed=0)
+    lines = Scenario(sim).play(WAITS_FOR_ROBOT, "w.scn", world_robot=True)  # served: the world sends the robot
+    for _ in range(10):
+        assert next(lines).op == "wait"
+        sim.step()
+    assert np.allclose(sim.agents.vel[0], 0.0), "the person stands while the robot is unknown"
+    sim.set_robot(3.0, 0.0)  # what the first world message does
+    for _ in range(5):
+        next(lines)
+        sim.step()
+    assert sim.agents.vel[0][0] < -0.3 or sim.agents.vel[0][0] > 0.3, "it walks to the robot once it is known"
+
+
+def test_wait_robot_times_out_with_its_line_and_standalone_it_fails_at_once():
+    sim = CrowdSim(ARCADE, seed=0)
+    with pytest.raises(ScriptError, match=r"^w\.scn:2: wait: no robot pose came within 5 s"):
+        for _ in Scenario(sim).play(WAITS_FOR_ROBOT, "w.scn", world_robot=True):
+            sim.step()
+    with pytest.raises(ScriptError, match=r"^w\.scn:2: wait: a standalone crowd has no world"):
+        Scenario(CrowdSim(ARCADE, seed=0)).run_script(WAITS_FOR_ROBOT, "w.scn")
+    with_robot = Scenario(CrowdSim(ARCADE, seed=0))
+    with_robot.run_script("robot 3 0\n" + WAITS_FOR_ROBOT, "w.scn")  # a robot line satisfies it standalone

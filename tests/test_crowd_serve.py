@@ -21,7 +21,7 @@ ROBOT = {"x": 7.0, "y": 0.0, "yaw": 3.14159, "vx": 0.0, "vy": 0.0, "radius": 0.3
 
 
 def served_crowd(*args: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "runtime.cli", "crowd", "--map", "arcade", "--serve",
+    proc = subprocess.Popen([sys.executable, "-m", "hil", "crowd", "--map", "arcade", "--serve",
                              "tcp://127.0.0.1:*", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline().split()
     assert line and line[0] == "crowd", proc.stderr.read() if proc.poll() is not None else line
@@ -164,7 +164,7 @@ def test_a_bad_served_script_stops_the_crowd_before_it_binds():
 
     with tempfile.NamedTemporaryFile("w", suffix=".scn", delete=False) as fh:
         fh.write("run 5s\nmove nobody to plaza\n")
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "crowd", "--map", "arcade", "--serve",
+    proc = subprocess.run([sys.executable, "-m", "hil", "crowd", "--map", "arcade", "--serve",
                            "tcp://127.0.0.1:*", "--script", fh.name], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert f"{fh.name}:2:" in proc.stderr and "nobody" in proc.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from runtime.demo import CENTER, run_servo_chain_demo
+from runtime.servo_chain_demo import CENTER, run_servo_chain_demo
 
 
 def test_demo_moves_all_servos_without_bus_errors():
@@ -19,14 +19,14 @@ def test_demo_moves_all_servos_without_bus_errors():
 
 
 def test_hil_demo_servo_chain_runs_end_to_end():
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "demo", "--servo-chain", "--duration", "0.5"],
+    proc = subprocess.run([sys.executable, "-m", "hil", "demo", "--servo-chain", "--duration", "0.5"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "found 17" in proc.stdout and "bus:" in proc.stdout
 
 
 def test_hil_sim_unknown_assembly_is_a_clear_error():
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "sim", "nope", "--pty"],
+    proc = subprocess.run([sys.executable, "-m", "hil", "sim", "nope", "--pty"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "no assembly of that name" in proc.stderr and "servo_chain" in proc.stderr

@@ -21,9 +21,9 @@ from test_bridge_realtime import CrowdProcess, free_endpoint
 from bridge.realtime import CONNECTED, LOST, ask
 from devices.yaml_source import ConfigError
 from runtime import Robot
-from runtime.mixed import CrowdOverlayError
+from runtime.robot.overlay import CrowdOverlayError
 from runtime.robot import load_profile
-from runtime.robot.profile import PROFILES_DIR
+from devices.config_path import builtin_root
 from runtime.robot.sensors import merge_ranges
 
 START = ARCADE_WEST_HALL  # where the real_robot fixture (conftest) stands
@@ -157,7 +157,7 @@ def test_merge_the_nearer_echo_wins():
 
 
 def test_the_mixed_profile_and_its_errors_name_the_line(tmp_path):
-    profile = load_profile(PROFILES_DIR / "mixed.yaml", bus="/dev/null")
+    profile = load_profile(builtin_root() / "profiles" / "mixed.yaml", bus="/dev/null")
     assert profile.crowd is not None and profile.crowd.mode == "realtime" and profile.clock == "real"
     assert profile.start_pose == (-18.0, 0.0, 0.0)
 

@@ -15,7 +15,7 @@ from runtime import Robot
 from runtime.bus import BusHost
 from runtime.model import build_model, total_mass
 from runtime.robot import load_profile
-from runtime.robot.profile import PROFILES_DIR
+from devices.config_path import builtin_root
 from runtime.scan import scan_bus
 from runtime.transports import open_transport
 
@@ -187,6 +187,6 @@ def test_the_sim_clock_refuses_a_second_in_process_world(tmp_path):
 
 
 def test_the_shipped_two_bus_profile_is_valid():
-    profile = load_profile(PROFILES_DIR / "two_buses.yaml")
+    profile = load_profile(builtin_root() / "profiles" / "two_buses.yaml")
     assert [b.name for b in profile.buses] == ["body", "arm"]
     assert profile.buses[1].mount.part == "torso" and profile.bus == "sim://commbot_body"

@@ -9,9 +9,10 @@ import pytest
 
 from devices.yaml_source import ConfigError
 from runtime.bus import BusHost
-from runtime.cli import main as hil_main
+from hil.cli import main as hil_main
 from runtime.robot.blueprint import resolve
-from runtime.robot.profile import SEMANTICS_DIR, load_profile
+from devices.config_path import builtin_root
+from runtime.robot.profile import load_profile
 from runtime.robot.semantics import load_semantics
 from runtime.robot.sensors import sensing_kind
 from runtime.scan import DescriptorCache, scan_bus
@@ -31,7 +32,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 def test_shipped_profiles_load():
     virtual = load_profile(PROFILES / "virtual.yaml")
     assert (virtual.bus, virtual.clock, virtual.clock_endpoint) == ("sim://commbot?clock=sim", "sim", None)
-    assert virtual.semantics == SEMANTICS_DIR / "commbot.yaml" and virtual.bus_url() == "sim://commbot?clock=sim"
+    assert virtual.semantics == (builtin_root() / "semantics" / "commbot.yaml") and virtual.bus_url() == "sim://commbot?clock=sim"
     real = load_profile(PROFILES / "real.yaml")
     assert real.clock == "real" and real.bus == "serial:///dev/ttyUSB0?baud=1000000"
     assert real.bus_timeout_s == pytest.approx(0.025) and real.bus_retries == 3
@@ -66,7 +67,7 @@ def test_sim_bus_follows_the_profile_clock(tmp_path):
     ("bus: /dev/ttyUSB0\nclock: sim\nclock_endpoint: 127.0.0.1:5757\n", 3, "must start with tcp:// or ipc://"),
     ("bus: /dev/ttyUSB0\nclock: real\nbus_timeout_ms: 0\n", 3, "bus_timeout_ms must be > 0"),
     ("bus: /dev/ttyUSB0\nclock: real\nbus_retries: true\n", 3, "bus_retries must be an integer"),
-    ("bus: /dev/ttyUSB0\nclock: real\nsemantics: nowhere\n", 3, "semantics file .*nowhere.yaml does not exist"),
+    ("bus: /dev/ttyUSB0\nclock: real\nsemantics: nowhere\n", 3, "no semantics file named .nowhere.; known: commbot"),
     ("bus: /dev/ttyUSB0\nclock: real\nclock: sim\n", 3, "key 'clock' appears twice"),
     ("- bus: /dev/ttyUSB0\n", 1, "a profile is a mapping"),
 ])
@@ -107,7 +108,7 @@ def bind(semantics_path: Path, robot):
 
 
 def test_commbot_semantics_name_all_17_dof_the_wheels_and_the_sensors(commbot):
-    blueprint = bind(SEMANTICS_DIR / "commbot.yaml", commbot)
+    blueprint = bind((builtin_root() / "semantics" / "commbot.yaml"), commbot)
     assert not blueprint.problems and not blueprint.missing_joints
     named = [name for name in blueprint.joints if "/" not in name]
     assert len(named) == 19 == len(blueprint.joints), "every moving joint has a blueprint name"

@@ -335,7 +335,7 @@ def test_the_same_controller_runs_on_the_real_clock(cache_dir, capsys):
 def test_hil_run_joint_sweep_as_a_subprocess(tmp_path):
     env = {**os.environ, "HIL_CACHE_DIR": str(tmp_path / "cache"), "HIL_TRUST_FILE": str(tmp_path / "trust.yaml")}
     hil = Path(sys.executable).with_name("hil")
-    command = [str(hil)] if hil.exists() else [sys.executable, "-m", "runtime.cli"]
+    command = [str(hil)] if hil.exists() else [sys.executable, "-m", "hil"]
     result = subprocess.run([*command, "run", "examples/joint_sweep.py", "--profile", "config/profiles/virtual.yaml",
                              "--duration", "2"], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -1,6 +1,6 @@
 """``hil run CONTROLLER --profile P --record DIR``: any run recorded as a trial, without the controller knowing.
 
-Real ``python -m runtime.cli run`` subprocesses: the commbot on the in-process virtual bus on the simulator's clock
+Real ``python -m hil run`` subprocesses: the commbot on the in-process virtual bus on the simulator's clock
 (the same run twice gives the same bytes), a controller that raises (the log and the report are still there), a
 robot without a base (joints only), and a mixed trial (the commbot's stand-in on a pty with the real clock, a
 real-time crowd) whose log keeps the real and the virtual ring readings apart. No timing assertions.
@@ -19,7 +19,7 @@ from conftest import ARCADE_WEST_HALL
 from test_bridge_realtime import CrowdProcess, free_endpoint
 
 from runtime.robot.sensors import merge_ranges
-from runtime.trial import read_log
+from trial.record import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "examples" / "guide_robot.py"
@@ -32,7 +32,7 @@ TIMEOUT_S = 240
 def hil_run(tmp_path: Path, controller: Path, profile: Path, *args: str,
             cache: str = "cache") -> subprocess.CompletedProcess:
     env = {**os.environ, "HIL_CACHE_DIR": str(tmp_path / cache)}
-    return subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(controller), "--profile", str(profile),
+    return subprocess.run([sys.executable, "-m", "hil", "run", str(controller), "--profile", str(profile),
                            *args], check=False, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT, env=env)
 
 
@@ -77,7 +77,7 @@ def test_a_virtual_run_on_the_sim_clock_is_recorded_and_reported_and_twice_gives
     metrics = json.loads((first / "metrics.json").read_text())
     assert metrics["log"]["complete"] and metrics["duration_s"] == pytest.approx(2.9)
     assert metrics["goal"] == {"reached": False, "xy": None} and metrics["path_length_m"] > 0.5
-    assert metrics["samples"]["robot_states"] == 30 and metrics["meta"]["scenario"] == "guide_robot.py"
+    assert metrics["samples"]["robot_states"] == 30 and metrics["meta"]["scenario"] == "none"
 
 
 FAILING = """\
@@ -106,7 +106,7 @@ def test_a_controller_that_raises_still_leaves_a_readable_log_and_a_report(tmp_p
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["samples"]["robot_states"] == 12 and metrics["goal"]["xy"] is None
     assert (out / "topdown.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    report = subprocess.run([sys.executable, "-m", "runtime.cli", "report", str(out)], check=False, capture_output=True,
+    report = subprocess.run([sys.executable, "-m", "hil", "report", str(out)], check=False, capture_output=True,
                             text=True, timeout=TIMEOUT_S, cwd=ROOT)
     assert report.returncode == 0 and "no goal in the log" in report.stdout, report.stdout + report.stderr
 

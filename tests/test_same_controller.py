@@ -35,7 +35,7 @@ def run(tmp_path: Path, name: str, profile: dict, extra: list[str] = ()) -> list
     profile_path = tmp_path / f"{name}.yaml"
     profile_path.write_text("".join(f"{k}: {v}\n" for k, v in profile.items()))
     out = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(controller), "--profile", str(profile_path),
+    proc = subprocess.run([sys.executable, "-m", "hil", "run", str(controller), "--profile", str(profile_path),
                            "--duration", "1.5", *extra], capture_output=True, text=True, timeout=240,
                           env={"TRACE_OUT": str(out), "PATH": "/usr/bin:/bin", "HIL_CACHE_DIR": str(tmp_path / "c")})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -70,4 +70,9 @@ def test_sim_clock_runs_are_identical_in_process_across_processes_and_under_load
 
 def test_same_controller_on_the_real_clock(tmp_path):
     trace = run(tmp_path, "real", {"bus": "sim://commbot", "clock": "real", "semantics": "commbot"})
-    assert trace and trace[-1][0] <= 1.5 + 1e-6 and trace[-1][0] > 1.0, "it ran for its duration of wall time"
+    times = [row[0] for row in trace]
+    assert times == sorted(times) and len(set(times)) == len(times), "wall time only moves forward"
+    # it ran until its duration (a loaded machine makes ticks late, never early; how late is bench's business,
+    # so there is no upper bound here: issue 18 item 18)
+    assert times[-1] > 1.0, "it ran for its duration of wall time"
+    assert trace[-1][1] > 0.3, "the controller acted on the robot"

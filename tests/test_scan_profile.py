@@ -28,7 +28,7 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 def hil(*args: str, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "hil", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "HIL_CACHE_DIR": str(cache)})
 
 

@@ -1,4 +1,4 @@
-"""Trial recording and reporting (runtime/trial): the MCAP log, crash survival, metrics, the picture, ``hil report``.
+"""Trial recording and reporting (trial/record, trial/report): the MCAP log, crash survival, metrics, the picture, ``hil report``.
 
 Synthetic trials with straight-line motion give metrics computable by hand: a person passing the robot at offset
 d with relative speed v stays inside a disc of radius R for 2 sqrt(R^2 - d^2) / v seconds; the tests state
@@ -23,10 +23,11 @@ import numpy as np
 import pytest
 from mcap.reader import make_reader
 
-from runtime.trial import TrialRecorder, read_log, topdown
-from runtime.trial.log import parse_log
-from runtime.trial.metrics import compute_metrics, metrics_json
-from runtime.trial.report import build_report
+from trial.record import TrialRecorder, read_log
+from trial.report import topdown
+from trial.record.log import parse_log
+from trial.report.metrics import compute_metrics, metrics_json
+from trial.report.build import build_report
 
 REPO = Path(__file__).resolve().parents[1]
 META = {"seed": 7, "scenario": "synthetic", "profile": "virtual", "versions": {"hil": "test"}, "robot_radius": 0.3}
@@ -38,7 +39,7 @@ DEADLINE_S = 60.0  # only a guard against a hang; nothing is timed
 # helpers
 def hil_command() -> list[str]:
     script = Path(sys.executable).with_name("hil")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "runtime.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "hil"]
 
 
 def robot_state(x: float, y: float = 0.0, vx: float = 0.0, yaw: float = 0.0) -> dict:
@@ -175,7 +176,7 @@ def test_sigkilled_recording_is_readable_up_to_the_last_flush(tmp_path):
     script = tmp_path / "record.py"
     script.write_text(textwrap.dedent("""
         import sys
-        from runtime.trial import TrialRecorder
+        from trial.record import TrialRecorder
         rec = TrialRecorder(sys.argv[1], flush_every_s=1.0)
         rec.write("/map", 0.0, {"walls": [[0, 0, 1, 0]], "goal": [1, 0]})
         for k in range(36):                 # t = 0.0 .. 3.5; flushes when t reaches 1.0, 2.0, 3.0
@@ -405,8 +406,8 @@ def test_same_trial_gives_byte_identical_log_metrics_and_picture(tmp_path):
     assert text == json.dumps(json.loads(text), sort_keys=True, indent=2) + "\n"  # sorted keys, canonical form
 
 
-def test_runtime_trial_imports_neither_the_world_nor_the_crowd():
-    for source in sorted((REPO / "runtime" / "trial").glob("*.py")):
+def test_the_log_and_its_report_import_neither_the_world_nor_the_crowd():
+    for source in sorted([*(REPO / "trial" / "record").glob("*.py"), *(REPO / "trial" / "report").glob("*.py")]):
         tree = ast.parse(source.read_text())
         for node in ast.walk(tree):
             names = []
@@ -416,7 +417,7 @@ def test_runtime_trial_imports_neither_the_world_nor_the_crowd():
                 names = [node.module or ""]
             for name in names:
                 assert not name.split(".")[0] in ("firmware_sim", "crowd", "pybullet"), (source.name, name)
-    code = ("import sys, runtime.trial.report, runtime.trial.topdown; "
+    code = ("import sys, trial.report.build, trial.report.topdown, trial.record; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'firmware_sim', 'crowd', 'pybullet'}))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=DEADLINE_S,
                           check=False)

@@ -5,15 +5,16 @@ import sys
 
 import pytest
 
-from runtime.demo import start_crowd
 from runtime.robot import Robot
+from trial.spec import make_spec
+from trial.task import CrowdProcess, make_task
 
 METRIC_KEYS = {"collisions", "duration_s", "goal", "intrusions", "log", "mean_distance_m", "meta", "min_clearance_m",
                "min_distance_m", "params", "path_length_m", "samples", "time_not_moving_s", "time_to_goal_s"}
 
 
 def _demo(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "runtime.cli", "demo", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "hil", "demo", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -23,7 +24,7 @@ def test_demo_trial_writes_log_metrics_picture_and_is_deterministic(tmp_path):
         out = tmp_path / name
         proc = _demo("--out", str(out), "--seed", "2", "--duration", "15")
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "trial done" in proc.stdout
+        assert "demo: ok" in proc.stdout, proc.stdout[-2000:]
         for f in ("trial.mcap", "metrics.json", "topdown.png"):
             assert (out / f).stat().st_size > 0, f
         runs.append(out)
@@ -54,8 +55,10 @@ def test_the_ring_sees_a_pedestrian_who_steps_in_front_of_the_robot():
 
 
 def test_killing_the_crowd_mid_trial_fails_naming_it(tmp_path):
-    crowd, endpoint = start_crowd(seed=4)
-    demo = subprocess.Popen([sys.executable, "-m", "runtime.cli", "demo", "--out", str(tmp_path / "t"), "--seed", "4",
+    spec = make_spec("x.py", map="arcade", crowd="weekday", seed=4)
+    served = CrowdProcess(spec, make_task(spec), realtime=False)
+    crowd, endpoint = served.proc, served.endpoint
+    demo = subprocess.Popen([sys.executable, "-m", "hil", "demo", "--out", str(tmp_path / "t"), "--seed", "4",
                              "--duration", "600", "--crowd", endpoint, "--crowd-timeout", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -77,7 +80,7 @@ def test_killing_the_crowd_mid_trial_fails_naming_it(tmp_path):
 
 
 def test_the_demo_stages_fig11_and_the_guide_goes_to_the_child_who_stopped(tmp_path):
-    from runtime.trial.log import read_log
+    from trial.record.log import read_log
 
     out = tmp_path / "scene"
     proc = _demo("--out", str(out), "--seed", "0", "--duration", "40")
@@ -104,7 +107,7 @@ def test_a_bad_scenario_fails_with_its_file_and_line(tmp_path):
     bad = tmp_path / "bad.scn"
     bad.write_text("run 5s\nspawn kid = boy02 at nowhere_gate\n")
     proc = _demo("--out", str(tmp_path / "t"), "--scenario", str(bad))
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert f"{bad}:2:" in proc.stderr and "nowhere_gate" in proc.stderr, proc.stderr
     assert not (tmp_path / "t").exists(), "nothing was started or written"
 
@@ -113,9 +116,9 @@ def test_gui_without_a_display_fails_clearly_before_anything_starts(tmp_path):
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "demo", "--gui", "--out", str(tmp_path / "t")],
+    proc = subprocess.run([sys.executable, "-m", "hil", "demo", "--gui", "--out", str(tmp_path / "t")],
                           capture_output=True, text=True, timeout=60, env=env)
-    assert proc.returncode == 1 and "needs a display" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "needs a display" in proc.stderr, proc.stderr
     assert not (tmp_path / "t").exists()
 
 
@@ -180,7 +183,7 @@ def test_the_guide_pulls_drifted_odometry_back_to_the_passage_centre_from_the_wa
 
 
 def test_the_demo_logs_ground_truth_beside_what_the_robot_believed(tmp_path):
-    from runtime.trial.log import read_log
+    from trial.record.log import read_log
 
     out = tmp_path / "t"
     proc = _demo("--out", str(out), "--seed", "1", "--duration", "30")

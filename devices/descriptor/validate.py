@@ -6,6 +6,7 @@ YAML sources, file:line.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
 from typing import Any, Mapping
@@ -17,6 +18,22 @@ from .schema import (JOINT_TYPES, KINDS, SCHEMA_VERSION, SHAPE_KINDS, Body, Driv
 
 SHAPE_SIZES = {"box": 3, "cylinder": 2, "capsule": 2, "sphere": 1, "mesh": 0}
 INERTIA_KEYS = ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")
+# Bounds on what a descriptor may claim: a part of a robot, not a planet (issue 18 item 13). Finite values beyond
+# these are typos or attacks, and would make the physics or the model meaningless.
+MAX_PART_MASS_KG = 1000.0
+MAX_PART_SIZE_M = 100.0  # positions, sizes and offsets inside one part
+MAX_MAGNITUDE = 1e9  # any other number (register scales, limits, damping)
+TOP_KEYS = ("schema", "name", "kind", "bodies", "registers", "joints", "ports", "sensors", "driver", "model_number",
+            "vendor", "description")
+BODY_KEYS = ("name", "mass", "com", "inertia", "visuals", "collisions", "friction")
+POSE_KEYS = ("xyz", "rpy")
+JOINT_KEYS = ("name", "type", "parent", "child", *POSE_KEYS, "axis", "limits", "damping", "friction", "registers")
+LIMIT_KEYS = ("lower", "upper", "effort", "velocity")
+PORT_KEYS = ("name", "body", *POSE_KEYS, "parent")
+REGISTER_KEYS = ("name", "address", "size", "signed", "access", "area", "default", "minimum", "maximum", "unit",
+                 "scale", "offset")
+SENSOR_KEYS = ("name", "kind", "body", "params")
+DRIVER_KEYS = ("source", "sha256", "signature", "key_id")
 JOINT_REGISTER_ROLES = ("goal_position", "present_position", "goal_velocity", "present_velocity", "goal_current",
                         "present_current", "torque_enable", "operating_mode")
 
@@ -58,7 +75,20 @@ class _Checker:
             raise self.fail(node, key, f"{field}.{key}" if field else key, f"must be {want}, not {value!r}")
         if kind is float and not math.isfinite(value):
             raise self.fail(node, key, f"{field}.{key}" if field else key, f"must be finite, not {value}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > MAX_MAGNITUDE:
+            raise self.fail(node, key, f"{field}.{key}" if field else key,
+                            f"{value:g} is beyond MAX_MAGNITUDE={MAX_MAGNITUDE:g}")
         return value
+
+    def keys(self, node: Any, known: tuple[str, ...], field: str) -> None:
+        """Refuse a key the schema does not have, with the closest one (a typo would be silently dropped)."""
+        if not isinstance(node, Mapping):
+            return
+        for key in node:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+                raise self.fail(node, key, f"{field}.{key}" if field else str(key), f"unknown key; {hint}")
 
     def vec(self, node: Any, key: str, field: str, n: int, default: Any = ...) -> tuple[float, ...]:
         value = self.get(node, key, field, (list, tuple), default)
@@ -68,6 +98,9 @@ class _Checker:
             raise self.fail(node, key, f"{field}.{key}", f"must be {n} numbers, not {value!r}")
         if not all(math.isfinite(v) for v in value):
             raise self.fail(node, key, f"{field}.{key}", f"must be finite, not {value!r}")
+        if any(abs(v) > MAX_PART_SIZE_M for v in value):
+            raise self.fail(node, key, f"{field}.{key}", f"{list(value)!r} is beyond MAX_PART_SIZE_M="
+                                                          f"{MAX_PART_SIZE_M:g} (metres or radians within one part)")
         return tuple(float(v) for v in value)
 
     def unique(self, names: list[str], node: Any, field: str) -> None:
@@ -84,6 +117,7 @@ def descriptor_from_dict(doc: Mapping, part: str | None = None) -> PartDescripto
     c = _Checker(label)
     if not isinstance(doc, Mapping):
         raise c.fail(doc, None, "descriptor", f"must be a mapping, not {type(doc).__name__}")
+    c.keys(doc, TOP_KEYS, "")
     schema = c.get(doc, "schema", "", int)
     if schema != SCHEMA_VERSION:
         raise c.fail(doc, "schema", "schema", f"version {schema} is not supported (this runtime reads {SCHEMA_VERSION})")
@@ -124,10 +158,12 @@ def _bodies(c: _Checker, doc: Mapping) -> tuple[Body, ...]:
     bodies = []
     for i, node in enumerate(nodes):
         f = f"bodies[{i}]"
+        c.keys(node, BODY_KEYS, f)
         name = c.get(node, "name", f, str)
         mass = c.get(node, "mass", f, float)
-        if mass <= 0:
-            raise c.fail(node, "mass", f"{f}.mass", f"must be positive, not {mass}")
+        if not 0 < mass <= MAX_PART_MASS_KG:
+            raise c.fail(node, "mass", f"{f}.mass", f"must be in (0, MAX_PART_MASS_KG={MAX_PART_MASS_KG:g}] kg, "
+                                                    f"not {mass:g}")
         com = c.vec(node, "com", f, 3, (0.0, 0.0, 0.0))
         inertia = _inertia(c, node, f)
         visuals = tuple(_shape(c, s, f"{f}.visuals[{k}]") for k, s in enumerate(_list(c, node, "visuals")))
@@ -164,6 +200,7 @@ def _shape(c: _Checker, node: Any, f: str) -> Shape:
     if len(kinds) != 1:
         raise c.fail(node, None, f, f"must have exactly one of {', '.join(SHAPE_KINDS)}")
     kind = kinds[0]
+    c.keys(node, (kind, *POSE_KEYS, "rgba"), f)
     rgba = c.vec(node, "rgba", f, 4, (0.6, 0.6, 0.6, 1.0))
     if not all(0.0 <= v <= 1.0 for v in rgba):
         raise c.fail(node, "rgba", f"{f}.rgba", "components must be in [0, 1]")
@@ -185,6 +222,7 @@ def _registers(c: _Checker, doc: Mapping) -> tuple[RegisterSpec, ...]:
     specs = []
     for i, node in enumerate(_list(c, doc, "registers")):
         f = f"registers[{i}]"
+        c.keys(node, REGISTER_KEYS, f)
         spec = RegisterSpec(
             name=c.get(node, "name", f, str), address=c.get(node, "address", f, int), size=c.get(node, "size", f, int),
             signed=c.get(node, "signed", f, bool, False), access=c.get(node, "access", f, str, "R"),
@@ -217,6 +255,7 @@ def _joints(c: _Checker, doc: Mapping, body_names: list[str], register_names: se
     child_of: dict[str, str] = {}
     for i, node in enumerate(_list(c, doc, "joints")):
         f = f"joints[{i}]"
+        c.keys(node, JOINT_KEYS, f)
         name = c.get(node, "name", f, str)
         jtype = c.get(node, "type", f, str)
         if jtype not in JOINT_TYPES:
@@ -255,6 +294,7 @@ def _joints(c: _Checker, doc: Mapping, body_names: list[str], register_names: se
 
 def _limits(c: _Checker, node: Any, f: str, jtype: str) -> JointLimits:
     raw = c.get(node, "limits", f, Mapping, {})
+    c.keys(raw, LIMIT_KEYS, f"{f}.limits")
     limits = JointLimits(*(c.get(raw, k, f"{f}.limits", float, 0.0) for k in ("lower", "upper", "effort", "velocity")))
     if jtype in ("revolute", "prismatic") and limits.lower > limits.upper:
         raise c.fail(node, "limits", f"{f}.limits", f"lower {limits.lower} > upper {limits.upper}")
@@ -278,6 +318,7 @@ def _ports(c: _Checker, doc: Mapping, body_names: set[str], base_body: str) -> t
     ports = []
     for i, node in enumerate(_list(c, doc, "ports", required=True)):
         f = f"ports[{i}]"
+        c.keys(node, PORT_KEYS, f)
         body = c.get(node, "body", f, str)
         if body not in body_names:
             raise c.fail(node, "body", f"{f}.body", f"no body named {body!r}")
@@ -298,6 +339,7 @@ def _sensors(c: _Checker, doc: Mapping, body_names: set[str]) -> tuple[Sensor, .
     sensors = []
     for i, node in enumerate(_list(c, doc, "sensors")):
         f = f"sensors[{i}]"
+        c.keys(node, SENSOR_KEYS, f)
         body = c.get(node, "body", f, str)
         if body not in body_names:
             raise c.fail(node, "body", f"{f}.body", f"no body named {body!r}")
@@ -311,6 +353,7 @@ def _driver(c: _Checker, doc: Mapping) -> DriverCode | None:
     node = c.get(doc, "driver", "", (Mapping, type(None)), None)
     if node is None:
         return None
+    c.keys(node, DRIVER_KEYS, "driver")
     source = c.get(node, "source", "driver", str)
     digest = c.get(node, "sha256", "driver", str)
     actual = hashlib.sha256(source.encode()).hexdigest()

@@ -56,8 +56,16 @@ def encode_packet(packet_id: int, instruction: int, params: bytes = b"") -> byte
     body = bytes((instruction,)) + bytes(params)
     if not is_fast_reply(packet_id, instruction):
         body = stuff(body)
+    check_frame_length(len(body) + 2)
     frame = HEADER + bytes((packet_id,)) + (len(body) + 2).to_bytes(2, "little") + body
     return frame + crc16(frame).to_bytes(2, "little")
+
+
+def check_frame_length(length: int) -> None:
+    """Refuse a frame whose length field (instruction + body + CRC) exceeds what any decoder here accepts; a
+    request asking for more (a read of 65535 bytes) must be answered with an error, not an overflowing frame."""
+    if length > MAX_PACKET_BYTES:
+        raise MalformedPacket(f"a frame of {length} bytes exceeds the {MAX_PACKET_BYTES}-byte limit of one packet")
 
 
 def decode_frame(frame: bytes) -> Packet:

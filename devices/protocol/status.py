@@ -10,7 +10,7 @@ from __future__ import annotations
 from .crc import crc16
 from .errors import MalformedPacket
 from .instructions import BROADCAST_ID, HEADER, Instruction
-from .packets import HEADER_LEN, Packet, encode_packet
+from .packets import HEADER_LEN, Packet, check_frame_length, encode_packet
 
 _STATUS = int(Instruction.STATUS)
 
@@ -28,6 +28,7 @@ def encode_fast_reply(slots: list[tuple[int, int, bytes]]) -> bytes:
     if not slots:
         raise MalformedPacket("a fast reply needs at least one slot")
     length = 1 + sum(len(data) + 4 for _, _, data in slots)
+    check_frame_length(length)
     frame = bytearray(HEADER + bytes((BROADCAST_ID,)) + length.to_bytes(2, "little") + bytes((_STATUS,)))
     crc = 0
     checked = 0

@@ -16,10 +16,7 @@ the world: the lockstep clock's participant, i.e. the trial fails clearly instea
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
-
-import pybullet as p
 
 from ..world.pedestrians import PedestrianIntent, Pedestrians
 
@@ -79,11 +76,7 @@ class CrowdBridge:
         return events
 
     def robot_state(self) -> dict:
-        body = self.embodied.robot
-        (x, y, _), quat = body.base_pose()
-        yaw = _yaw(quat)
-        (vx, vy, _), _ = p.getBaseVelocity(body.body_id, physicsClientId=body.client)
-        return {"x": x, "y": y, "yaw": yaw, "vx": vx, "vy": vy, "radius": self.robot_radius_m}
+        return {**self.embodied.robot_pose(), "radius": self.robot_radius_m}
 
     def tick(self) -> None:
         """One exchange with the crowd at the world's current time."""
@@ -147,7 +140,3 @@ def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: floa
     embodied.crowd = bridge
     return bridge
 
-
-def _yaw(quat) -> float:
-    x, y, z, w = quat
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))

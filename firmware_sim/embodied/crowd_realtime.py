@@ -69,12 +69,12 @@ class RealtimeCrowdBridge(CrowdBridge):
             self._take(payload)
 
     def _take(self, payload: dict) -> None:
-        from bridge.crowd_link import parse_people
+        from bridge.crowd_link import intents_time, parse_people
         from bridge.envelope import EnvelopeError
 
         try:
             people = parse_people(payload)
-            crowd_time = float(payload["t"])
+            crowd_time = intents_time(payload)
         except (EnvelopeError, KeyError, TypeError, ValueError) as exc:
             self.link.drop(f"intents: malformed people ({type(exc).__name__}: {exc})")
             return

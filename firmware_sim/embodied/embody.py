@@ -17,11 +17,14 @@ each bus cycle (``set_mirrored_positions``), so the world's geometry, mass and c
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import pybullet as p
 
 from devices.descriptor import PartDescriptor
 
@@ -126,6 +129,14 @@ class EmbodiedRobot:
             for k, values in by_mirror.items():
                 mirrors[k].set_positions(values)
 
+    def robot_pose(self) -> dict:
+        """The robot base's ground truth now: {x, y, yaw, vx, vy} (m, rad, m/s in the world frame). Read it between
+        steps (under ``device.lock`` when another thread may step the world)."""
+        body = self.robot
+        (x, y, _), quat = body.base_pose()
+        (vx, vy, _), _ = p.getBaseVelocity(body.body_id, physicsClientId=body.client)
+        return {"x": x, "y": y, "yaw": yaw_of(quat), "vx": vx, "vy": vy}
+
     def close(self) -> None:
         if self.crowd is not None:
             self.crowd.close()
@@ -227,3 +238,9 @@ def _embody_parts(world: World, robot: RobotBody, parts: Iterable[PartFirmware],
     for contact in contacts:  # after the wheels exist
         contact.attach(world, robot, interlock, wheels)
     return tuple(out)
+
+
+def yaw_of(quat) -> float:
+    """The yaw (rad) of a pybullet quaternion (x, y, z, w)."""
+    x, y, z, w = quat
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))

@@ -6,9 +6,9 @@ places); ``builder``: the robot as one multibody built from its parts' descripto
 firmware objects (descriptor + control-table memory), never the host.
 """
 from .builder import RobotBody, RobotJoint, RobotLink, build_robot
-from .maps import MAPS_DIR, Map, Wall, load_map, parse_map
+from .maps import Map, Wall, load_map, parse_map
 from .tree import RobotBuildError
 from .world import DEFAULT_TIME_STEP_S, World, WorldError, display_available
 
-__all__ = ["DEFAULT_TIME_STEP_S", "MAPS_DIR", "Map", "RobotBody", "RobotBuildError", "RobotJoint", "RobotLink", "Wall",
+__all__ = ["DEFAULT_TIME_STEP_S", "Map", "RobotBody", "RobotBuildError", "RobotJoint", "RobotLink", "Wall",
            "World", "WorldError", "display_available", "build_robot", "load_map", "parse_map"]

@@ -207,7 +207,15 @@ def _inertial(spec: LinkSpec) -> tuple[Frame, tuple[float, float, float]]:
     return (tuple(float(v) for v in spec.body.inertial.com), orientation), moments
 
 
+MAX_LINKS = 127  # pybullet's createMultiBody keeps at most this many links besides the base (silently drops the rest)
+
+
 def _create(world: World, specs: list[LinkSpec]) -> tuple[int, tuple[RobotLink, ...]]:
+    if len(specs) - 1 > MAX_LINKS:
+        parts = len({s.part_id for s in specs})
+        raise RobotBuildError(f"a robot of {parts} parts has {len(specs)} bodies; pybullet builds one multibody of "
+                              f"at most {MAX_LINKS + 1} bodies (MAX_LINKS), so this robot cannot be embodied in a "
+                              f"world: serve it without one (hil sim --no-world, sim://...?world=0)")
     c, meshes = world.client, world.meshes
     inertial = [_inertial(s)[0] for s in specs]
     collisions = [collision_shape(c, s.body.collisions, meshes) for s in specs]

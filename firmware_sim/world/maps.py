@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devices.map_format import MAPS_DIR  # noqa: F401 - re-exported by firmware_sim.world
 from devices.map_format import Wall, no_unknown, parse_walls, point, resolve_map
 from devices.yaml_source import (
     ConfigError,

@@ -261,8 +261,11 @@ class BusHost:
         got: dict[int, tuple[int, bytes]] = {}
         transport, decoder, stats = self.transport, self._decoder, self.stats
         while True:
+            # what has arrived is always read, even past the deadline: a host that was itself held up (a loaded
+            # machine, a GUI frame) must not call a reply that came in time a silence; an in-process device on
+            # the sim clock answers at once or never, so it can never time out on the wall clock
             remaining = deadline - wall_clock()
-            data = transport.read(4096, remaining) if remaining > 0 else b""
+            data = transport.read(4096, max(remaining, 0.0))
             if not data:
                 if remaining <= 0 or transport.idle:
                     raise _Silence(tuple(i for i in lengths if i not in got))

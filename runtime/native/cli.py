@@ -1,6 +1,6 @@
 """``hil run --native --profile P [--duration S] [--bus URL] -- PROGRAM [ARGS...]`` (or ``native: true`` in P).
 
-The runner (runtime/robot/runner.py) adds these arguments with :func:`add_arguments` and hands the run over when
+``hil run`` (trial/cli.py) adds these arguments with :func:`add_arguments` and hands the run over when
 :func:`maybe_run` says it is native; everything else about native programs lives in this package.
 """
 from __future__ import annotations
@@ -49,6 +49,10 @@ def maybe_run(args: argparse.Namespace) -> int | None:
     if getattr(args, "record", None):
         print("hil: error: --record does not apply to --native (the program's bus traffic is its own)",
               file=sys.stderr)
+        return 2
+    if getattr(args, "param", None):
+        print("hil: error: --param is for Python controllers (robot.params); give a native program its arguments "
+              "after --", file=sys.stderr)
         return 2
     return run(args)
 

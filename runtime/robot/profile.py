@@ -10,7 +10,7 @@ half-start a robot.
     clock_endpoint: tcp://127.0.0.1:5757 # sim clock of a device in another process (`hil sim --clock sim`)
     semantics: commbot                   # config/semantics/commbot.yaml, or a path relative to this file
     start_pose: [-18.0, 0.0, 0.0]        # odometry starts here (x m, y m, yaw rad in the map frame)
-    crowd: {endpoint: tcp://127.0.0.1:5760, mode: realtime}   # virtual people on the ring (runtime.mixed)
+    crowd: {endpoint: tcp://127.0.0.1:5760, mode: realtime}   # virtual people on the ring (runtime/robot/overlay.py)
 
 or, for one robot whose parts sit on several buses, ``buses:`` instead of ``bus:`` (runtime.robot.buses):
 
@@ -26,14 +26,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from devices import config_path
 from devices.yaml_source import ConfigError, SourceDict, load_yaml_file
 
-from ..mixed import CrowdSpec, parse_crowd, parse_start_pose
+from .crowd_spec import CrowdSpec, parse_crowd, parse_start_pose
 from .buses import BusSpec, check_clock, parse_buses
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
-SEMANTICS_DIR = PROJECT_DIR / "config" / "semantics"
-PROFILES_DIR = PROJECT_DIR / "config" / "profiles"
 CLOCKS = ("real", "sim")
 ENDPOINT_SCHEMES = ("tcp://", "ipc://")
 
@@ -141,12 +139,9 @@ def load_profile(profile: str | Path | Mapping[str, Any], *, bus: str | None = N
 
 
 def resolve_profile_path(profile: str | Path) -> Path:
-    """A path to a file, or a bare name under config/profiles/ (``virtual`` -> config/profiles/virtual.yaml)."""
-    path = Path(profile)
-    if path.exists() or path.suffix in (".yaml", ".yml") or "/" in str(profile):
-        return path
-    candidate = PROFILES_DIR / f"{profile}.yaml"
-    return candidate if candidate.exists() else path
+    """A path to a file, or a bare name on the config search path (``virtual``: ./config/profiles/virtual.yaml,
+    then $HIL_PATH, then hil's own; devices.config_path). An unknown name lists the known profiles."""
+    return config_path.resolve(profile, "profiles", "profile")
 
 
 def _line(doc: Mapping, key: str | None) -> int | None:
@@ -214,7 +209,7 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
             raise error("keys", f"keys: no such key directory {keys_dir} (create one with `hil keys DIR`)")
     semantics = None
     if "semantics" in doc:
-        semantics = _semantics_path(doc["semantics"], base)
+        semantics = _semantics_path(doc["semantics"], base, source, _line(doc, "semantics"))
         if not semantics.is_file():
             raise error("semantics", f"semantics file {semantics} does not exist")
     return Profile(
@@ -226,11 +221,16 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         start_pose=start_pose, crowd=crowd, keys_dir=keys_dir, native=bool(doc.get("native", False)))
 
 
-def _semantics_path(value: str, base: Path) -> Path:
-    """A bare name is a file under config/semantics/; anything else is a path relative to the profile."""
-    if "/" not in value and not value.endswith((".yaml", ".yml")):
-        return SEMANTICS_DIR / f"{value}.yaml"
-    return _path(value, base)
+def _semantics_path(value: str, base: Path, source: str, line: int | None) -> Path:
+    """A bare name is a semantics file on the config search path; anything else is a path relative to the
+    profile."""
+    if config_path.looks_like_path(value, (".yaml", ".yml")):
+        return _path(value, base)
+    found = config_path.find(value, "semantics")
+    if found is None:
+        raise ConfigError(source, line, f"semantics: no semantics file named {value!r}; known: "
+                                        f"{', '.join(config_path.known('semantics')) or '(none)'}")
+    return found
 
 
 def _path(value: str | None, base: Path) -> Path | None:
@@ -242,3 +242,15 @@ def _path(value: str | None, base: Path) -> Path | None:
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def profile_security(profile: Profile):
+    """The profile's ``keys:`` as a client :class:`bridge.security.Security`, or None; bad keys raise
+    SecurityError naming the file (before anything connects)."""
+    if profile.keys_dir is None:
+        return None
+    from bridge.security import Security
+
+    security = Security.load(profile.keys_dir)
+    security.check_client()
+    return security

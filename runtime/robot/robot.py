@@ -14,7 +14,7 @@ clock, so the same controller runs on wall time or in lockstep with the simulato
 opens one robot from several buses (runtime.robot.multibus): one tree, one model, one set of names, and one
 cycle per bus in every tick; when the main bus is an in-process world, the other buses' parts are mirrored in
 it and follow their real joints' readings after every cycle. A profile with ``crowd:`` overlays a real-time
-crowd's virtual people on the range ring (runtime.mixed, a mixed trial); ``start_pose:`` puts odometry in the
+crowd's virtual people on the range ring (runtime/robot/overlay.py, a mixed trial); ``start_pose:`` puts odometry in the
 map frame.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ..bus import BusHost
@@ -39,7 +40,7 @@ from .cycle import BusCycle, BusGroup, MultiCycle
 from .joints import POSITION, VELOCITY, Joint
 from .multibus import mirror_other_buses, scan_profile
 from .names import NameMap
-from .profile import Profile, load_profile
+from .profile import Profile, load_profile, profile_security
 from .sensors import SensorHandle, make_sensor, sensing_kind
 from .startup import bring_up, wind_down
 
@@ -71,12 +72,17 @@ class Robot:
         self.notes = notes  # what the robot noticed while opening: quarantined parts, missing names, mode changes
         self.ticks = 0  # bus cycles run by loop() / cycle()
         self.overruns = 0  # ticks skipped because the controller fell behind the clock (real time only)
-        self.deadline_s: float | None = None  # clock time at which loop() stops (hil run --duration)
+        self.deadline_s: float | None = None  # clock time at which the run ends (its duration; a trial may bring
+        # it forward, e.g. a little after the goal is reached); loop() stops there, a sleep past it ends the run
+        self.params: Mapping[str, Any] = MappingProxyType({})  # the run's controller parameters (a trial's
+        # ``params:``), read-only; {} when the run has none
+        self.mode: str | None = None  # what the controller says it is doing ("route", "engage"...), free text:
+        # trials record it with the robot's state and the viewer shows it; None: the controller says nothing
         self._cycle = cycle
         self._base = base
         self._base_error = base_error
-        self.after_cycle: list[Callable[[Robot], None]] = []  # run after each bus cycle, in order (runtime.mixed)
-        self.overlay = None  # the crowd overlay of a mixed trial (runtime.mixed.CrowdOverlay), None without crowd:
+        self.after_cycle: list[Callable[[Robot], None]] = []  # run after each bus cycle, in order (runtime/robot/overlay.py)
+        self.overlay = None  # the crowd overlay of a mixed trial (runtime.robot.overlay.CrowdOverlay), None without crowd:
         self.mirrored: list[str] = []  # buses whose parts the main bus's world mirrors (runtime.robot.multibus)
         self._closed = False
 
@@ -131,12 +137,11 @@ class Robot:
         self._check_open()
         period = 1.0 / hz
         start = self.clock.now()
-        end = start + duration_s if duration_s is not None else math.inf
-        if self.deadline_s is not None:
-            end = min(end, self.deadline_s)
+        own_end = start + duration_s if duration_s is not None else math.inf
         k = 0
         while True:
             due = start + k * period
+            end = own_end if self.deadline_s is None else min(own_end, self.deadline_s)  # the deadline may move
             if due >= end - END_TOLERANCE_S:
                 if math.isfinite(end):
                     self.clock.sleep_until(end)  # the clock reads the full duration when the loop is done
@@ -297,7 +302,7 @@ def _make_base(model: Model, joints: NameMap[Joint]) -> tuple[DifferentialBase |
 
 
 def _start_mixed(robot: Robot, base: DifferentialBase | None, base_error: str, undo: ExitStack) -> None:
-    """``start_pose:`` (odometry in the map frame) and ``crowd:`` (the overlay of runtime.mixed, imported only
+    """``start_pose:`` (odometry in the map frame) and ``crowd:`` (the overlay of runtime/robot/overlay.py, imported only
     when a profile asks for it, since it brings the shadow world's pybullet)."""
     prof = robot.profile
     if prof.start_pose is not None:
@@ -305,7 +310,7 @@ def _start_mixed(robot: Robot, base: DifferentialBase | None, base_error: str, u
             raise BaseGeometryError(f"{prof.source}: start_pose: this robot has no drivable base: {base_error}")
         base.reset_odometry(*prof.start_pose)
     if prof.crowd is not None:
-        from ..mixed import attach_crowd_overlay
+        from .overlay import attach_crowd_overlay
 
         robot.overlay = attach_crowd_overlay(robot, prof.crowd)
         undo.callback(robot.overlay.close)
@@ -318,18 +323,6 @@ def _open_clock(profile: Profile, host: BusHost) -> Clock:
     security = profile_security(profile) if profile.clock_endpoint else None
     return open_clock(profile.clock, transport=host.transport, endpoint=profile.clock_endpoint, name=profile.name,
                       security=security, **kwargs)
-
-
-def profile_security(profile: Profile):
-    """The profile's ``keys:`` as a client :class:`bridge.security.Security`, or None; bad keys raise
-    SecurityError naming the file (before anything connects)."""
-    if profile.keys_dir is None:
-        return None
-    from bridge.security import Security
-
-    security = Security.load(profile.keys_dir)
-    security.check_client()
-    return security
 
 
 def _notes(virtual: VirtualRobot, drivers: dict[int, PartDriver], blueprint: Blueprint) -> list[str]:

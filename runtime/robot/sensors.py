@@ -60,7 +60,7 @@ class RangeRing(_RegisterBlock):
         self.min_range: float = float(params.get("min_range_m", 0.0))
         self.max_range: float = float(params.get("max_range_m", math.inf))
         self.angles = angles
-        # what a shadow world of virtual people reads for each sensor (runtime/mixed.py); None: no overlay
+        # what a shadow world of virtual people reads for each sensor (runtime/robot/overlay.py); None: no overlay
         self.virtual_ranges: list[float | None] | None = None
 
     def __repr__(self) -> str:
@@ -75,7 +75,7 @@ class RangeRing(_RegisterBlock):
     @property
     def ranges(self) -> list[float | None]:
         """Metres per sensor, through the part's driver; None for the no-target code (nothing valid seen). In a
-        mixed trial (a crowd overlay, runtime/mixed.py) the nearer of the real and the virtual echo."""
+        mixed trial (a crowd overlay, runtime/robot/overlay.py) the nearer of the real and the virtual echo."""
         real = self.real_ranges
         return real if self.virtual_ranges is None else merge_ranges(real, self.virtual_ranges)
 

@@ -8,7 +8,13 @@ from time import perf_counter as wall_clock  # wall time even under runtime.cloc
 
 
 class TransportError(OSError):
-    """The transport itself failed (port gone, connection closed)."""
+    """The transport itself failed (port gone, connection closed), or its URL is wrong.
+
+    Raised as ``TransportError(errno, message)`` (errno 0 when there is no system error); it reads as the message
+    alone, without OSError's ``[Errno N]`` prefix (the message already says what the system said)."""
+
+    def __str__(self) -> str:
+        return self.strerror if isinstance(self.strerror, str) else super().__str__()
 
 
 class Transport(ABC):

@@ -25,6 +25,9 @@ _OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "
             "crowd_mode": str}
 
 
+_KIND = {int: "an integer", float: "a number", str: "a string"}
+
+
 class SimTransport(Transport):
     def __init__(self, url: str, device=None):
         from firmware_sim import FaultInjector, VirtualBusDevice, WireTiming, load_assembly
@@ -138,7 +141,7 @@ def parse_sim_url(url: str) -> tuple[str, dict]:
         try:
             options[key] = _OPTIONS[key](values[-1])
         except ValueError:
-            raise TransportError(0, f"{url}: option {key}={values[-1]!r} is not a {_OPTIONS[key].__name__}") from None
+            raise TransportError(0, f"{url}: option {key}={values[-1]!r} is not {_KIND[_OPTIONS[key]]}") from None
     return name, options
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .log import LogMessage
+from ..record.log import LogMessage
 
 PROXEMIC_ZONES: tuple[tuple[str, float], ...] = (("intimate", 0.45), ("personal", 1.2), ("social", 3.6))
 DEFAULT_GOAL_RADIUS_M = 0.5

@@ -1,23 +1,26 @@
-"""``hil run --record DIR``: the trial log of any run, written behind the controller's back.
+"""What a trial writes after every bus cycle, behind the controller's back (every entry point: ``hil trial``,
+``hil demo``, ``hil run --record``, the pytest plugin, sweeps).
 
-:class:`RunRecorder` is a ``robot.after_cycle`` hook: after every bus cycle (``robot.loop``'s ticks, or a script's
-own ``robot.cycle()`` calls) it writes one message set to ``DIR/trial.mcap`` (topics.py):
+:class:`TickLog` is a ``robot.after_cycle`` hook: after every bus cycle (``robot.loop``'s ticks, or a script's own
+``robot.cycle()`` calls) it writes one message set to ``DIR/trial.mcap`` (topics.py):
 
-- ``/clock``; ``/robot/state`` (odometry x, y, yaw, vx, w and the joints by name) when the robot has a drivable
-  base, ``/robot/joints`` (joints only) when it has none: ``/robot/state``'s pose is what the metrics read;
+- ``/clock``; ``/robot/state`` when the robot has a drivable base: x, y, yaw from the world's ground truth when
+  there is an in-process world (trial/world.py WorldProbe), else odometry; ``odometry`` (what the robot
+  believed) beside it, vx, w, the joints by name, and ``mode`` when the controller sets ``robot.mode``;
+  ``/robot/joints`` (joints only) for a robot with no base;
 - ``/robot/sensors``: the ring as the controller read it, plus ``ring_real`` and ``ring_virtual`` when a crowd
-  overlay (a mixed trial, runtime/mixed.py) adds virtual people to it; the pressed zones of every contact sensor
-  as ``sensor.zone``;
-- ``/pedestrians`` in a mixed trial, whenever the overlay placed the virtual people anew (the crowd's last word on
-  each: position, velocity, gaze, radius);
+  overlay (a mixed trial, runtime/robot/overlay.py) adds virtual people to it; the pressed zones of every
+  contact sensor as ``sensor.zone``;
+- with people: ``/pedestrians`` (the world's people as they are: actual states, every crowd period of trial
+  time; in a mixed trial whenever the overlay placed its virtual people anew), ``/world/contacts`` (who touched
+  the robot since the previous message, from the physics engine) and ``/crowd/script`` (each staged line when it
+  ran);
 - ``/bus/stats`` once a second of log time for every bus (``bus`` says which); latency percentiles only on the
   real clock (they are wall time, which would make a simulated trial's log differ run to run);
-- ``/trial/meta`` and ``/map`` (when the caller has one: a sim:// bus's ``map=``, or a mixed trial's
-  ``crowd: {map: ...}``, runtime/robot/runner.py) once, at t = 0.
+- ``/trial/meta`` and ``/map`` once, at t = 0.
 
 Message times are trial time: the robot's clock minus its reading when the recording started (0 for a sim
-clock), so under the simulator's clock the same run gives the same bytes. Nothing here imports the world or the
-crowd: the caller gives the map (:func:`map_message` reads a map file with the shared wall format).
+clock), so under the simulator's clock the same trial gives the same bytes.
 """
 from __future__ import annotations
 
@@ -32,6 +35,8 @@ from devices.yaml_source import load_yaml_file, require
 from .recorder import TrialRecorder
 
 BUS_STATS_EVERY_S = 1.0
+PEOPLE_EVERY_S = 0.1  # the crowd's period: people are written at most this often (a 50 Hz controller need not
+# write 50 people 50 times a second)
 ROBOT_RADIUS_M = 0.3  # the commbot's footprint (as the world and the crowd take it)
 
 
@@ -55,15 +60,17 @@ def map_message(name_or_path: str, start: tuple[float, ...] | None = None) -> di
     return message
 
 
-class RunRecorder:
+class TickLog:
     """Records an opened robot's every bus cycle into ``out_dir/trial.mcap``: :meth:`attach` hooks it to the
-    robot, :meth:`close` writes the last bus statistics and the file's footer (safe to call twice)."""
+    robot, :meth:`close` writes the last bus statistics and the file's footer (safe to call twice). ``probe``: the
+    ground truth of an in-process world (trial/world.py), or None."""
 
     def __init__(self, out_dir: str | os.PathLike[str], robot: Any, meta: dict[str, Any],
-                 map_msg: dict[str, Any] | None = None):
-        from ..robot.sensors import ContactSensor, RangeRing
+                 map_msg: dict[str, Any] | None = None, probe: Any = None):
+        from runtime.robot.sensors import ContactSensor, RangeRing
 
         self.robot = robot
+        self.probe = probe
         self.overlay = getattr(robot, "overlay", None)
         self.ring = self.overlay.ring if self.overlay is not None else _first_ring(robot, RangeRing)
         self.contacts = [(name, s) for name, s in robot.sensors.items() if isinstance(s, ContactSensor)]
@@ -76,7 +83,9 @@ class RunRecorder:
         self.t0 = robot.clock.now()  # trial time 0
         self.t = 0.0  # trial time of the last message set
         self.sets = 0
+        self.people_seen = 0  # /pedestrians messages with anybody in them
         self._next_stats_s = 0.0
+        self._next_people_s = 0.0
         # the overlay's people last written (by identity: the overlay replaces the dict when it places people
         # anew); its empty dict before the crowd's first word is not worth a message
         self._people: Any = self.overlay.people if self.overlay is not None else None
@@ -95,10 +104,14 @@ class RunRecorder:
     def path(self) -> Path:
         return self.rec.path
 
-    def attach(self) -> RunRecorder:
+    def attach(self) -> TickLog:
         """Record from the next bus cycle on (after the hooks already there: the overlay's cast comes first)."""
         self.robot.after_cycle.append(self.after_cycle)
         return self
+
+    def pose(self) -> tuple[float, float, float]:
+        """Where the robot is: the world's ground truth when there is one, else what odometry says."""
+        return self.probe.robot_pose() if self.probe is not None else self.robot.base.odometry
 
     def after_cycle(self, robot: Any) -> None:
         """One message set for the bus cycle that just ran."""
@@ -109,9 +122,14 @@ class RunRecorder:
         joints = {name: joint.position for name, joint in robot.joints.items()}
         if self.has_base:
             base = robot.base
-            x, y, yaw = base.odometry
+            odometry = base.odometry
+            x, y, yaw = self.pose() if self.probe is not None else odometry
             vel = base.velocity
-            rec.write("/robot/state", t, {"x": x, "y": y, "yaw": yaw, "vx": vel.v, "w": vel.w, "joints": joints})
+            state = {"x": x, "y": y, "yaw": yaw, "vx": vel.v, "w": vel.w, "joints": joints,
+                     "odometry": list(odometry)}
+            if getattr(robot, "mode", None) is not None:
+                state["mode"] = str(robot.mode)
+            rec.write("/robot/state", t, state)
         else:
             rec.write("/robot/joints", t, {"joints": joints})
         sensors: dict[str, Any] = {"ring": self.ring.ranges if self.ring is not None else [],
@@ -121,14 +139,29 @@ class RunRecorder:
             sensors["ring_real"] = self.ring.real_ranges
             sensors["ring_virtual"] = list(self.ring.virtual_ranges or [None] * len(self.ring.angles))
         rec.write("/robot/sensors", t, sensors)
-        if self.overlay is not None and self.overlay.people is not self._people:
-            self._people = self.overlay.people
-            rec.write("/pedestrians", t, {"people": [_person(pid, p) for pid, p in sorted(self._people.items())],
-                                          "crowd_t": self.overlay.crowd_time_s})
+        self._write_people(t)
         if t >= self._next_stats_s - 1e-9:
             self._write_stats(t)
             self._next_stats_s = (math.floor(t / BUS_STATS_EVERY_S + 1e-9) + 1) * BUS_STATS_EVERY_S
         self.sets += 1
+
+    def _write_people(self, t: float) -> None:
+        rec = self.rec
+        if self.probe is not None and self.probe.crowd is not None:
+            if t < self._next_people_s - 1e-9:
+                return
+            people, touched, lines = self.probe.people()
+            rec.write("/pedestrians", t, {"people": people})
+            rec.write("/world/contacts", t, {"people": touched})
+            for line in lines:
+                rec.write("/crowd/script", t, line)
+            self.people_seen += bool(people)
+            self._next_people_s = (math.floor(t / PEOPLE_EVERY_S + 1e-6) + 1) * PEOPLE_EVERY_S
+        elif self.overlay is not None and self.overlay.people is not self._people:
+            self._people = self.overlay.people
+            rec.write("/pedestrians", t, {"people": [_person(pid, p) for pid, p in sorted(self._people.items())],
+                                          "crowd_t": self.overlay.crowd_time_s})
+            self.people_seen += bool(self._people)
 
     def _write_stats(self, t: float) -> None:
         for name, stats in self.robot.bus_stats.items():

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .log import LogMessage
+from ..record.log import LogMessage
 from .metrics import DEFAULT_GOAL_RADIUS_M, _person_tracks
 from .png import write_png
 

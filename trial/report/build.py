@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .log import read_log
+from ..record.log import read_log
+from ..record.recorder import LOG_NAME
 from .metrics import compute_metrics, write_metrics
-from .recorder import LOG_NAME
 from .topdown import write_topdown
 
 METRICS_NAME = "metrics.json"

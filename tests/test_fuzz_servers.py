@@ -1,0 +1,429 @@
+"""Nothing a peer sends crashes, hangs or poisons a hil server (issue 18).
+
+Each server runs for real (a `hil sim` subprocess on a pty, `hil crowd --serve` subprocesses in lockstep and in real
+time, the lockstep clock's ROUTER) and is sent every case of the issue plus ``FUZZ_N`` seeded random messages
+(10,000 by default; ``make fuzz`` sends 1,000,000). Afterwards it must answer a valid request correctly, still be
+running, and its memory must not have grown without bound.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import select
+import subprocess
+import tempfile
+import time
+
+import msgpack
+import pytest
+import zmq
+from conftest import SimProcess, hil_command
+
+from bridge.crowd_link import CrowdClient, tick_payload
+from bridge.envelope import VERSION, pack, unpack
+from bridge.lockstep import ClockServer, LockstepCore, LockstepError, RemoteParticipant
+from bridge.realtime import ask, reachable
+from devices.protocol import BROADCAST_ID, Ping, Read, StreamDecoder, SyncRead, encode_request
+
+FUZZ_N = int(os.environ.get("FUZZ_N", "10000"))
+SEED = int(os.environ.get("FUZZ_SEED", "18"))
+DEADLINE_S = 30.0
+MAX_GROWTH_KB = 64 * 1024  # a server may cache and warm up, but 10k (or 1M) messages must not pile up
+
+
+def rss_kb(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def mutate(rng: random.Random, data: bytes) -> bytes:
+    """A valid message with a few bytes changed, cut, or extended; or plain random bytes."""
+    kind = rng.random()
+    if kind < 0.2:
+        return bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 64)))
+    out = bytearray(data)
+    for _ in range(rng.randrange(1, 4)):
+        if out and rng.random() < 0.7:
+            out[rng.randrange(len(out))] = rng.getrandbits(8)
+        elif out:
+            del out[rng.randrange(len(out)):]
+        else:
+            out += bytes(rng.getrandbits(8) for _ in range(8))
+    return bytes(out)
+
+
+def mutate_value(rng: random.Random, value):
+    """A structurally plausible but wrong value: the types and magnitudes the issue found accepted."""
+    return rng.choice([math.nan, math.inf, -math.inf, 1e300, -1, 1.9, True, "1e3", "x", None, [], {}, [1], 2 ** 70,
+                       value])
+
+
+def mutate_doc(rng: random.Random, doc):
+    """``doc`` (nested maps and lists) with one leaf or key replaced."""
+    if isinstance(doc, dict) and doc:
+        doc = dict(doc)
+        key = rng.choice(list(doc))
+        if rng.random() < 0.1:
+            doc[rng.choice(["zz", 1, ""])] = doc.pop(key)
+        else:
+            doc[key] = mutate_doc(rng, doc[key]) if rng.random() < 0.6 else mutate_value(rng, doc[key])
+        return doc
+    if isinstance(doc, list) and doc:
+        doc = list(doc)
+        i = rng.randrange(len(doc))
+        doc[i] = mutate_doc(rng, doc[i]) if rng.random() < 0.6 else mutate_value(rng, doc[i])
+        return doc
+    return mutate_value(rng, doc)
+
+
+def fuzz_messages(rng: random.Random, valid: list[dict], n: int):
+    """n messages: mutated documents (packed), mutated bytes, garbage."""
+    for _ in range(n):
+        doc = rng.choice(valid)
+        if rng.random() < 0.6:
+            try:
+                yield msgpack.packb(mutate_doc(rng, doc), use_bin_type=True)
+            except (TypeError, ValueError, OverflowError):
+                yield b"\xc1"
+        else:
+            yield mutate(rng, msgpack.packb(doc, use_bin_type=True))
+
+
+def envelope(kind: str, payload, seq: int = 1, t: float = 0.0) -> dict:
+    return {"v": VERSION, "type": kind, "seq": seq, "t": t, "payload": payload}
+
+
+# --- the virtual device over a pty -------------------------------------------------------------------------------
+
+def _pty_exchange(fd: int, data: bytes, decoder: StreamDecoder) -> list:
+    os.write(fd, data)
+    events, deadline = [], time.monotonic() + 0.05
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            events += decoder.feed(os.read(fd, 65536))
+    return events
+
+
+def _ping_answered(fd: int) -> bool:
+    decoder = StreamDecoder()
+    os.write(fd, encode_request(Ping(1)))
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            for event in decoder.feed(os.read(fd, 65536)):
+                if getattr(event, "id", None) == 1 and event.is_status:
+                    return event.error == 0
+    return False
+
+
+def test_virtual_device_survives_oversized_reads_and_random_frames():
+    device = SimProcess("--pty")
+    fd = os.open(device.where, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        import tty
+
+        tty.setraw(fd)
+        assert _ping_answered(fd)
+        decoder = StreamDecoder()
+        issue = [bytes.fromhex("fffffd00fe08008a0000ffff0147bc"),  # Fast Sync Read of 65535 bytes (item 1)
+                 encode_request(SyncRead(0, 65535, (1, 2))), encode_request(Read(1, 0, 65535)),
+                 encode_request(SyncRead(0, 4000, (1, 2, 3), fast=True))]
+        for frame in issue:
+            replies = [e for e in _pty_exchange(fd, frame, decoder) if hasattr(e, "params")]
+            assert replies and all(r.params[0] & 0x7F == 5 for r in replies if r.id != BROADCAST_ID), replies
+        before = rss_kb(device.proc.pid)
+        rng = random.Random(SEED)
+        valid = [encode_request(r) for r in (Ping(1), Read(2, 132, 4), SyncRead(132, 4, (1, 2, 3), fast=True),
+                                             SyncRead(0, 2, (4, 5)))]
+        batch = bytearray()
+        for k in range(FUZZ_N):
+            batch += mutate(rng, rng.choice(valid))
+            if len(batch) > 2048 or k == FUZZ_N - 1:
+                os.write(fd, bytes(batch))
+                batch.clear()
+                while select.select([fd], [], [], 0.002)[0]:  # keep the pty from filling up with replies
+                    os.read(fd, 65536)
+        time.sleep(0.05)  # let a partial frame at the end be dropped as the line goes quiet
+        while select.select([fd], [], [], 0.02)[0]:
+            os.read(fd, 65536)
+        assert device.alive, device.stderr()
+        assert _ping_answered(fd), "the device answers a valid ping after the fuzz"
+        assert rss_kb(device.proc.pid) - before < MAX_GROWTH_KB
+        assert "Traceback" not in device.stderr()
+    finally:
+        os.close(fd)
+        device.stop()
+
+
+# --- the crowd, lockstep and real time ---------------------------------------------------------------------------
+
+class Crowd:
+    def __init__(self, *args: str):
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([*hil_command(), "crowd", "--map", "arcade", "--seed", "1", "--serve",
+                                      "tcp://127.0.0.1:*", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=self._stderr)
+        line = self.proc.stdout.readline().split()
+        assert len(line) == 2 and line[0] == b"crowd", (line, self.stderr())
+        self.endpoint = line[1].decode()
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def _request(sock: zmq.Socket, frames: list[bytes]):
+    sock.send_multipart(frames)
+    assert sock.poll(int(DEADLINE_S * 1000)), "the crowd answers every request"
+    return unpack(sock.recv(), ("intents", "error"))
+
+
+PEOPLE = {"id": [1], "x": [0.0], "y": [0.0], "vx": [0.0], "vy": [0.0]}
+ROBOT = {"x": 1.0, "y": 2.0, "yaw": 0.0, "vx": 0.0, "vy": 0.0, "radius": 0.3}
+
+
+def test_lockstep_crowd_refuses_bad_ticks_unchanged_and_keeps_answering():
+    crowd = Crowd()
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(crowd.endpoint)
+    try:
+        first = _request(sock, [pack("tick", tick_payload(1.0, ROBOT, []), seq=1)])
+        for t in (30.0, 60.0, 90.0):  # until someone has come in
+            if first.payload["people"]["id"]:
+                break
+            first = _request(sock, [pack("tick", tick_payload(t, ROBOT, []), seq=1)])
+        start = first.payload["t"]
+        assert first.type == "intents" and first.payload["people"]["id"], "a busy arcade: people to poison"
+        known = first.payload["people"]["id"][0]
+        nan_person = {**PEOPLE, "id": [known], "x": [math.nan]}
+        issue = {  # item 3, 4 and 6, each answered with an error naming what is wrong
+            "2 frames": [pack("tick", tick_payload(2.0, ROBOT, [])), b"more"],
+            "t=1e9": [pack("tick", {"t": 1e9, "robot": ROBOT, "people": {}})],
+            "NaN person": [pack("tick", {"t": 1.1, "robot": ROBOT, "people": nan_person})],
+            "NaN robot": [pack("tick", {"t": 1.1, "robot": {**ROBOT, "x": math.nan}, "people": {}})],
+            "id 1.9": [pack("tick", {"t": 1.1, "robot": ROBOT, "people": {**PEOPLE, "id": [1.9]}})],
+            "'1e3'": [pack("tick", {"t": 1.1, "robot": {**ROBOT, "x": "1e3"}, "people": {}})],
+            "no t": [pack("tick", {"robot": ROBOT})],
+        }
+        for case, frames in issue.items():
+            assert _request(sock, frames).type == "error", case
+        before = rss_kb(crowd.proc.pid)
+        rng = random.Random(SEED)
+        valid = [envelope("tick", tick_payload(1.0, ROBOT, [(known, 0.0, 0.0, 0.0, 0.0)])),
+                 envelope("tick", {"t": 1.0, "robot": None, "people": PEOPLE})]
+        for data in fuzz_messages(rng, valid, FUZZ_N):
+            _request(sock, [data])  # error or intents (a mutation may still be valid), never silence
+        after = _request(sock, [pack("tick", tick_payload(start + 0.2, ROBOT, []), seq=2)])
+        assert after.type == "intents" and all(math.isfinite(x) for x in after.payload["people"]["x"])
+        assert after.payload["t"] >= start + 0.2 - 1e-9, "valid ticks still step the crowd"
+        assert rss_kb(crowd.proc.pid) - before < MAX_GROWTH_KB
+        assert "dropped a message" in crowd.stderr() and "Traceback" not in crowd.stderr()
+    finally:
+        sock.close(0)
+        crowd.stop()
+
+
+def test_lockstep_world_side_refuses_a_reply_without_t():
+    """item 6: a reply without ``t`` raised KeyError in crowd_link; now a CrowdLinkError naming the crowd."""
+    rep = zmq.Context.instance().socket(zmq.REP)
+    rep.setsockopt(zmq.LINGER, 0)
+    rep.bind("tcp://127.0.0.1:*")
+    client = CrowdClient(rep.getsockopt_string(zmq.LAST_ENDPOINT), timeout_s=DEADLINE_S)
+    try:
+        import threading
+
+        def answer():
+            rep.recv()
+            rep.send(pack("intents", {"people": {"id": [], "type": [], "x": [], "y": [], "vx": [], "vy": []}}))
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        from bridge.crowd_link import CrowdLinkError
+
+        with pytest.raises(CrowdLinkError, match="intents: t must be a finite number"):
+            client.tick(0.1, None, [])
+        thread.join()
+    finally:
+        client.close()
+        rep.close(0)
+
+
+def test_realtime_crowd_survives_multipart_and_random_world_messages():
+    crowd = Crowd("--realtime")
+    context = zmq.Context.instance()
+    pub, control = context.socket(zmq.PUB), context.socket(zmq.REQ)
+    for sock in (pub, control):
+        sock.setsockopt(zmq.LINGER, 0)
+    try:
+        welcome = ask(crowd.endpoint, "hello").payload
+        world = reachable(welcome["world_endpoint"], crowd.endpoint)
+        pub.connect(world)
+        control.connect(crowd.endpoint)
+
+        def heard_robot_at(x: float) -> bool:
+            return (ask(crowd.endpoint).payload["robot"] or {}).get("x") == x
+
+        good = {"session": "fuzz", "t": 0.0, "robot": {"x": 3.5, "y": -1.0}, "people": []}
+        deadline = time.monotonic() + DEADLINE_S
+        seq = 1
+        while not heard_robot_at(3.5):  # a new PUB's first messages may be lost before it is connected
+            assert time.monotonic() < deadline
+            pub.send(pack("world", good, seq=seq))
+            seq += 1
+            time.sleep(0.02)
+        # item 5: five bytes that libzmq reads as a multipart message aborted a CONFLATE SUB
+        pub.send_multipart([b"\x01\x00", b"\x02\x01A"])
+        pub.send_multipart([pack("world", good, seq=seq), b"tail"])
+        # item 3 on the control channel: a 2-frame request
+        control.send_multipart([pack("status"), b"x"])
+        assert control.poll(int(DEADLINE_S * 1000)) and unpack(control.recv(), ("error",)).type == "error"
+        # item 4: NaN over the world stream, for a person and for the robot
+        pub.send(pack("world", {**good, "robot": {"x": math.nan, "y": 0.0}}, seq=seq + 1))
+        pub.send(pack("world", {**good, "people": {**PEOPLE, "x": [math.nan]}}, seq=seq + 2))
+        seq += 3
+        before = rss_kb(crowd.proc.pid)
+        rng = random.Random(SEED)
+        valid = [envelope("world", good, seq=seq), envelope("world", {**good, "people": PEOPLE}, seq=seq)]
+        for k, data in enumerate(fuzz_messages(rng, valid, FUZZ_N)):
+            pub.send(data)
+            if k % 500 == 0:
+                time.sleep(0.001)  # let the crowd drain (a PUB drops what a slow SUB cannot take; so be it)
+        deadline = time.monotonic() + DEADLINE_S
+        while not heard_robot_at(4.5):
+            assert time.monotonic() < deadline, "the crowd takes a valid world message after the fuzz"
+            assert crowd.proc.poll() is None, crowd.stderr()[-3000:]
+            seq += 10 ** 7  # newer than anything the fuzz may have sent as seq
+            pub.send(pack("world", {**good, "robot": {"x": 4.5, "y": -1.0}}, seq=seq))
+            time.sleep(0.02)
+        status = ask(crowd.endpoint).payload
+        assert status["dropped"] > 0 and crowd.proc.poll() is None
+        assert all(math.isfinite(v) for v in status["robot"].values())
+        assert rss_kb(crowd.proc.pid) - before < MAX_GROWTH_KB
+        assert ask(crowd.endpoint, "bye").type == "bye"
+        assert crowd.proc.wait(10) == 0, crowd.stderr()
+    finally:
+        pub.close(0)
+        control.close(0)
+        crowd.stop()
+
+
+# --- the lockstep clock ------------------------------------------------------------------------------------------
+
+def test_clock_survives_bad_frames_and_values_and_binds_names_to_connections():
+    core = LockstepCore(advance=lambda t: None, stall_timeout_s=60.0)
+    server = ClockServer(core, "tcp://127.0.0.1:*")
+    context = zmq.Context.instance()
+    dealer = context.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.connect(server.endpoint)
+    victim = intruder = None
+    try:
+        victim = RemoteParticipant(server.endpoint, "victim", timeout_s=DEADLINE_S)
+        intruder = RemoteParticipant(server.endpoint, "intruder", timeout_s=DEADLINE_S)
+        # item 7: 1- and 3-frame DEALER messages, raw garbage, bad t; item 8: NaN, 1e9
+        dealer.send(pack("hello", {"name": "d"}))  # no empty delimiter: not a REQ request
+        dealer.send_multipart([b"", pack("hello", {"name": "d"}), b"extra"])
+        dealer.send_multipart([b"", b"\x00garbage"])
+        for bad_t in ("soon", [1], math.nan, 1e9):
+            with pytest.raises(LockstepError, match=r"\$\.payload\.t"):  # raw, as a foreign client sends it
+                intruder._call("sleep_until", {"t": bad_t})
+        # item 9: a bye (or a sleep) with another participant's name is refused; the victim stays in
+        with pytest.raises(LockstepError, match="joined as 'intruder'"):
+            intruder._call("bye", {"name": "victim"})
+        with pytest.raises(LockstepError, match="joined as 'intruder'"):
+            intruder._call("sleep_until", {"name": "victim", "t": 5.0})
+        assert "victim" in core.participants
+        rng = random.Random(SEED)
+        valid = [envelope("sleep_until", {"name": "d", "t": 1.0}), envelope("hello", {"name": "d"})]
+        for k, data in enumerate(fuzz_messages(rng, valid, FUZZ_N)):
+            dealer.send_multipart([b"", data] if k % 3 else [data])
+            if k % 200 == 0:
+                while dealer.poll(0):
+                    dealer.recv_multipart()
+        intruder.close()
+        intruder = None
+        for name in [n for n in core.participants if n not in ("victim",)]:
+            core.leave(name)  # fuzzed hellos that joined; the clock waits for everyone who did
+        assert victim.sleep_until(0.5)[0] == pytest.approx(0.5), "the clock still serves a valid participant"
+        assert server.counters.dropped > 0 and server._thread.is_alive()
+    finally:
+        for participant in (victim, intruder):
+            if participant is not None:
+                participant.close()
+        dealer.close(0)
+        server.close()
+
+
+def test_a_long_sleep_advances_in_slices_without_holding_the_lock():
+    """item 8: t=1e7 made the world step under the device lock; now it advances a slice at a time."""
+    import threading
+
+    lock = threading.RLock()
+    steps: list[float] = []
+    core = LockstepCore(advance=steps.append)
+    server = ClockServer(core, "tcp://127.0.0.1:*", lock=lock)
+    participant = RemoteParticipant(server.endpoint, "long", timeout_s=DEADLINE_S)
+    try:
+        result: list = []
+        thread = threading.Thread(target=lambda: result.append(participant.sleep_until(50.0)))
+        thread.start()
+        thread.join(DEADLINE_S)
+        assert result and result[0][0] == 50.0
+        assert len(steps) >= 50 and max(b - a for a, b in zip([0.0] + steps, steps)) <= 1.0 + 1e-9
+        with lock:  # the lock is free between slices: the device could take it
+            pass
+    finally:
+        participant.close()
+        server.close()
+
+
+# --- property tests of the typed codecs --------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from bridge.envelope import EnvelopeError  # noqa: E402
+from bridge.schema import MAX_COORDINATE_M, TickPayload, TypedDecoder  # noqa: E402
+
+DECODER = TypedDecoder({"tick": TickPayload, "bye": object})
+finite = st.floats(-MAX_COORDINATE_M, MAX_COORDINATE_M, allow_nan=False)
+leaf = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 63, 2 ** 64 - 1), st.floats(), st.text(max_size=8),
+                 st.binary(max_size=8))
+docs = st.recursive(leaf, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids,
+                                                                                    max_size=4), max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_typed_decoding_of_any_bytes_gives_an_envelope_or_an_envelope_error(data):
+    try:
+        DECODER.decode(data)
+    except EnvelopeError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(docs)
+def test_typed_decoding_of_any_document_gives_an_envelope_or_an_envelope_error(doc):
+    try:
+        DECODER.decode(msgpack.packb(envelope("tick", doc), use_bin_type=True))
+    except EnvelopeError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 1e7, allow_nan=False), st.lists(st.tuples(st.integers(0, 2 ** 31 - 1), finite, finite,
+                                                               st.floats(-100, 100), st.floats(-100, 100)),
+                                                     max_size=20))
+def test_a_valid_tick_decodes_to_exactly_what_was_sent(t, rows):
+    msg = DECODER.decode(pack("tick", tick_payload(t, {"x": 1.0, "y": 2.0}, rows), seq=3, t=t))
+    assert msg.type == "tick" and msg.seq == 3 and msg.payload.t == t
+    assert msg.payload.rows() == [tuple(float(v) if k else v for k, v in enumerate(r)) for r in rows]

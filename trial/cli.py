@@ -1,0 +1,240 @@
+"""The trial layer's subcommands of ``hil``: ``trial``, ``demo``, ``run`` and ``report`` (all through trial.run.Trial).
+
+Exit status: 0 the trial ran to its end (duration, goal, or the controller returned); 1 the controller raised or
+the world or crowd failed (the traceback or the reason is printed, and the folder keeps what was recorded); 2 the
+trial could not start (a bad spec, file, bus or controller: the message says where and what); 130 Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+TRIAL_DESCRIPTION = """\
+Run a controller in a trial: the virtual robot (or a profile's robot) in a map, with a crowd and a staged
+scenario, on the simulator's clock (as fast as the CPU allows, the same every time) or the real one. Writes
+OUT/trial.mcap, OUT/metrics.json and OUT/topdown.png and prints the metrics.
+
+  hil trial my_controller.py --map arcade --scenario child_interacts --seed 3 --out trials/mine
+  hil trial my_trial.yaml --seed 4            # a trial file; options given here override its keys
+
+The controller is a file defining main(robot) (or a script using the global robot), or a module
+(package.module[:function]). Parameters given with --param reach it as robot.params."""
+
+RUN_DESCRIPTION = """\
+Run a controller file on the robot a profile describes: real (serial port), virtual in this process
+(sim://), or virtual in another process (hil sim --pty), on the real or the simulator's clock.
+
+The file either defines main(robot), called with the opened robot (loop with `for tick in robot.loop(hz)`),
+or is a plain script that finds the opened robot in the global `robot` (pace it with time.sleep and call
+robot.cycle() once per bus cycle). time.time/monotonic/perf_counter/sleep follow the profile's clock.
+At the end the wheels are stopped, the servos keep holding, and a summary is printed.
+
+--record DIR logs the run as a trial, unknown to the controller: every bus cycle's clock, pose (the world's
+ground truth when the bus is an in-process world, beside odometry) and joints, sensors (a mixed trial's real
+and virtual ring readings apart), the people of a crowd (with who touched the robot and the script lines that
+ran), bus statistics once a second, the profile and the map, into DIR/trial.mcap; at the end (also after
+Ctrl-C or a controller error) DIR/metrics.json and DIR/topdown.png are built from it (hil report DIR)."""
+
+
+def register(sub) -> None:
+    """Add ``hil trial``, ``hil demo``, ``hil run`` and ``hil report``."""
+    trial = sub.add_parser("trial", help="run a controller in a trial (map, crowd, scenario, goal), recorded and "
+                                         "measured", description=TRIAL_DESCRIPTION,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    trial.add_argument("target", help="a controller (x.py, package.module[:function]) or a trial file (x.yaml)")
+    _add_trial_arguments(trial)
+    trial.set_defaults(func=cmd_trial)
+
+    demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware): the guide robot "
+                                       "meets a child in the arcade")
+    demo.add_argument("--duration", type=float,
+                      help="longest trial in simulated seconds (default 240; it ends 3 s after the goal; servo "
+                           "chain: 3)")
+    demo.add_argument("--scenario", default="guide_meets_child",
+                      help="the staged scene (a script on the config search path or a path) over the background "
+                           "crowd; 'none': background only (default guide_meets_child: reference 000 FIG. 11 on "
+                           "the route)")
+    demo.add_argument("--gui", action="store_true", help="watch it in the pybullet viewer (needs a display)")
+    demo.add_argument("--out", help="trial folder: trial.mcap, metrics.json, topdown.png (default trials/demo-SEED)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the crowd and the sensors (default 0)")
+    demo.add_argument("--crowd", metavar="ENDPOINT", help="use a crowd already served there (default: start one)")
+    demo.add_argument("--crowd-timeout", type=float, default=10.0,
+                      help="seconds of wall time the world waits for a crowd tick before failing (default 10)")
+    demo.add_argument("--servo-chain", action="store_true", help="the bus-only demo: 17 servos, 100 Hz, 1 Mbaud")
+    demo.add_argument("--quiet", action="store_true", help="no progress lines")
+    demo.set_defaults(func=cmd_demo)
+
+    run = sub.add_parser("run", help="run a controller file on the robot a profile describes (real or virtual)",
+                         description=RUN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("controller", help="a Python file defining main(robot), or a script using the global robot "
+                                        "(or a module: package.module[:function])")
+    run.add_argument("--profile", required=True,
+                     help="profile: config/profiles/virtual.yaml (or a name on the config search path: virtual)")
+    run.add_argument("--duration", type=float, metavar="S", help="stop after S (> 0) seconds of the profile's clock")
+    run.add_argument("--bus", metavar="URL", help="override the profile's bus (e.g. the /dev/pts/N of hil sim --pty)")
+    run.add_argument("--record", metavar="DIR",
+                     help="record the run as a trial: DIR/trial.mcap, then DIR/metrics.json and DIR/topdown.png")
+    run.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
+                     help="a controller parameter (robot.params[KEY]; VALUE read as YAML: 0.4, true, [1, 2])")
+    from runtime.native.cli import add_arguments as add_native_arguments
+
+    add_native_arguments(run)  # --native PROGRAM -- ARGS: a compiled controller (runtime/native)
+    run.set_defaults(func=cmd_run)
+
+    report = sub.add_parser("report", help="rebuild metrics.json and topdown.png of a trial folder from its log")
+    report.add_argument("dir", help="trial folder holding trial.mcap")
+    report.set_defaults(func=cmd_report)
+
+
+def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
+    world = parser.add_argument_group("the world (default: the virtual commbot in this process)")
+    world.add_argument("--robot", help="an assembly on the config search path (commbot) or its file")
+    world.add_argument("--profile", help="a profile instead (virtual, real, mixed, config/profiles/x.yaml)")
+    world.add_argument("--bus", metavar="URL", help="with --profile: replace its main bus")
+    world.add_argument("--clock", choices=("sim", "real"), help="sim: lockstep, deterministic (default); real")
+    world.add_argument("--gui", action="store_true", default=None, help="the pybullet viewer (needs a display)")
+    task = parser.add_argument_group("the task")
+    task.add_argument("--map", help="a map on the config search path (arcade, lab) or its file")
+    task.add_argument("--crowd", help="rates files for the background crowd (weekday | weekday,weekend | a path), "
+                                      "or none (default none)")
+    task.add_argument("--crowd-scale", type=float, metavar="X", help="multiply the appearance rates by X (0..100)")
+    task.add_argument("--crowd-start", metavar="'DAY HH:MM'", help="day and time at trial time 0 ('sat 14:00')")
+    task.add_argument("--crowd-endpoint", metavar="EP", help="a crowd already served (hil crowd --serve EP)")
+    task.add_argument("--crowd-timeout", type=float, dest="crowd_timeout_s", metavar="S",
+                      help="wall seconds the world waits for the crowd (default 10)")
+    task.add_argument("--scenario", help="a staged script (child_interacts, a .scn file) or none")
+    task.add_argument("--start", metavar="X,Y[,YAW]|PLACE", help="the robot's start pose in the map (m, m, rad) or "
+                                                                 "a place; write --start=-18,0,0 for a negative X")
+    task.add_argument("--goal", metavar="X,Y|PLACE", help="the goal (m) or a place of the map")
+    task.add_argument("--goal-radius", type=float, metavar="M", help="within this of the goal counts (default 0.5)")
+    task.add_argument("--end-on-goal", action=argparse.BooleanOptionalAction, default=None,
+                      help="end the trial a little after the goal is reached (default yes)")
+    task.add_argument("--after-goal", type=float, dest="after_goal_s", metavar="S",
+                      help="seconds the trial goes on after the goal (default 3)")
+    task.add_argument("--seed", type=int, help="seeds the crowd, the sensors and the faults (default 0)")
+    task.add_argument("--duration", type=float, metavar="S", help="longest trial, seconds of its clock (default 120)")
+    agent = parser.add_argument_group("the controller")
+    agent.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
+                       help="a controller parameter (robot.params[KEY]; VALUE read as YAML: 0.4, true, [1, 2])")
+    agent.add_argument("--name", help="a label for the summary")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", help="trial folder (default trials/NAME-SEED)")
+    out.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` items as a dict, each VALUE read as a YAML scalar or flow collection."""
+    from devices.yaml_source import load_yaml_text
+
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise ValueError(f"--param {item!r}: expected KEY=VALUE with KEY a name (cruise_m_s=0.4)")
+        params[key.strip()] = _plain(load_yaml_text(value, f"--param {key}"))
+    return params
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+_TRIAL_KEYS = ("robot", "profile", "bus", "clock", "gui", "map", "crowd", "crowd_scale", "crowd_start",
+               "crowd_endpoint", "crowd_timeout_s", "scenario", "start", "goal", "goal_radius", "end_on_goal",
+               "after_goal_s", "seed", "duration", "name")
+
+
+def cmd_trial(args: argparse.Namespace) -> int:
+    from .run import Trial
+    from .spec import load_trial_file, make_spec
+
+    keys = {k: getattr(args, k) for k in _TRIAL_KEYS if getattr(args, k) is not None}
+    if args.param:
+        keys["params"] = parse_params(args.param)
+    target = args.target
+    if target.endswith((".yaml", ".yml")):
+        spec = load_trial_file(target, **keys)
+    else:
+        spec = make_spec(target, **keys)
+    out = Path(args.out) if args.out else Path("trials") / f"{spec.label}-{spec.seed}"
+    return _run_and_report(Trial(spec=spec), out, quiet=args.quiet)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if args.servo_chain:
+        from runtime.servo_chain_demo import run_servo_chain_demo
+
+        run_servo_chain_demo(duration_s=3.0 if args.duration is None else args.duration)
+        return 0
+    from .presets import DEMO_DURATION_S, demo_spec
+    from .run import Trial
+
+    spec = demo_spec(seed=args.seed, scenario=args.scenario,
+                     duration=DEMO_DURATION_S if args.duration is None else args.duration, gui=args.gui,
+                     crowd_endpoint=args.crowd, crowd_timeout_s=args.crowd_timeout)
+    if spec.gui:
+        _check_display()
+    out = Path(args.out or f"trials/demo-{args.seed}")
+    return _run_and_report(Trial(spec=spec), out, quiet=args.quiet)
+
+
+def _check_display() -> None:
+    from firmware_sim.world import display_available  # the world knows what its viewer needs
+
+    if not display_available():
+        raise ValueError("--gui needs a display and DISPLAY is not set; run without --gui (the trial is the same, "
+                         "only unwatched) or from a desktop session")
+
+
+def _run_and_report(trial, out: Path, *, quiet: bool) -> int:
+    from .report.build import format_metrics
+
+    result = trial.run(out, progress=None if quiet else (lambda line: print(line, flush=True)))
+    if result.traceback:
+        print(result.traceback, file=sys.stderr, end="")
+    if result.metrics is not None:
+        print(format_metrics(result.metrics.to_dict()))
+    print(result.summary_line(), flush=True)
+    if result.metrics is not None:
+        print(f"wrote {out}/trial.mcap, metrics.json, topdown.png (open again with: hil report {out})")
+    return {"ok": 0, "interrupted": 130}.get(result.status, 1)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Exit 0 when the controller returned or ran its duration, 1 when it raised (traceback shown), 2 when the
+    robot could not be opened (the message says where and what), 130 on Ctrl-C."""
+    from devices.yaml_source import ConfigError
+    from runtime.bus import BusError
+    from runtime.clock.base import ClockError
+    from runtime.model import ModelError
+    from runtime.native.cli import maybe_run
+    from runtime.robot.runner import ControllerError
+
+    from .run import Trial
+
+    native_status = maybe_run(args)  # None unless --native (or native: true in the profile)
+    if native_status is not None:
+        return native_status
+    try:
+        trial = Trial(args.controller, profile=args.profile, bus=args.bus, duration=args.duration,
+                      params=parse_params(args.param), end_on_goal=False)
+        result = trial.run(args.record)
+    except (ConfigError, ControllerError, BusError, ClockError, ModelError, OSError) as exc:
+        print(f"hil: error: {exc}", file=sys.stderr)
+        return 2
+    if result.traceback:
+        print(result.traceback, file=sys.stderr, end="")
+    print(result.run_text, flush=True)
+    return {"ok": 0, "interrupted": 130}.get(result.status, 1)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report.build import cli
+
+    return cli(args)

@@ -1,0 +1,245 @@
+"""``Trial(...).run(out_dir) -> TrialResult``: the one way every entry point runs a controller in a world with a
+task (``hil trial``, ``hil demo``, ``hil run``, the pytest plugin, sweeps, the viewer).
+
+A trial composes three things that never reach into each other (dm_control's split):
+
+- the **world** (trial/world.py): the robot opened on its bus and clock; for a virtual robot, the pybullet world
+  in this process, whose ground truth (a WorldProbe) only the recording and the task read;
+- the **task** (trial/task.py): the map, the crowd process, the scenario, start and goal, and when it ends;
+- the **agent** (runtime/robot/runner.py): the controller, which sees nothing but the Robot (and
+  ``robot.params``).
+
+The order is: check everything (controller, task files, scenario lines), start the crowd, open the robot,
+record (when given a folder), run the controller until it returns, the duration is over, or ``after_goal_s``
+after the goal is reached; then close the log before the robot, stop the crowd, and build the report
+(metrics.json, topdown.png). A controller that raises, or a crowd that dies, gives a FAILED result with the error
+and what was recorded up to then; a bad spec raises before anything starts.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import traceback as traceback_mod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from .result import FAILED, INTERRUPTED, OK, Metrics, TrialResult
+from .spec import TrialSpec, load_trial_file, make_spec
+from .task import CrowdProcess, Task, TrialError, make_task, map_message
+from .world import WorldProbe, clock_of, robot_profile
+
+GOAL = "goal"
+PROGRESS_STEPS = 20  # progress lines per trial (at least one per second of trial time... at most this many)
+
+
+class Trial:
+    """One trial. ``Trial("my_controller.py", map="arcade", scenario="child_interacts", seed=3, duration=120)``;
+    keys as in trial/spec.py (or a ready :class:`TrialSpec` as ``spec=``). :meth:`run` may be called more than
+    once (each run starts afresh)."""
+
+    def __init__(self, controller: Any = None, *, spec: TrialSpec | None = None, **keys: Any):
+        if spec is not None and (controller is not None or keys):
+            raise TypeError("give a spec or the trial's keys, not both")
+        self.spec = spec if spec is not None else make_spec(controller, **keys)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> Trial:
+        """A trial file (YAML; trial/spec.py), with keys overridden (None leaves a key as the file says)."""
+        return cls(spec=load_trial_file(path, **overrides))
+
+    def run(self, out_dir: str | Path | None = None, *, progress: Callable[[str], None] | None = None,
+            err: TextIO | None = None, hooks: tuple[Callable[[Any], None], ...] = ()) -> TrialResult:
+        """Run it; ``out_dir`` gets trial.mcap, metrics.json and topdown.png (None: nothing is recorded).
+        ``progress`` receives a line now and then; ``err`` the robot's notes (stderr by default); ``hooks`` run
+        after every bus cycle after the recording (the live viewer)."""
+        return _Run(self.spec, Path(out_dir) if out_dir is not None else None, progress, err or sys.stderr,
+                    hooks).go()
+
+
+class _Run:
+    """The state of one run of a trial, from start to report."""
+
+    def __init__(self, spec: TrialSpec, folder: Path | None, progress, err: TextIO, hooks):
+        self.spec, self.folder, self.progress, self.err, self.hooks = spec, folder, progress, err, hooks
+        self.crowd: CrowdProcess | None = None
+        self.robot: Any = None
+        self.log: Any = None
+        self.reached_at: float | None = None
+        self.t0 = 0.0
+
+    def go(self) -> TrialResult:
+        from runtime.clock.base import WALL
+        from runtime.robot.runner import FAILED as RUN_FAILED
+        from runtime.robot.runner import arm_deadline, load_controller, run_until_done, summarize
+
+        spec = self.spec
+        controller = load_controller(spec.controller)  # nothing starts for a controller that cannot load
+        task = make_task(spec)
+        clock = clock_of(spec)
+        wall0 = WALL()
+        try:
+            endpoint = spec.crowd_endpoint
+            if endpoint is None and task.has_crowd:
+                self.crowd = CrowdProcess(spec, task, realtime=clock == "real")
+                endpoint = self.crowd.endpoint
+            from runtime.robot import Robot
+
+            self.robot = robot = Robot.open(robot_profile(spec, task, endpoint, clock == "real"))
+        except BaseException:
+            self._stop_crowd()
+            raise
+        for note in robot.notes:
+            print(f"note: {note}", file=self.err)
+        if self.progress is not None:
+            where = f", writing {self.folder}/" if self.folder is not None else ""
+            self.progress(f"trial {spec.label}: {robot!r}{where}")
+        stopped, error, trace = RUN_FAILED, None, None
+        inner = robot.clock
+        self.t0 = robot.clock.now()
+        try:
+            robot.params = spec.params
+            arm_deadline(robot, spec.duration)
+            probe = WorldProbe.of(robot)
+            if self.folder is not None:
+                self.log = self._start_log(task, probe, controller, inner)
+            if task.goal is not None:
+                robot.after_cycle.append(self._goal_watch(task, probe))
+            if self.progress is not None:
+                robot.after_cycle.append(self._progress_hook(probe))
+            robot.after_cycle.extend(self.hooks)
+            stopped = run_until_done(controller, robot)
+            if stopped == "duration" and self.reached_at is not None:
+                stopped = GOAL
+        except Exception as exc:  # noqa: BLE001 - the controller's (or the world's) failure is the result
+            error, trace = f"{type(exc).__name__}: {exc}", traceback_mod.format_exc()
+        finally:
+            sim_s = robot.clock.now() - self.t0
+            wall_s = WALL() - wall0
+            try:
+                if self.log is not None:
+                    self.log.close()  # before the robot: the log has its footer even if closing the bus fails
+            finally:
+                try:
+                    robot.close()
+                finally:
+                    self._stop_crowd()
+        status = OK if error is None and stopped != "interrupted" else INTERRUPTED if error is None else FAILED
+        run = summarize(controller, robot, inner.kind or type(inner).__name__, stopped, sim_s, wall_s)
+        result = TrialResult(label=spec.label, folder=self.folder, status=status, stopped=run.stopped,
+                             sim_s=sim_s, wall_s=wall_s, ticks=robot.ticks, error=error, traceback=trace,
+                             goal_reached_at_s=self.reached_at, notes=list(robot.notes))
+        if self.folder is not None:
+            result.metrics, report_error = _report(self.folder)
+            run.recorded = (f"{self.log.path} ({self.log.sets} ticks), {self.folder}/metrics.json, "
+                            f"{self.folder}/topdown.png" if report_error is None else
+                            f"{self.log.path} ({self.log.sets} ticks); the report failed: {report_error}")
+        result.run_text = run.text()
+        return result
+
+    # --- pieces -----------------------------------------------------------------------------------------------
+    def _start_log(self, task: Task, probe: WorldProbe | None, controller, clock) -> Any:
+        from .record.tick_log import TickLog
+        from .versions import versions
+
+        spec, robot = self.spec, self.robot
+        # the crowd this trial started answers on a port picked at random: not part of the record (same seed,
+        # same bytes)
+        picked = self.crowd.endpoint if self.crowd is not None else None
+        buses = [{"name": name, "url": host.transport.url.replace(picked, "CROWD") if picked else host.transport.url}
+                 for name, host in robot.buses.items()]
+        meta = {"seed": spec.seed, "scenario": Path(str(task.scenario)).stem if task.scenario else
+                ("background" if task.background else "none"), "profile": robot.profile.source,
+                "controller": controller.label, "clock": clock.kind or type(clock).__name__, "buses": buses,
+                "versions": versions(), "trial": spec.describe()}
+        map_msg = map_message(task)
+        if map_msg is None and robot.profile.crowd is not None and robot.profile.crowd.map:
+            from .record.tick_log import map_message as plain_map
+
+            map_msg = plain_map(robot.profile.crowd.map, robot.profile.start_pose)  # a mixed trial's room
+        elif map_msg is None:
+            map_msg = _bus_map(robot)
+        return TickLog(self.folder, robot, meta, map_msg, probe=probe).attach()
+
+    def _goal_watch(self, task: Task, probe: WorldProbe | None) -> Callable[[Any], None]:
+        """After each cycle: the goal reached (ground truth when there is a world, else odometry) -> the run ends
+        ``after_goal_s`` later (when ``end_on_goal``)."""
+        spec = self.spec
+
+        def watch(robot: Any) -> None:
+            if self.reached_at is not None:
+                return
+            x, y, _ = probe.robot_pose() if probe is not None else robot.base.odometry
+            if task.goal_reached(x, y):
+                self.reached_at = robot.clock.now() - self.t0
+                if spec.end_on_goal:
+                    end = robot.clock.now() + spec.after_goal_s
+                    robot.deadline_s = end if robot.deadline_s is None else min(robot.deadline_s, end)
+
+        return watch
+
+    def _progress_hook(self, probe: WorldProbe | None) -> Callable[[Any], None]:
+        from runtime.clock.base import WALL
+
+        spec, wall0 = self.spec, WALL()
+        every = max(1.0, (spec.duration or 60.0) / PROGRESS_STEPS)
+        state = {"next": 0.0}
+
+        def report(robot: Any) -> None:
+            t = robot.clock.now() - self.t0
+            if t < state["next"] - 1e-9:
+                return
+            state["next"] = (math.floor(t / every + 1e-9) + 1) * every
+            self.progress(_progress_line(robot, probe, t, spec.duration, WALL() - wall0, self.reached_at))
+
+        return report
+
+    def _stop_crowd(self) -> None:
+        if self.crowd is not None:
+            self.crowd.stop()
+            self.crowd = None
+
+
+def _progress_line(robot: Any, probe: WorldProbe | None, t: float, duration: float | None, wall_s: float,
+                   reached_at: float | None) -> str:
+    width = 20
+    done = min(width, round(width * t / duration)) if duration else 0
+    bar = f"[{'#' * done}{'.' * (width - done)}] " if duration else ""
+    try:
+        x, y, _ = probe.robot_pose() if probe is not None else robot.base.odometry
+        where = f"robot ({x:+6.2f}, {y:+5.2f})"
+    except Exception:  # noqa: BLE001 - no base: no position to show
+        where = f"{robot.ticks} ticks"
+    people = len(probe.crowd.pedestrians.bodies) if probe is not None and probe.crowd is not None else None
+    mode = f"{robot.mode:8s} " if getattr(robot, "mode", None) else ""
+    return (f"{bar}t={t:6.1f}{f'/{duration:g}' if duration else ''} s  {where} {mode}"
+            + (f"{people:3d} people  " if people is not None else "")
+            + ("goal  " if reached_at is not None else "") + f"wall {wall_s:5.1f} s")
+
+
+def _bus_map(robot: Any) -> dict[str, Any] | None:
+    """``/map`` of a run whose sim:// bus names a map in its URL (``hil run --bus "sim://commbot?map=lab"``)."""
+    from runtime.transports.sim import parse_sim_url
+
+    from .record.tick_log import map_message as plain_map
+
+    for host in robot.buses.values():
+        url = host.transport.url
+        if url.startswith("sim://"):
+            options = parse_sim_url(url)[1]
+            if options.get("map"):
+                return plain_map(options["map"], robot.profile.start_pose)
+    return None
+
+
+def _report(folder: Path) -> tuple[Metrics | None, str | None]:
+    """Build metrics.json and topdown.png from the closed log; (metrics, None) or (None, why not)."""
+    from .report.build import build_report
+
+    try:
+        return Metrics(build_report(folder)), None
+    except Exception as exc:  # noqa: BLE001 - the run's outcome matters more; the log is there for hil report
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+__all__ = ["Trial", "TrialError", "TrialResult"]

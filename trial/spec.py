@@ -1,0 +1,349 @@
+"""What a trial is: one frozen :class:`TrialSpec`, from Python keywords, a YAML trial file, or the command line.
+
+The three parts of a trial (dm_control's split) are named here and nowhere mixed:
+
+- the **agent**: ``controller`` (a file, ``package.module[:function]``, or a callable) and its ``params``;
+- the **world**: ``robot`` (an assembly on the config search path: the virtual robot in this process) or
+  ``profile`` (any profile: real, virtual, several buses, mixed) with an optional ``bus`` override, and the
+  ``clock`` (``sim``: lockstep, deterministic; ``real``: wall time);
+- the **task**: ``map``, ``crowd`` (rates files, or none), ``crowd_scale``, ``crowd_start`` (day and time band),
+  ``scenario`` (a staged script over the crowd), ``start`` and ``goal`` (points or the map's place names),
+  ``goal_radius``, ``seed``, ``duration``, and how the trial ends (``end_on_goal``, ``after_goal_s``).
+
+A trial file is YAML with the same keys; paths in it are relative to the file, and every error names
+file:line. Nothing is started while a spec is checked: a bad spec costs nothing.
+
+    # my_trial.yaml
+    controller: my_controller.py
+    map: arcade
+    crowd: weekday
+    scenario: child_interacts
+    start: [-18, 0, 0]
+    goal: [18, 0]
+    seed: 3
+    duration: 120
+    params: {cruise_m_s: 0.4}
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from devices.yaml_source import ConfigError, SourceDict, load_yaml_file
+
+CLOCKS = ("sim", "real")
+NONE_WORDS = ("none", "off", "")
+MAX_DURATION_S = 7 * 24 * 3600.0  # a week of simulated time: beyond it a trial is a mistake, not an experiment
+DEFAULT_DURATION_S = 120.0
+DEFAULT_ROBOT = "commbot"
+DEFAULT_RATES = ("weekday", "weekend")
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """A validated trial. Build it with :func:`make_spec` (keywords) or :func:`load_trial_file` (YAML)."""
+
+    controller: Any  # str | Path | Callable[[Robot], Any]
+    robot: str = DEFAULT_ROBOT
+    profile: Any = None  # str | Path | Mapping | Profile | None
+    bus: str | None = None
+    clock: str | None = None  # None: sim for a robot; the profile's own for a profile
+    map: str | None = None
+    crowd: tuple[str, ...] = ()  # rates files; () = no background crowd
+    crowd_scale: float = 1.0
+    crowd_start: str | None = None  # "sat 14:00": the day and time at trial time 0
+    crowd_endpoint: str | None = None  # a crowd already served (hil crowd --serve): none is started
+    crowd_timeout_s: float = 10.0
+    scenario: str | None = None
+    start: Any = None  # (x, y, yaw) | place name | None (the robot's origin, or the profile's start_pose)
+    goal: Any = None  # (x, y) | place name | None
+    goal_radius: float = 0.5
+    end_on_goal: bool = True
+    after_goal_s: float = 3.0
+    seed: int = 0
+    duration: float | None = DEFAULT_DURATION_S  # simulated (or wall, on the real clock) seconds; None: no limit
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    gui: bool = False
+    name: str = ""  # a label for summaries and sweeps; default: the controller's name
+    source: str = "<python>"  # where the spec came from (a trial file's path), for messages
+
+    @property
+    def has_people(self) -> bool:
+        return bool(self.crowd) or self.scenario is not None or self.crowd_endpoint is not None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        c = self.controller
+        return Path(str(c)).stem if isinstance(c, (str, Path)) else getattr(c, "__name__", type(c).__name__)
+
+    def but(self, **changes: Any) -> TrialSpec:
+        """A copy with some keys changed, checked again (a sweep's or a test's variation of one trial)."""
+        return make_spec(**{**self.as_kwargs(), **changes})
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-safe summary of the spec, for the trial log's /trial/meta."""
+        def plain(value: Any) -> Any:
+            if value is None or isinstance(value, (bool, int, float, str)):
+                return value
+            if isinstance(value, Mapping):
+                return {str(k): plain(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            if isinstance(value, Path):
+                return str(value)
+            return getattr(value, "__qualname__", None) or getattr(value, "source", None) or type(value).__name__
+
+        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source")}
+        out["controller"] = plain(self.controller) if not callable(self.controller) or \
+            isinstance(self.controller, (str, Path)) else self.label
+        return out
+
+
+KEYS: dict[str, str] = {
+    "controller": "a controller file (x.py), a module (package.module[:function]) or, from Python, a callable",
+    "robot": "an assembly on the config search path (commbot) or its file: the virtual robot in this process",
+    "profile": "a profile (virtual, config/profiles/x.yaml): its bus, clock and names",
+    "bus": "a bus URL replacing the profile's main bus (sim://..., /dev/ttyUSB0, socket://...)",
+    "clock": "sim (lockstep: as fast as the CPU allows, deterministic) or real (wall time)",
+    "map": "a map on the config search path (arcade, lab) or its file",
+    "crowd": "rates files (weekday, [weekday, weekend], a path) for the background crowd, or none",
+    "crowd_scale": "a number in [0, 100] multiplying every appearance rate (crowd density)",
+    "crowd_start": "day and time at trial time 0, e.g. 'sat 14:00' (picks the rates' time band)",
+    "crowd_endpoint": "a crowd already served there (hil crowd --serve EP): none is started",
+    "crowd_timeout_s": "seconds of wall time the world waits for the crowd before the trial fails (> 0)",
+    "scenario": "a staged script on the config search path (child_interacts) or a .scn file, or none",
+    "start": "the robot's start pose: [x, y] or [x, y, yaw] (m, m, rad in the map frame) or a place of the map",
+    "goal": "the goal: [x, y] (m) or a place of the map, or none",
+    "goal_radius": "metres (> 0): within this of the goal counts as there",
+    "end_on_goal": "true: the trial ends after_goal_s after the goal is reached",
+    "after_goal_s": "seconds (>= 0) the trial goes on after the goal is reached",
+    "seed": "an integer >= 0: seeds the crowd, the sensors and the faults",
+    "duration": "seconds (> 0) of the trial's clock, or none for no limit",
+    "params": "a mapping of the controller's parameters (robot.params)",
+    "gui": "true: the pybullet viewer (needs a display)",
+    "name": "a label for summaries and sweeps",
+}
+
+
+def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mapping[str, int] | None = None,
+              base: Path | None = None, **values: Any) -> TrialSpec:
+    """A checked TrialSpec from keywords. ``lines`` (key -> line) and ``source`` make errors read file:line;
+    ``base`` is the folder relative paths are taken from (a trial file's), None: as given."""
+    lines = lines or {}
+
+    def error(key: str | None, message: str) -> ConfigError:
+        return ConfigError(source, lines.get(key) if key else lines.get(""), message)
+
+    for key in values:
+        if key not in KEYS or key == "controller":
+            close = difflib.get_close_matches(key, list(KEYS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(KEYS)}"
+            raise error(key, f"unknown trial key {key!r}{hint}")
+    if controller is None:
+        raise error(None, f"a trial needs a controller: {KEYS['controller']}")
+    spec = TrialSpec(controller=_controller(controller, base, error), source=source)
+    checked: dict[str, Any] = {}
+    for key, value in values.items():
+        checked[key] = _CHECKS[key](value, key, error, base)
+    spec = replace(spec, **checked)
+    if spec.profile is not None and "robot" in values:
+        raise error("robot", "give robot: (the virtual robot of an assembly) or profile:, not both")
+    if spec.bus is not None and spec.profile is None:
+        raise error("bus", "bus: replaces a profile's bus; with robot: the bus is the virtual robot in this process")
+    return spec
+
+
+def load_trial_file(path: str | Path, **overrides: Any) -> TrialSpec:
+    """A trial file (YAML, the keys of :data:`KEYS`), with ``overrides`` (e.g. from the command line) on top."""
+    path = Path(path)
+    doc = load_yaml_file(path)
+    if not isinstance(doc, SourceDict):
+        raise ConfigError(str(path), getattr(doc, "line", 1) if doc is not None else 1,
+                          "a trial file is a mapping of keys (controller:, map:, crowd:, ...)" +
+                          (", and this one is empty" if doc is None else f", not a {type(doc).__name__}"))
+    values = dict(doc)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    lines = {k: doc.line_of(k) for k in doc if k not in overrides or overrides[k] is None}
+    lines[""] = doc.line
+    controller = values.pop("controller", None)
+    return make_spec(controller, source=str(path), lines=lines, base=path.parent, **values)
+
+
+# --- the checks, one per key: (value, key, error, base) -> the value to keep ---------------------------------
+def _controller(value: Any, base: Path | None, error) -> Any:
+    if callable(value) and not isinstance(value, (str, Path)):
+        return value
+    if isinstance(value, Path) or (isinstance(value, str) and value.strip()):
+        text = str(value)
+        from runtime.robot.runner import is_file_target
+
+        if is_file_target(text):
+            return _relative(Path(text), base)
+        return text
+    raise error("controller", f"controller must be {KEYS['controller']}, not {value!r}")
+
+
+def _relative(path: Path, base: Path | None) -> Path:
+    path = path.expanduser()
+    return path if path.is_absolute() or base is None else base / path
+
+
+def _name_or_path(value: Any, key: str, error, base: Path | None) -> str:
+    if isinstance(value, Path):
+        return str(_relative(value, base))
+    if not isinstance(value, str) or not value.strip():
+        raise error(key, f"{key} must be {KEYS[key]}, not {value!r}")
+    if value.endswith((".yaml", ".yml", ".scn")) or "/" in value:
+        return str(_relative(Path(value), base))
+    return value
+
+
+def _optional_name(value: Any, key: str, error, base: Path | None) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in NONE_WORDS):
+        return None
+    return _name_or_path(value, key, error, base)
+
+
+def _profile(value: Any, key: str, error, base: Path | None) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (str, Path)):
+        return _name_or_path(value, key, error, base)
+    return value  # a mapping or a Profile, checked when it is loaded (runtime.robot.profile)
+
+
+def _crowd(value: Any, key: str, error, base: Path | None) -> tuple[str, ...]:
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in NONE_WORDS):
+        return ()
+    if value is True:
+        return DEFAULT_RATES
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise error(key, f"crowd must be {KEYS['crowd']}, not {value!r}")
+    return tuple(_name_or_path(str(v).strip() if isinstance(v, str) else v, key, error, base) for v in items)
+
+
+def _clock(value: Any, key: str, error, base: Path | None) -> str | None:
+    if value is None:
+        return None
+    if value not in CLOCKS:
+        raise error(key, f"clock must be one of {', '.join(CLOCKS)}, not {value!r}")
+    return value
+
+
+def _number(low: float, high: float, *, low_open: bool = False, allow_none: bool = False) -> Callable:
+    def check(value: Any, key: str, error, base: Path | None) -> float | None:
+        if value is None and allow_none:
+            return None
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+            (value > low if low_open else value >= low) and value <= high
+        if not ok:
+            raise error(key, f"{key} must be {KEYS[key]}, not {value!r}")
+        return float(value)
+
+    return check
+
+
+def _seed(value: Any, key: str, error, base: Path | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2 ** 32:
+        raise error(key, f"seed must be {KEYS['seed']} (below 2**32), not {value!r}")
+    return value
+
+
+def _flag(value: Any, key: str, error, base: Path | None) -> bool:
+    if not isinstance(value, bool):
+        raise error(key, f"{key} must be true or false, not {value!r}")
+    return value
+
+
+def _point(size: tuple[int, ...]) -> Callable:
+    def check(value: Any, key: str, error, base: Path | None) -> Any:
+        if value is None or (isinstance(value, str) and value.strip().lower() in NONE_WORDS):
+            return None
+        if isinstance(value, str):
+            parts = value.split(",")
+            try:
+                return _point_values([float(v) for v in parts], size, key, error)
+            except ValueError:
+                if len(parts) == 1 and value.strip().isidentifier():
+                    return value.strip()  # a place of the map, checked against the map when the trial starts
+                raise error(key, f"{key} must be {KEYS[key]}, not {value!r}") from None
+        if isinstance(value, (list, tuple)):
+            return _point_values(value, size, key, error)
+        raise error(key, f"{key} must be {KEYS[key]}, not {value!r}")
+
+    return check
+
+
+def _point_values(values: Any, size: tuple[int, ...], key: str, error) -> tuple[float, ...]:
+    if len(values) not in size or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                      or not math.isfinite(v) or abs(v) > 1e6 for v in values):
+        raise error(key, f"{key} must be {KEYS[key]}, not {list(values)!r}")
+    return tuple(float(v) for v in values)
+
+
+def _params(value: Any, key: str, error, base: Path | None) -> Mapping[str, Any]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise error(key, f"params must be {KEYS['params']}, not {value!r}")
+    return MappingProxyType(dict(value))
+
+
+def _text(value: Any, key: str, error, base: Path | None) -> str:
+    if not isinstance(value, str):
+        raise error(key, f"{key} must be text, not {value!r}")
+    return value
+
+
+def _crowd_start(value: Any, key: str, error, base: Path | None) -> str | None:
+    if value is None:
+        return None
+    from crowd.population import parse_start
+
+    try:
+        parse_start(_text(value, key, error, base))
+    except ValueError as exc:
+        raise error(key, f"crowd_start: {exc}") from None
+    return value
+
+
+def _bus(value: Any, key: str, error, base: Path | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise error(key, f"bus must be {KEYS['bus']}, not {value!r}")
+    return value
+
+
+def _endpoint(value: Any, key: str, error, base: Path | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith(("tcp://", "ipc://")):
+        raise error(key, f"crowd_endpoint must be a ZeroMQ endpoint (tcp://host:port or ipc://path), not {value!r}")
+    return value
+
+
+_CHECKS: dict[str, Callable] = {
+    "robot": _name_or_path, "profile": _profile, "bus": _bus, "clock": _clock, "map": _optional_name,
+    "crowd": _crowd, "crowd_scale": _number(0.0, 100.0), "crowd_start": _crowd_start, "crowd_endpoint": _endpoint, "crowd_timeout_s": _number(0.0, 3600.0, low_open=True),
+    "scenario": _optional_name, "start": _point((2, 3)), "goal": _point((2,)),
+    "goal_radius": _number(0.0, 100.0, low_open=True), "end_on_goal": _flag, "after_goal_s": _number(0.0, 3600.0),
+    "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,
+    "gui": _flag, "name": _text,
+}

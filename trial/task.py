@@ -1,0 +1,176 @@
+"""The trial's task: the map, the crowd process, the scenario, the start and the goal.
+
+Everything a name stands for is resolved here, in this process, before anything starts: the map, the rates
+files and the scenario are looked up on the config search path (devices.config_path: ./config, $HIL_PATH,
+hil's own) and checked (a bad script line names its file:line), start and goal may be places of the map. The
+crowd process then gets absolute paths, so it finds the same files whatever its working directory.
+
+The crowd is ``hil crowd --serve`` in a child process that dies with this one: ticked by the world in lockstep
+on the sim clock, streaming in real time on the real clock.
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from devices.yaml_source import ConfigError
+
+from .spec import DEFAULT_RATES, TrialSpec
+
+
+class TrialError(RuntimeError):
+    """The trial could not start or run to its end (the crowd did not start, the world failed, ...)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """The resolved task of a spec: files as paths, places as points."""
+
+    map_name: str | None
+    map_path: Path | None
+    start: tuple[float, float, float] | None
+    goal: tuple[float, float] | None
+    goal_radius: float
+    rates: tuple[Path, ...]  # the crowd's rates files (the background's, or a staged scene's person types)
+    scenario: Path | None
+    background: bool = False  # people come by the rates (else only the scenario's)
+
+    @property
+    def has_crowd(self) -> bool:
+        return self.background or self.scenario is not None
+
+    def goal_reached(self, x: float, y: float) -> bool:
+        return self.goal is not None and math.hypot(x - self.goal[0], y - self.goal[1]) <= self.goal_radius
+
+
+def make_task(spec: TrialSpec) -> Task:
+    """Resolve and check the spec's task; ConfigError (file:line where known) for anything wrong."""
+    from crowd.configfile import resolve as resolve_crowd_file
+    from devices.map_format import resolve_map
+
+    map_path = resolve_map(spec.map).resolve() if spec.map else None
+    places = _places(map_path) if map_path is not None else {}
+    start = _where(spec.start, "start", places, spec)
+    goal = _where(spec.goal, "goal", places, spec)
+    if start is not None and len(start) == 2:
+        start = (start[0], start[1], 0.0)
+    background = bool(spec.crowd)
+    scenario = None
+    if spec.scenario is not None:
+        scenario = resolve_crowd_file(spec.scenario, "scenarios", suffix=".scn").resolve()
+    if (background or scenario) and map_path is None and spec.crowd_endpoint is None:
+        raise ConfigError(spec.source, None, "a crowd or a scenario needs a map: the people walk in it (map: arcade)")
+    # a staged scene alone still has the default rates' person types (and may say `generate on`)
+    names = spec.crowd if background else DEFAULT_RATES if scenario is not None else ()
+    rates = tuple(resolve_crowd_file(name, "crowd").resolve() for name in names)
+    if scenario is not None and spec.crowd_endpoint is None:
+        _check_scenario(scenario, map_path, rates)
+    return Task(map_name=spec.map, map_path=map_path, start=start, goal=goal[:2] if goal else None,
+                goal_radius=spec.goal_radius, rates=rates, scenario=scenario, background=background)
+
+
+def _check_scenario(scenario: Path, map_path: Path, rates: tuple[Path, ...]) -> None:
+    """Every line of the script checked against the map and the person types, as the crowd will (file:line)."""
+    from crowd.maps import load_crowd_map
+    from crowd.population import DEFAULT_TYPES, load_rates
+    from crowd.script import check, load_script
+
+    tables = [load_rates(path) for path in rates]
+    types = {**DEFAULT_TYPES, **(tables[0].person_types if tables else {})}
+    check(load_script(scenario), load_crowd_map(map_path), types=types, can_generate=bool(tables))
+
+
+def _places(map_path: Path) -> dict[str, tuple[float, float]]:
+    from devices.map_format import point
+    from devices.yaml_source import load_yaml_file
+
+    doc = load_yaml_file(map_path)
+    out: dict[str, tuple[float, float]] = {}
+    for section in ("places", "entrances"):
+        table = doc.get(section) or {}
+        for name, value in table.items():
+            if section == "entrances":
+                if isinstance(value, dict) and "at" in value:
+                    out.setdefault(str(name), tuple(point(value, "at", f"entrance {name!r}")))
+            else:
+                out[str(name)] = tuple(point(table, name, f"place {name!r}"))
+    graph = (doc.get("graph") or {}).get("nodes") or {}
+    for name in graph:
+        out.setdefault(str(name), tuple(point(graph, name, f"graph node {name!r}")))
+    return out
+
+
+def _where(value: Any, key: str, places: dict[str, tuple[float, float]], spec: TrialSpec) -> tuple | None:
+    if value is None or isinstance(value, tuple):
+        return value
+    if not places:
+        raise ConfigError(spec.source, None, f"{key}: {value!r} is a place name, and a place needs a map (map:)")
+    if value not in places:
+        raise ConfigError(spec.source, None, f"{key}: the map {spec.map} has no place {value!r}; it has "
+                                             f"{', '.join(sorted(places))}")
+    return places[value]
+
+
+def map_message(task: Task) -> dict[str, Any] | None:
+    """The log's ``/map``: walls, places, entrances, start and goal (None without a map)."""
+    if task.map_path is None:
+        return None
+    from .record.tick_log import map_message as base_message
+
+    message = base_message(str(task.map_path), task.start)
+    message["goal"] = list(task.goal) if task.goal is not None else None
+    message["goal_radius"] = task.goal_radius
+    return message
+
+
+# --- the crowd process -------------------------------------------------------------------------------------
+class CrowdProcess:
+    """``hil crowd --serve tcp://127.0.0.1:*`` as a child process; :attr:`endpoint` says where it answers."""
+
+    def __init__(self, spec: TrialSpec, task: Task, *, realtime: bool):
+        self.command = crowd_command(spec, task, realtime=realtime)
+        from runtime.process import spawn  # dies with us, even on SIGKILL
+
+        self.proc = spawn(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "crowd":
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            reason = err.strip().splitlines()[-1] if err.strip() else f"said {' '.join(line)!r}"
+            raise TrialError(f"the crowd did not start: {reason} (exit {self.proc.returncode})")
+        self.endpoint = line[1]
+        threading.Thread(target=_relay, args=(self.proc.stderr,), daemon=True).start()  # its log reaches ours
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+def crowd_command(spec: TrialSpec, task: Task, *, realtime: bool) -> list[str]:
+    command = [sys.executable, "-m", "hil", "crowd", "--map", str(task.map_path), "--serve", "tcp://127.0.0.1:*",
+               "--seed", str(spec.seed)]
+    if task.rates:
+        command += ["--rates", ",".join(str(p) for p in task.rates)]
+    if spec.crowd_scale != 1.0:
+        command += ["--rate-scale", f"{spec.crowd_scale!r}"]
+    if spec.crowd_start:
+        command += ["--start", spec.crowd_start]
+    if task.scenario is not None:
+        command += ["--script", str(task.scenario)]
+        if task.background:
+            command.append("--generate")  # the staged scene plays over the background crowd
+    if realtime:
+        command.append("--realtime")
+    return command
+
+
+def _relay(stream) -> None:
+    for line in stream:
+        sys.stderr.write(line)
