@@ -78,6 +78,9 @@ def register(sub) -> None:
                      help="record the run as a trial: DIR/trial.mcap, then DIR/metrics.json and DIR/topdown.png")
     run.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                      help="a controller parameter (robot.params[KEY]; VALUE read as YAML: 0.4, true, [1, 2])")
+    from runtime.native.cli import add_arguments as add_native_arguments
+
+    add_native_arguments(run)  # --native PROGRAM -- ARGS: a compiled controller (runtime/native)
     run.set_defaults(func=cmd_run)
 
     examples = sub.add_parser("examples", help="list the example controllers shipped with hil, or copy them (with "
@@ -215,10 +218,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from runtime.bus import BusError
     from runtime.clock.base import ClockError
     from runtime.model import ModelError
+    from runtime.native.cli import maybe_run
     from runtime.robot.runner import ControllerError
 
     from .run import Trial
 
+    native_status = maybe_run(args)  # None unless --native (or native: true in the profile)
+    if native_status is not None:
+        return native_status
     try:
         trial = Trial(args.controller, profile=args.profile, bus=args.bus, duration=args.duration,
                       params=parse_params(args.param), end_on_goal=False)
