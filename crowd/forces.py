@@ -50,6 +50,8 @@ from typing import Any
 
 import numpy as np
 
+from . import kernel
+
 DEFAULT_PARAMS: dict[str, dict[str, float]] = {
     "scene": {"max_speed_multiplier": 1.3},
     "desired_force": {"factor": 1.0, "relaxation_time": 0.5, "goal_threshold": 0.2},
@@ -64,15 +66,44 @@ DEFAULT_PARAMS: dict[str, dict[str, float]] = {
     # that distance unless pressed (the robot test measures >= 0.22 m passing it in a 4 m corridor); beyond
     # threshold (m between surfaces) it is zero.
     "robot_force": {"factor": 8.0, "sigma": 0.35, "threshold": 3.0, "lambda_": 0.5},
-    # Ours. waypoint_threshold: an intermediate waypoint counts as reached within this distance (m), or once the
-    # agent has passed it (beyond the line through it square to the next leg) within pass_radius: a crowd
-    # cannot all step on one point. braking (m/s^2): toward its goal an agent wants at most the speed from which
-    # it can stop on the goal at this deceleration, sqrt(2 braking distance) (navigation.desired_velocities).
-    "navigation": {"waypoint_threshold": 0.6, "pass_radius": 2.0, "braking": 1.0},
+    # Ours (crowd/navigation.py). sight_margin (m): the next waypoint is taken once the straight way to it keeps
+    # the body's radius plus this off every wall; lost_fraction: the waypoint walked to is given up (for the
+    # latest one in sight) when the straight way to it comes closer to a wall than this fraction of the radius.
+    # braking (m/s^2): toward its goal an agent wants at most the speed from which it can stop on the goal at
+    # this deceleration, sqrt(2 braking distance) (navigation.desired_velocities).
+    "navigation": {"sight_margin": 0.1, "lost_fraction": 0.5, "braking": 1.0},
+    # Ours: the headway speed rule of Tordeux, Chraibi & Seyfried's collision-free speed model (2016): an agent
+    # walks at most gap / time_gap toward the nearest person ahead in its lane (gap between the bodies' surfaces).
+    "headway": {"time_gap": 0.5, "length_fraction": 0.65},
     # Ours. Overlaps left after integration are removed by pushing bodies apart (iterations of pairwise
     # projection); walls and the robot are immovable.
     "contact": {"iterations": 3},
 }
+
+
+def param_vector(p: dict[str, dict[str, float]]) -> np.ndarray:
+    """The merged params as the compiled step's parameter vector (kernel.P_* indices)."""
+    v = np.empty(kernel.N_PARAMS)
+    d, s, o = p["desired_force"], p["social_force"], p["obstacle_force"]
+    v[kernel.P_DESIRED_FACTOR], v[kernel.P_TAU] = d["factor"], d["relaxation_time"]
+    v[kernel.P_SOCIAL_FACTOR], v[kernel.P_LAMBDA], v[kernel.P_GAMMA] = s["factor"], s["lambda_importance"], s["gamma"]
+    v[kernel.P_N], v[kernel.P_N_PRIME], v[kernel.P_CUTOFF] = s["n"], s["n_prime"], s["cutoff"]
+    v[kernel.P_OBST_FACTOR], v[kernel.P_OBST_SIGMA], v[kernel.P_OBST_THRESHOLD] = o["factor"], o["sigma"], o["threshold"]
+    v[kernel.P_COH_FACTOR] = p["group_coherence_force"]["factor"]
+    v[kernel.P_GREP_FACTOR] = p["group_repulsive_force"]["factor"]
+    v[kernel.P_GREP_THRESHOLD] = p["group_repulsive_force"]["threshold"]
+    v[kernel.P_GAZE_FACTOR], v[kernel.P_GAZE_FOV] = p["group_gaze_force"]["factor"], p["group_gaze_force"]["fov_phi"]
+    r = p["robot_force"]
+    v[kernel.P_ROBOT_FACTOR], v[kernel.P_ROBOT_SIGMA] = r["factor"], r["sigma"]
+    v[kernel.P_ROBOT_THRESHOLD], v[kernel.P_ROBOT_LAMBDA] = r["threshold"], r["lambda_"]
+    nav = p["navigation"]
+    v[kernel.P_BRAKING], v[kernel.P_SIGHT_MARGIN], v[kernel.P_LOST_FRACTION] = (
+        nav["braking"], nav["sight_margin"], nav["lost_fraction"])
+    v[kernel.P_TIME_GAP] = p["headway"]["time_gap"]
+    v[kernel.P_LENGTH_FRACTION] = p["headway"]["length_fraction"]
+    v[kernel.P_ITERATIONS] = p["contact"]["iterations"]
+    v[kernel.P_MAX_SPEED_MULT] = p["scene"]["max_speed_multiplier"]
+    return v
 
 
 def merge_params(params: dict[str, Any] | None) -> dict[str, dict[str, float]]:
@@ -93,69 +124,17 @@ def merge_params(params: dict[str, Any] | None) -> dict[str, dict[str, float]]:
     return out
 
 
-# --- neighbours --------------------------------------------------------------------------------------------------
-
-# Half of the 3 x 3 stencil: with the pairs inside each cell these visit every pair of neighbouring cells once.
-_HALF_STENCIL = ((1, -1), (1, 0), (1, 1), (0, 1))
-
+# --- thin wrappers over the compiled kernel (the tests call these; the step calls the kernel directly) ----------
 
 def neighbour_pairs(pos: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
     """Every unordered pair (i, j) closer than ``cutoff``, found through a uniform grid (cell list).
 
     Cells are at least ``cutoff`` wide, so partners sit in the same or an adjacent cell; with a half stencil each
     candidate pair is generated once. Cost is O(N + candidate pairs), not O(N^2), in a sparse crowd. The pair
-    order is a function of the positions only (stable sorts), so runs repeat exactly.
+    order is a function of the positions only, so runs repeat exactly.
     """
-    n = len(pos)
-    if n < 2:
-        empty = np.zeros(0, dtype=np.intp)
-        return empty, empty
-    # 1-D coordinate arrays throughout: gathers of rows of an (n, 2) array cost several times more.
-    x, y = pos[:, 0], pos[:, 1]
-    lox, loy = float(x.min()), float(y.min())
-    span_x, span_y = float(x.max()) - lox, float(y.max()) - loy
-    cell = cutoff
-    # Keep the grid at most ~4 cells per agent: a few agents far apart must not allocate a huge grid.
-    while (math.floor(span_x / cell) + 1) * (math.floor(span_y / cell) + 1) > 4 * n + 64:
-        cell *= 2.0
-    cx = ((x - lox) * (1.0 / cell)).astype(np.intp)
-    cy = ((y - loy) * (1.0 / cell)).astype(np.intp)
-    nx, ny = int(cx.max()) + 1, int(cy.max()) + 1
-    key = cx * ny + cy
-    order = np.argsort(key, kind="stable")
-    counts = np.bincount(key, minlength=nx * ny)
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    skey, scx, scy = key[order], cx[order], cy[order]
-    rank = np.arange(n)
-    # For each agent (in sorted order) a few ranges of partners: the rest of its own cell, then the whole of
-    # each half-stencil neighbour cell.
-    src, rstart, rcount = [rank], [rank + 1], [ends[skey] - rank - 1]
-    for dx, dy in _HALF_STENCIL:
-        ox, oy = scx + dx, scy + dy
-        ok = (ox >= 0) & (ox < nx) & (oy >= 0) & (oy < ny)
-        nkey = np.where(ok, ox * ny + oy, 0)
-        src.append(rank)
-        rstart.append(starts[nkey])
-        rcount.append(np.where(ok, counts[nkey], 0))
-    src_a, rstart_a, rcount_a = np.concatenate(src), np.concatenate(rstart), np.concatenate(rcount)
-    some = rcount_a > 0
-    src_a, rstart_a, rcount_a = src_a[some], rstart_a[some], rcount_a[some]
-    total = int(rcount_a.sum())
-    first = np.cumsum(rcount_a) - rcount_a
-    a = np.repeat(src_a, rcount_a)
-    b = np.repeat(rstart_a - first, rcount_a)
-    b += np.arange(total)
-    sx, sy = x[order], y[order]
-    d2 = sx[a]
-    d2 -= sx[b]
-    d2 *= d2
-    dy_ = sy[a]
-    dy_ -= sy[b]
-    dy_ *= dy_
-    d2 += dy_
-    close = d2 < cutoff * cutoff
-    return order[a[close]], order[b[close]]
+    pos = np.asarray(pos, dtype=float).reshape(-1, 2)
+    return kernel.neighbour_pairs(np.ascontiguousarray(pos[:, 0]), np.ascontiguousarray(pos[:, 1]), float(cutoff))
 
 
 def all_pairs(pos: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
@@ -164,20 +143,6 @@ def all_pairs(pos: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
     d = pos[i] - pos[j]
     close = np.einsum("ij,ij->i", d, d) < cutoff * cutoff
     return i[close], j[close]
-
-
-def _scatter(n: int, idx: np.ndarray, fx: np.ndarray, fy: np.ndarray) -> np.ndarray:
-    out = np.empty((n, 2))
-    out[:, 0] = np.bincount(idx, weights=fx, minlength=n)
-    out[:, 1] = np.bincount(idx, weights=fy, minlength=n)
-    return out
-
-
-# --- forces ------------------------------------------------------------------------------------------------------
-
-def desired_force(vel: np.ndarray, desired_velocity: np.ndarray, p: dict[str, float]) -> np.ndarray:
-    """Helbing-Molnar: relax toward the desired velocity within relaxation_time."""
-    return p["factor"] * (desired_velocity - vel) / p["relaxation_time"]
 
 
 def social_force(pos: np.ndarray, vel: np.ndarray, i: np.ndarray, j: np.ndarray,
@@ -189,51 +154,10 @@ def social_force(pos: np.ndarray, vel: np.ndarray, i: np.ndarray, j: np.ndarray,
     e to D, wrapped; force on i = factor [exp(-d/B - (n' B theta)^2) D/|D|
     - sign(theta) exp(-d/B - (n B theta)^2) left_normal(D/|D|)], and the opposite on j.
     """
-    n = len(pos)
-    if not len(i):
-        return np.zeros((n, 2))
-    # 1-D gathers and in-place arithmetic: this runs on every pair every step.
-    px, py, vx, vy = pos[:, 0], pos[:, 1], vel[:, 0], vel[:, 1]
-    ex = px[i] - px[j]
-    ey = py[i] - py[j]
-    d = np.hypot(ex, ey)
-    inv = 1.0 / np.maximum(d, 1e-9)
-    ex *= inv
-    ey *= inv
-    lam = p["lambda_importance"]
-    tx = vx[j] - vx[i]
-    tx *= lam
-    tx += ex
-    ty = vy[j] - vy[i]
-    ty *= lam
-    ty += ey
-    t_len = np.hypot(tx, ty)
-    inv = 1.0 / np.maximum(t_len, 1e-9)
-    tx *= inv
-    ty *= inv
-    theta = np.arctan2(ex * ty - ey * tx, ex * tx + ey * ty)  # angle from e to D, in [-pi, pi]
-    b = t_len
-    b *= p["gamma"]
-    np.maximum(b, 1e-9, out=b)
-    base = d
-    base /= b
-    np.negative(base, out=base)  # -d / B
-    bt2 = b * theta
-    bt2 *= bt2  # (B theta)^2
-    fv = np.exp(base - p["n_prime"] ** 2 * bt2)
-    fa = np.exp(base - p["n"] ** 2 * bt2)
-    fa *= -np.sign(theta)
-    factor = p["factor"]
-    fx = fv * tx  # left normal of (tx, ty) is (-ty, tx)
-    fx -= fa * ty
-    fx *= factor
-    fy = fv * ty
-    fy += fa * tx
-    fy *= factor
-    out = np.empty((n, 2))
-    out[:, 0] = np.bincount(i, weights=fx, minlength=n) - np.bincount(j, weights=fx, minlength=n)
-    out[:, 1] = np.bincount(i, weights=fy, minlength=n) - np.bincount(j, weights=fy, minlength=n)
-    return out
+    return kernel.social_force_pairs(np.ascontiguousarray(pos, dtype=float), np.ascontiguousarray(vel, dtype=float),
+                                     np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64),
+                                     float(p["factor"]), float(p["lambda_importance"]), float(p["gamma"]),
+                                     float(p["n"]), float(p["n_prime"]))
 
 
 class WallIndex:
@@ -276,134 +200,13 @@ class WallIndex:
         self.cell_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
         self.cell_walls = np.nonzero(near)[1].astype(np.intp)
 
-    def pairs(self, pos: np.ndarray, reach: float) -> tuple[np.ndarray, np.ndarray]:
-        """Candidate (agent, wall) pairs: every wall that may be within ``reach`` of each agent (and more)."""
+    def ensure_reach(self, reach: float) -> None:
+        """Rebuild the buckets when a step needs walls farther than they cover (bigger bodies, faster steps)."""
         if reach > self.reach:
             self._build(reach * 1.25)
-        n = len(pos)
-        if not n or not len(self.segments):
-            empty = np.zeros(0, dtype=np.intp)
-            return empty, empty
+
+    def kernel_args(self) -> tuple:
+        """What the compiled step needs of the walls (crowd/kernel.py: step)."""
         nx, ny = self.shape
-        c = np.floor((pos - self.origin) / self.cell).astype(np.intp)
-        inside = (c[:, 0] >= 0) & (c[:, 0] < nx) & (c[:, 1] >= 0) & (c[:, 1] < ny)
-        key = np.where(inside, c[:, 0] * ny + c[:, 1], 0)
-        start = self.cell_start[key]
-        count = np.where(inside, self.cell_start[key + 1] - start, 0)
-        total = int(count.sum())
-        first = np.cumsum(count) - count
-        agents = np.repeat(np.arange(n), count)
-        slots = np.repeat(start - first, count) + np.arange(total)
-        return agents, self.cell_walls[slots]
-
-    def closest(self, pos: np.ndarray, a: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For pairs (agent a, wall w): the vector from the wall's closest point to the agent, its length, and
-        the unit normal (the vector normalised; for an agent exactly on the line, the segment's left normal)."""
-        seg = self.segments[w]
-        s0 = seg[:, :2]
-        d = seg[:, 2:] - s0
-        rel = pos[a] - s0
-        t = np.clip(np.einsum("ij,ij->i", rel, d) / np.einsum("ij,ij->i", d, d), 0.0, 1.0)
-        vec = rel - t[:, None] * d
-        dist = np.sqrt(np.einsum("ij,ij->i", vec, vec))
-        normal = np.empty_like(vec)
-        ok = dist > 1e-12
-        normal[ok] = vec[ok] / dist[ok, None]
-        if not ok.all():
-            left = np.stack([-d[:, 1], d[:, 0]], axis=1)
-            normal[~ok] = left[~ok] / np.linalg.norm(left[~ok], axis=1)[:, None]
-        return vec, dist, normal
-
-
-def obstacle_force(pos: np.ndarray, radius: np.ndarray, walls: WallIndex, p: dict[str, float]) -> np.ndarray:
-    """Wall repulsion: factor exp(-gap/sigma) along the normal from the closest point of each wall with
-    gap = distance to the wall's face - body radius < threshold (walls beyond it are never looked at)."""
-    n = len(pos)
-    reach = p["threshold"] + (float(radius.max()) if n else 0.0) + float(walls.half_thickness.max(initial=0.0))
-    a, w = walls.pairs(pos, reach)
-    if not len(a):
-        return np.zeros((n, 2))
-    _, dist, normal = walls.closest(pos, a, w)
-    gap = dist - walls.half_thickness[w] - radius[a]
-    mag = np.where(gap < p["threshold"], p["factor"] * np.exp(-gap / p["sigma"]), 0.0)
-    return _scatter(n, a, mag * normal[:, 0], mag * normal[:, 1])
-
-
-def group_forces(pos: np.ndarray, directions: np.ndarray, group: np.ndarray, i: np.ndarray, j: np.ndarray,
-                 p_coherence: dict[str, float], p_repulsive: dict[str, float],
-                 p_gaze: dict[str, float]) -> np.ndarray:
-    """Moussaid 2010 group forces for agents with a group id >= 0 (pysocialforce's paper versions).
-
-    coherence: factor x unit vector to the group's centre of mass, when farther than (size - 1) / 2 m from it;
-    repulsion: factor x sum of (p_i - p_k) over members k closer than threshold (the pairs i, j are the
-    neighbour pairs, which include every such member); gaze: -factor x (the angle in radians by which the centre
-    of mass of the others lies outside the fov_phi half-angle of the walking direction) x walking direction.
-    """
-    n = len(pos)
-    out = np.zeros((n, 2))
-    members = np.flatnonzero(group >= 0)
-    if not len(members):
-        return out
-    _, g = np.unique(group[members], return_inverse=True)
-    size = np.bincount(g).astype(float)
-    sum_x = np.bincount(g, weights=pos[members, 0])
-    sum_y = np.bincount(g, weights=pos[members, 1])
-    mp = pos[members]
-    sz = size[g]
-    # coherence
-    to_com = np.stack([sum_x[g] / sz, sum_y[g] / sz], axis=1) - mp
-    dist = np.linalg.norm(to_com, axis=1)
-    pull = (dist >= (sz - 1) / 2) & (dist > 1e-12)
-    coh = np.zeros_like(to_com)
-    coh[pull] = to_com[pull] / dist[pull, None]
-    out[members] += p_coherence["factor"] * coh
-    # gaze: centre of mass of the others
-    many = sz > 1
-    others = np.zeros_like(mp)
-    others[many, 0] = (sum_x[g][many] - mp[many, 0]) / (sz[many] - 1)
-    others[many, 1] = (sum_y[g][many] - mp[many, 1]) / (sz[many] - 1)
-    rel = others - mp
-    rel_len = np.linalg.norm(rel, axis=1)
-    ok = many & (rel_len > 1e-12)
-    dirs = directions[members]
-    cosang = np.zeros(len(members))
-    cosang[ok] = np.einsum("ij,ij->i", dirs[ok], rel[ok]) / rel_len[ok]
-    angle = np.degrees(np.arccos(np.clip(cosang, -1.0, 1.0)))
-    rotation = np.where(ok & (angle > p_gaze["fov_phi"]), np.radians(angle - p_gaze["fov_phi"]), 0.0)
-    out[members] += -p_gaze["factor"] * rotation[:, None] * dirs
-    # repulsion among members closer than the threshold
-    if len(i):
-        same = (group[i] >= 0) & (group[i] == group[j])
-        if same.any():
-            gi, gj = i[same], j[same]
-            diff = pos[gi] - pos[gj]
-            near = np.einsum("ij,ij->i", diff, diff) <= p_repulsive["threshold"] ** 2
-            gi, gj, diff = gi[near], gj[near], diff[near] * p_repulsive["factor"]
-            out += _scatter(n, np.concatenate([gi, gj]), np.concatenate([diff[:, 0], -diff[:, 0]]),
-                            np.concatenate([diff[:, 1], -diff[:, 1]]))
-    return out
-
-
-def robot_force(pos: np.ndarray, radius: np.ndarray, directions: np.ndarray, robot_xy: tuple[float, float],
-                robot_radius: float, applies: np.ndarray, p: dict[str, float]) -> np.ndarray:
-    """The robot-interaction force: Helbing's circular specification around the robot's disc.
-
-    f = factor exp(-gap / sigma) w n for gap < threshold, where gap is the distance between the body's and the
-    robot's surfaces, n the unit vector from the robot's centre to the agent, and w = lambda_ + (1 - lambda_)
-    (1 + cos phi) / 2 the anisotropy (phi: angle between the agent's walking direction and the direction to the
-    robot: a robot ahead counts fully, one behind by lambda_). Only rows in ``applies`` feel it: an agent under
-    an objective's velocity override has already decided how to treat the robot.
-    """
-    n = len(pos)
-    out = np.zeros((n, 2))
-    rel = pos - np.asarray(robot_xy, dtype=float)
-    dist = np.sqrt(np.einsum("ij,ij->i", rel, rel))
-    gap = dist - radius - robot_radius
-    rows = np.flatnonzero(applies & (gap < p["threshold"]) & (dist > 1e-12))
-    if not len(rows):
-        return out
-    normal = rel[rows] / dist[rows, None]
-    cos_phi = -np.einsum("ij,ij->i", directions[rows], normal)
-    w = p["lambda_"] + (1.0 - p["lambda_"]) * (1.0 + cos_phi) / 2.0
-    out[rows] = (p["factor"] * np.exp(-gap[rows] / p["sigma"]) * w)[:, None] * normal
-    return out
+        return (self.segments, self.half_thickness, self.origin.astype(float), float(self.cell), int(nx), int(ny),
+                self.cell_start, self.cell_walls)

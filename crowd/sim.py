@@ -30,22 +30,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import navigation
+from . import kernel, navigation
 from .agents import Agents, AgentSpec
-from .contacts import resolve
-from .forces import (
-    WallIndex,
-    desired_force,
-    group_forces,
-    merge_params,
-    neighbour_pairs,
-    obstacle_force,
-    robot_force,
-    social_force,
-)
+from .forces import WallIndex, merge_params, param_vector
 from .maps import CrowdMap
 
 ROBOT = "robot"
+REPLAN_S = 1.0  # an agent that lost sight of its way gets a new route at most this often
 
 
 @dataclass
@@ -87,6 +78,10 @@ class CrowdSim:
         half = getattr(crowd_map, "wall_half_thickness", np.zeros(0))
         reach = self.params["obstacle_force"]["threshold"] + 0.6 + float(half.max(initial=0.0))
         self.walls = WallIndex(getattr(crowd_map, "wall_segments", np.zeros((0, 4))), half, reach)
+        self._param_vector = param_vector(self.params)
+        self._robot_vector = np.zeros(4)
+        self._no_group_index = np.zeros(0, dtype=np.int64)
+        self._replanned: dict[int, float] = {}  # agent id -> sim time of its last new route
 
     # --- agents ---------------------------------------------------------------------------------------------
 
@@ -178,78 +173,58 @@ class CrowdSim:
         if not len(self.agents):
             return
         self._move_agents()
-        self._remove_arrivals()
 
     def _move_agents(self) -> None:
+        """One compiled step (crowd/kernel.py) for everyone; new routes for agents who lost their way; arrivals."""
+        a = self.agents
         p = self.params
-        a = self.agents
-        dt = self.dt
-        nav = p["navigation"]
-        navigation.advance_waypoints(a, nav["waypoint_threshold"], nav["pass_radius"])
-        v_route, directions = navigation.desired_velocities(a, self.speed_factor, nav["braking"])
-        overridden = ~np.isnan(self.override_velocity).any(axis=1)
-        v_desired = np.where(overridden[:, None], np.nan_to_num(self.override_velocity), v_route)
-        if overridden.any():
-            speed = np.linalg.norm(v_desired[overridden], axis=1)
-            unit = np.zeros((int(overridden.sum()), 2))
-            ok = speed > 1e-9
-            unit[ok] = v_desired[overridden][ok] / speed[ok, None]
-            directions = directions.copy()
-            directions[overridden] = unit
-
-        pos, vel, radius = a.pos, a.vel, a.radius
-        i, j = neighbour_pairs(pos, p["social_force"]["cutoff"])
-        force = desired_force(vel, v_desired, p["desired_force"])
-        force += social_force(pos, vel, i, j, p["social_force"])
-        force += obstacle_force(pos, radius, self.walls, p["obstacle_force"])
-        if (a.group >= 0).any():
-            force += group_forces(pos, directions, a.group, i, j, p["group_coherence_force"],
-                                  p["group_repulsive_force"], p["group_gaze_force"])
-        if self.robot is not None:
-            applies = ~overridden & ~a.robot_target
-            force += robot_force(pos, radius, directions, self.robot.xy, self.robot.radius, applies,
-                                 p["robot_force"])
-
-        # Semi-implicit Euler with pysocialforce's speed cap (max_speed_multiplier x the speed it wants).
-        new_vel = vel + dt * force
-        wanted = np.maximum(np.linalg.norm(v_desired, axis=1), a.v0 * self.speed_factor)
-        cap = p["scene"]["max_speed_multiplier"] * wanted
-        speed = np.linalg.norm(new_vel, axis=1)
-        too_fast = speed > cap
-        new_vel[too_fast] *= (cap[too_fast] / speed[too_fast])[:, None]
-        new_pos = pos + dt * new_vel
-
-        # Contacts: candidate pairs are the neighbour pairs that could touch after this step's moves.
-        iterations = int(p["contact"]["iterations"])
-        if len(i):
-            reach = radius[i] + radius[j] + 2 * dt * float(cap.max())
-            dd = pos[i] - pos[j]
-            near = np.einsum("ij,ij->i", dd, dd) < reach * reach
-            ci, cj = i[near], j[near]
+        radius_max = float(a.radius.max())
+        step_max = self.dt * p["scene"]["max_speed_multiplier"] * float(np.max(a.v0 * self.speed_factor, initial=0.0))
+        half = float(self.walls.half_thickness.max(initial=0.0))
+        self.walls.ensure_reach(max(p["obstacle_force"]["threshold"], kernel.CONTACT_SLACK_M + 2 * step_max)
+                                + radius_max + half)
+        if a.group.max(initial=-1) >= 0:
+            members = a.group >= 0
+            gidx = np.full(len(a), -1, dtype=np.int64)
+            uniques, gidx[members] = np.unique(a.group[members], return_inverse=True)
+            n_groups = len(uniques)
         else:
-            ci = cj = i
-        robot = None if self.robot is None else (self.robot.x, self.robot.y, self.robot.radius)
-        new_pos = resolve(pos, new_pos, new_vel, radius, ci, cj, self.walls, robot, iterations)
-        a.pos = new_pos
-        a.vel = new_vel
-
-        # Gaze: the override where a hook set one, else the walking direction (kept while standing).
-        speed = np.linalg.norm(new_vel, axis=1)
-        walking = speed > 0.05
-        a.gaze[walking] = new_vel[walking] / speed[walking, None]
-        told = ~np.isnan(self.override_gaze).any(axis=1)
-        if told.any():
-            g = self.override_gaze[told]
-            norm = np.linalg.norm(g, axis=1)
-            ok = norm > 1e-9
-            rows = np.flatnonzero(told)[ok]
-            a.gaze[rows] = g[ok] / norm[ok, None]
-
-    def _remove_arrivals(self) -> None:
-        a = self.agents
-        leaving = navigation.arrived_mask(a) & a.has_route & np.asarray(a.exit_on_arrival, dtype=bool)
+            gidx, n_groups = self._no_groups(len(a)), 0
+        robot = self._robot_vector
+        if self.robot is not None:
+            robot = np.array([1.0, self.robot.x, self.robot.y, self.robot.radius])
+        new_pos, new_vel, lost, arrived = kernel.step(
+            a.pos, a.vel, a.radius, a.v0, self.speed_factor, gidx, n_groups, a.gaze,
+            a.has_route, a.route_xy, a.route_len, a.waypoint, a.target, a.final, a.goal_radius, a.robot_target,
+            self.override_velocity, self.override_gaze, *self.walls.kernel_args(), robot, self._param_vector,
+            self.dt)
+        a.pos, a.vel = new_pos, new_vel
+        for row in np.flatnonzero(lost):
+            self._replan(int(row))
+        leaving = arrived & a.has_route & a.exit_on_arrival
         if leaving.any():
             self._remove_rows(np.flatnonzero(leaving))
+
+    def _replan(self, row: int) -> None:
+        """A new route from where the agent stands to its goal: it sees none of its waypoints any more (pushed
+        back through a door, off its way by the crowd). At most once per REPLAN_S per agent: where no waypoint
+        can be seen at all the new route is no better, and the agent walks on toward its first waypoint."""
+        a = self.agents
+        agent_id = int(a.ids[row])
+        if self.time_s - self._replanned.get(agent_id, -math.inf) < REPLAN_S:
+            return
+        if len(self._replanned) > 2 * len(a) + 64:
+            present = set(a.ids.tolist())
+            self._replanned = {k: v for k, v in self._replanned.items() if k in present}
+        self._replanned[agent_id] = self.time_s
+        goal = a.routes[row][-1]
+        a.set_route(row, self.map.route(tuple(a.pos[row]), goal), float(a.goal_radius[row]),
+                    robot_target=bool(a.robot_target[row]))
+
+    def _no_groups(self, n: int) -> np.ndarray:
+        if len(self._no_group_index) != n:
+            self._no_group_index = np.full(n, -1, dtype=np.int64)
+        return self._no_group_index
 
     def _remove_rows(self, rows: np.ndarray) -> None:
         keep = np.ones(len(self.agents), dtype=bool)
