@@ -109,7 +109,7 @@ def bottleneck() -> Scenario:
     lo, hi = DOOR_Y - DOOR_W / 2, DOOR_Y + DOOR_W / 2
     outline = [(0.0, 0.0), (DOOR_X, 0.0), (DOOR_X, lo), (DOOR_X + 0.1, lo), (DOOR_X + 0.1, 0.0), (12.0, 0.0),
                (12.0, 8.0), (DOOR_X + 0.1, 8.0), (DOOR_X + 0.1, hi), (DOOR_X, hi), (DOOR_X, 8.0), (0.0, 8.0)]
-    return Scenario("bottleneck", outline, waypoints=[(DOOR_X + 0.05, DOOR_Y)], exit_rect=(11.0, 0.0, 12.0, 8.0))
+    return Scenario("bottleneck", outline, waypoints=[(DOOR_X + 0.05, DOOR_Y)], exit_rect=(11.0, 3.0, 12.0, 5.0))
 
 
 # --- people ------------------------------------------------------------------------------------------------------
@@ -294,13 +294,16 @@ class PysocialforceSide:
 
 # --- measurements ------------------------------------------------------------------------------------------------
 
-def run_until(side, done, max_s: float) -> float:
-    """Step until done(positions, t) or max_s of simulated time; returns the time."""
+def run_until(side, done, max_s: float, on_step=None) -> float:
+    """Step until done(positions, t) or max_s of simulated time; returns the time. ``on_step(side)`` after every
+    step (the tests watch hil's people through it)."""
     t = 0.0
     steps = int(round(max_s / side.dt))
     for _ in range(steps):
         side.step()
         t += side.dt
+        if on_step is not None:
+            on_step(side)
         if done(side.positions(), t):
             break
     return t
@@ -320,7 +323,7 @@ def measure_rimea1(make) -> dict:
     return {"time_s": crossed[0] if crossed else math.inf}
 
 
-def measure_rimea6(make, seed: int = 0) -> dict:
+def measure_rimea6(make, seed: int = 0, on_step=None) -> dict:
     sc = rimea6()
     side = make(sc)
     rng = np.random.default_rng(seed)
@@ -334,7 +337,7 @@ def measure_rimea6(make, seed: int = 0) -> dict:
         outside[0] += int((~sc.inside(pos[here])).sum())
         return bool(((pos[:, 1] > 10.5) | ~here).all())
 
-    t = run_until(side, done, 120.0)
+    t = run_until(side, done, 120.0, on_step)
     pos = side.positions()
     out = int(((pos[:, 1] > 10.5) | np.isnan(pos[:, 0])).sum())
     return {"round": out, "time_s": t, "outside": outside[0]}
@@ -367,7 +370,7 @@ def measure_fd(make, densities=DENSITIES, seed: int = 0) -> dict:
     return {"points": points, "rms": rms}
 
 
-def measure_bottleneck(make, seed: int = 0, n: int = 60) -> dict:
+def measure_bottleneck(make, seed: int = 0, n: int = 60, on_step=None) -> dict:
     side = make(bottleneck())
     rng = np.random.default_rng(seed)
     v0, radius = bodies(rng, n)
@@ -381,7 +384,7 @@ def measure_bottleneck(make, seed: int = 0, n: int = 60) -> dict:
             through.setdefault(int(k), t)
         return len(through) == n
 
-    run_until(side, done, 150.0)
+    run_until(side, done, 150.0, on_step)
     times = sorted(through.values())
     flow = (40.0 / (times[49] - times[9])) if len(times) >= 50 else 0.0
     return {"through": len(times), "flow": flow, "specific_flow": flow / DOOR_W,

@@ -63,6 +63,7 @@ class Agents:
         self.names: list[str] = []
         self.routes: list[list[tuple[float, float]]] = []
         self.route_xy = np.zeros((0, ROUTE_WIDTH, 2))
+        self.route_gate = np.zeros((0, ROUTE_WIDTH, 4))  # per waypoint: gate direction (x, y), extents - and +
         self._next_id = 0
 
     def __len__(self) -> int:
@@ -85,6 +86,7 @@ class Agents:
         self.names.append(spec.name)
         self.routes.append([])
         self.route_xy = np.concatenate([self.route_xy, np.zeros((1, *self.route_xy.shape[1:]))])
+        self.route_gate = np.concatenate([self.route_gate, np.zeros((1, *self.route_gate.shape[1:]))])
         self.set_route(len(self) - 1, spec.route, goal_radius)
         return agent_id
 
@@ -99,17 +101,26 @@ class Agents:
         self.names = [self.names[i] for i in kept]
         self.routes = [self.routes[i] for i in kept]
         self.route_xy = self.route_xy[keep]
+        self.route_gate = self.route_gate[keep]
 
     def set_route(self, row: int, route: list[tuple[float, float]], goal_radius: float,
-                  robot_target: bool = False) -> None:
-        """Give a row a new route (walk from its first waypoint); an empty route means stand still."""
+                  robot_target: bool = False, gates: np.ndarray | None = None) -> None:
+        """Give a row a new route (walk from its first waypoint); an empty route means stand still. ``gates``
+        (len(route), 4): each waypoint's gate (navigation.py), zeros (a point) when not given."""
         self.routes[row] = [(float(x), float(y)) for x, y in route]
         if len(route) > self.route_xy.shape[1]:
-            wider = np.zeros((len(self), max(len(route), 2 * self.route_xy.shape[1]), 2))
+            width = max(len(route), 2 * self.route_xy.shape[1])
+            wider = np.zeros((len(self), width, 2))
             wider[:, :self.route_xy.shape[1]] = self.route_xy
             self.route_xy = wider
+            wider_gates = np.zeros((len(self), width, 4))
+            wider_gates[:, :self.route_gate.shape[1]] = self.route_gate
+            self.route_gate = wider_gates
+        self.route_gate[row] = 0.0
         if route:
             self.route_xy[row, :len(route)] = self.routes[row]
+            if gates is not None:
+                self.route_gate[row, :len(route)] = gates
         self.route_len[row] = len(route)
         self.has_route[row] = bool(route)
         self.goal_radius[row] = goal_radius

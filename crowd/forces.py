@@ -71,10 +71,10 @@ DEFAULT_PARAMS: dict[str, dict[str, float]] = {
     # latest one in sight) when the straight way to it comes closer to a wall than this fraction of the radius.
     # braking (m/s^2): toward its goal an agent wants at most the speed from which it can stop on the goal at
     # this deceleration, sqrt(2 braking distance) (navigation.desired_velocities).
-    "navigation": {"sight_margin": 0.1, "lost_fraction": 0.5, "braking": 1.0},
+    "navigation": {"sight_margin": 0.05, "lost_fraction": 0.5, "braking": 1.0},
     # Ours: the headway speed rule of Tordeux, Chraibi & Seyfried's collision-free speed model (2016): an agent
     # walks at most gap / time_gap toward the nearest person ahead in its lane (gap between the bodies' surfaces).
-    "headway": {"time_gap": 0.5, "length_fraction": 0.65},
+    "headway": {"time_gap": 1.0, "anticipation_time": 0.45},
     # Ours. Overlaps left after integration are removed by pushing bodies apart (iterations of pairwise
     # projection); walls and the robot are immovable.
     "contact": {"iterations": 3},
@@ -100,7 +100,7 @@ def param_vector(p: dict[str, dict[str, float]]) -> np.ndarray:
     v[kernel.P_BRAKING], v[kernel.P_SIGHT_MARGIN], v[kernel.P_LOST_FRACTION] = (
         nav["braking"], nav["sight_margin"], nav["lost_fraction"])
     v[kernel.P_TIME_GAP] = p["headway"]["time_gap"]
-    v[kernel.P_LENGTH_FRACTION] = p["headway"]["length_fraction"]
+    v[kernel.P_ANTICIPATION] = p["headway"]["anticipation_time"]
     v[kernel.P_ITERATIONS] = p["contact"]["iterations"]
     v[kernel.P_MAX_SPEED_MULT] = p["scene"]["max_speed_multiplier"]
     return v

@@ -62,7 +62,7 @@ P_LOST_FRACTION = 22
 P_TIME_GAP = 23
 P_ITERATIONS = 24
 P_MAX_SPEED_MULT = 25
-P_LENGTH_FRACTION = 26
+P_ANTICIPATION = 26
 N_PARAMS = 27
 
 GOLDEN = math.pi * (3.0 - math.sqrt(5.0))
@@ -71,6 +71,10 @@ WALL_TOLERANCE_M = 0.02  # a body left deeper than this in a wall after the iter
 SIGHT_EPS_M = 1e-6
 CORNER_MERGE_M = 0.15  # closest points of two walls this near (and pushing the same way) are one corner
 COS_45 = math.sqrt(0.5)
+# Pairs with d / B above this feel less than exp(-7) = 0.09 % of the force at contact (5.1 x 9e-4 = 0.005 m/s^2
+# with pysocialforce's factor): they are skipped before atan2 and exp, like the cut-off, a truncation.
+SOCIAL_NEGLIGIBLE = 7.0
+GATE_APPROACH_M = 0.2  # within this of a gate's line the point aimed at slides to the waypoint itself
 
 _HALF_STENCIL_X = (1, 1, 1, 0)
 _HALF_STENCIL_Y = (-1, 0, 1, 1)
@@ -239,11 +243,14 @@ def neighbour_pairs(px, py, cutoff):
 # --- forces ------------------------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def _social_pair(ex, ey, d, dvx, dvy, lam, gamma, n_, n_prime):
+def _social_pair(ex, ey, d, dvx, dvy, lam, gamma, n_, n_prime, negligible):
     """Moussaid et al. 2009 on i from j (forces.py documents it): e unit from j to i at distance d, dv = v_j - v_i.
-    Returns the force per unit factor; the force on j is its negative."""
+    Returns the force per unit factor; the force on j is its negative. Where d / B exceeds ``negligible`` both
+    terms are below exp(-negligible) and the pair is skipped before the costly part (inf: never)."""
     tx, ty = lam * dvx + ex, lam * dvy + ey
     t_len = math.sqrt(tx * tx + ty * ty)
+    if d > negligible * gamma * t_len:
+        return 0.0, 0.0
     inv = 1.0 / max(t_len, 1e-9)
     tx, ty = tx * inv, ty * inv
     theta = math.atan2(ex * ty - ey * tx, ex * tx + ey * ty)
@@ -270,12 +277,22 @@ def social_force_pairs(pos, vel, pi, pj, factor, lam, gamma, n_, n_prime):
         d = math.sqrt(ex * ex + ey * ey)
         inv = 1.0 / max(d, 1e-9)
         fx, fy = _social_pair(ex * inv, ey * inv, d, vel[j, 0] - vel[i, 0], vel[j, 1] - vel[i, 1], lam, gamma,
-                              n_, n_prime)
+                              n_, n_prime, np.inf)
         out[i, 0] += factor * fx
         out[i, 1] += factor * fy
         out[j, 0] -= factor * fx
         out[j, 1] -= factor * fy
     return out
+
+
+@njit(cache=True)
+def _free_path(ahead, lateral, contact):
+    """How far one can walk straight on before touching a person ``ahead`` along the way and ``lateral`` off it,
+    bodies touching at centre distance ``contact``: inf when that person is behind or out of one's lane."""
+    lateral = abs(lateral)
+    if ahead <= 0 or lateral >= contact:
+        return np.inf
+    return ahead - math.sqrt(contact * contact - lateral * lateral)
 
 
 # --- route following ---------------------------------------------------------------------------------------------
@@ -289,33 +306,59 @@ def _set_target(i, k, route_xy, route_len, waypoint, target, final):
 
 @njit(cache=True)
 def _follow(i, pos, radius, route_xy, route_len, waypoint, target, final, seg, half, margin, lost_fraction):
-    """Pass waypoints that the next one's sight makes unnecessary; go back to one in sight when the current one is
-    not. Returns True when the agent sees none of the waypoints up to its current one (it needs a new route)."""
+    """Pass waypoints that the next one's sight makes unnecessary; when the current one is out of sight, go back
+    to the latest earlier one in sight. Returns True when the current waypoint was out of sight: the caller
+    plans a new route from here (the step back is what the agent walks to until then)."""
     px, py, r = pos[i, 0], pos[i, 1], radius[i]
     k = waypoint[i]
     last = route_len[i] - 1
     lost_clear = lost_fraction * r
+    lost = False
     if not in_sight(px, py, route_xy[i, k, 0], route_xy[i, k, 1], lost_clear, seg, half):
+        lost = True
         back = k - 1
         while back >= 0 and not in_sight(px, py, route_xy[i, back, 0], route_xy[i, back, 1], lost_clear, seg, half):
             back -= 1
-        if back < 0:
-            return True
-        k = back
+        if back >= 0:
+            k = back
     while k < last and in_sight(px, py, route_xy[i, k + 1, 0], route_xy[i, k + 1, 1], r + margin, seg, half):
         k += 1
     if k != waypoint[i]:
         _set_target(i, k, route_xy, route_len, waypoint, target, final)
-    return False
+    return lost
 
 
 @njit(cache=True)
-def _route_velocity(i, pos, v0, speed_factor, has_route, target, final, braking):
-    """(vx, vy, unit x, unit y): v0 x speed_factor toward the current waypoint, at most sqrt(2 braking distance)
-    on the last leg (navigation.desired_velocities documents why)."""
+def _aim(i, pos, radius, waypoint, target, route_gate, margin):
+    """The point the agent walks to for its current waypoint: on the waypoint's gate (the line across the passage
+    through it, navigation.py), the nearest point its body passes with ``margin`` off the walls; the waypoint
+    itself when it has no gate."""
+    k = waypoint[i]
+    gx, gy, w_minus, w_plus = route_gate[i, k, 0], route_gate[i, k, 1], route_gate[i, k, 2], route_gate[i, k, 3]
+    tx, ty = target[i, 0], target[i, 1]
+    if w_minus + w_plus <= 0.0:
+        return tx, ty
+    keep = radius[i] + margin
+    lo, hi = -(w_minus - keep), w_plus - keep
+    if lo > hi:  # narrower than the body and its margins: its middle
+        return tx + 0.5 * (w_plus - w_minus) * gx, ty + 0.5 * (w_plus - w_minus) * gy
+    # the gate narrows to its waypoint as the agent comes up to it: on the gate line it aims at the waypoint,
+    # from which the next one is in sight (else it would stand on the line, aiming at itself)
+    rx, ry = pos[i, 0] - tx, pos[i, 1] - ty
+    narrow = min(abs(rx * gy - ry * gx) / GATE_APPROACH_M, 1.0)
+    along = min(max(rx * gx + ry * gy, lo * narrow), hi * narrow)
+    return tx + along * gx, ty + along * gy
+
+
+@njit(cache=True)
+def _route_velocity(i, pos, radius, v0, speed_factor, has_route, waypoint, target, final, route_gate, braking,
+                    margin):
+    """(vx, vy, unit x, unit y): v0 x speed_factor toward the current waypoint's aim point, at most
+    sqrt(2 braking distance) on the last leg (navigation.desired_velocities documents why)."""
     if not has_route[i]:
         return 0.0, 0.0, 0.0, 0.0
-    rx, ry = target[i, 0] - pos[i, 0], target[i, 1] - pos[i, 1]
+    ax, ay = _aim(i, pos, radius, waypoint, target, route_gate, margin)
+    rx, ry = ax - pos[i, 0], ay - pos[i, 1]
     dist = math.sqrt(rx * rx + ry * ry)
     if dist <= 1e-9:
         return 0.0, 0.0, 0.0, 0.0
@@ -327,15 +370,56 @@ def _route_velocity(i, pos, v0, speed_factor, has_route, target, final, braking)
 
 
 @njit(cache=True)
-def route_velocities(pos, v0, speed_factor, has_route, target, final, braking):
+def route_velocities(pos, radius, v0, speed_factor, has_route, waypoint, target, final, route_gate, braking,
+                     margin):
     """Every agent's route velocity and unit direction (navigation.desired_velocities)."""
     n = pos.shape[0]
     vel = np.zeros((n, 2))
     unit = np.zeros((n, 2))
     for i in range(n):
-        vel[i, 0], vel[i, 1], unit[i, 0], unit[i, 1] = _route_velocity(i, pos, v0, speed_factor, has_route,
-                                                                        target, final, braking)
+        vel[i, 0], vel[i, 1], unit[i, 0], unit[i, 1] = _route_velocity(
+            i, pos, radius, v0, speed_factor, has_route, waypoint, target, final, route_gate, braking, margin)
     return vel, unit
+
+
+@njit(cache=True)
+def _ray_capsule(px, py, dx, dy, ax, ay, bx, by, h):
+    """Smallest t >= 0 at which p + t d (d a unit vector) comes within h of segment a-b (inf: never)."""
+    ex, ey = bx - ax, by - ay
+    length = math.sqrt(ex * ex + ey * ey)
+    best = np.inf
+    if _point_segment(px, py, ax, ay, bx, by) <= h:
+        return 0.0
+    if length > 1e-12:
+        ux, uy = ex / length, ey / length
+        nx_, ny_ = -uy, ux
+        dn = dx * nx_ + dy * ny_
+        if abs(dn) > 1e-12:
+            for side in (-h, h):  # the two long sides of the capsule
+                t = (side - ((px - ax) * nx_ + (py - ay) * ny_)) / dn
+                if t >= 0:
+                    along = (px + t * dx - ax) * ux + (py + t * dy - ay) * uy
+                    if 0 <= along <= length:
+                        best = min(best, t)
+    for cx, cy in ((ax, ay), (bx, by)):  # the round ends
+        fx, fy = px - cx, py - cy
+        b = fx * dx + fy * dy
+        c = fx * fx + fy * fy - h * h
+        disc = b * b - c
+        if disc >= 0:
+            t = -b - math.sqrt(disc)
+            if t >= 0:
+                best = min(best, t)
+    return best
+
+
+@njit(cache=True)
+def free_reach(px, py, dx, dy, seg, half, max_t):
+    """How far one can go from p along the unit direction d before meeting a wall's body (at most max_t)."""
+    best = max_t
+    for w in range(seg.shape[0]):
+        best = min(best, _ray_capsule(px, py, dx, dy, seg[w, 0], seg[w, 1], seg[w, 2], seg[w, 3], half[w]))
+    return best
 
 
 # --- walls -------------------------------------------------------------------------------------------------------
@@ -610,7 +694,7 @@ def _robot_force(pos, radius, dirs, robot, applies, factor, sigma, threshold, la
 
 @njit(cache=True)
 def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
-         has_route, route_xy, route_len, waypoint, target, final, goal_radius, robot_target,
+         has_route, route_xy, route_len, route_gate, waypoint, target, final, goal_radius, robot_target,
          override_v, override_g,
          seg, half, w_origin, w_cell, w_nx, w_ny, w_start, w_walls,
          robot, P, dt):
@@ -643,7 +727,8 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
                 dirs[i, 0], dirs[i, 1] = ox / s, oy / s
         else:
             vdes[i, 0], vdes[i, 1], dirs[i, 0], dirs[i, 1] = _route_velocity(
-                i, pos, v0, speed_factor, has_route, target, final, P[P_BRAKING])
+                i, pos, radius, v0, speed_factor, has_route, waypoint, target, final, route_gate, P[P_BRAKING],
+                P[P_SIGHT_MARGIN])
         wanted = max(math.sqrt(vdes[i, 0] ** 2 + vdes[i, 1] ** 2), v0[i] * speed_factor[i])
         cap[i] = P[P_MAX_SPEED_MULT] * wanted
         cap_max = max(cap_max, cap[i])
@@ -656,35 +741,37 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
     lam, gamma, n_, n_prime = P[P_LAMBDA], P[P_GAMMA], P[P_N], P[P_N_PRIME]
     sfac, gfac, gthr2 = P[P_SOCIAL_FACTOR], P[P_GREP_FACTOR], P[P_GREP_THRESHOLD] ** 2
     n_contact = 0
-    length_fraction = P[P_LENGTH_FRACTION]
+    anticipation = P[P_ANTICIPATION]
     for k in range(pi.shape[0]):
         i, j = pi[k], pj[k]
         ex, ey = px[i] - px[j], py[i] - py[j]
         d = math.sqrt(ex * ex + ey * ey)
         inv = 1.0 / max(d, 1e-9)
         fx, fy = _social_pair(ex * inv, ey * inv, d, vel[j, 0] - vel[i, 0], vel[j, 1] - vel[i, 1], lam, gamma,
-                              n_, n_prime)
+                              n_, n_prime, SOCIAL_NEGLIGIBLE)
         force[i, 0] += sfac * fx
         force[i, 1] += sfac * fy
         force[j, 0] -= sfac * fx
         force[j, 1] -= sfac * fy
-        lane = radius[i] + radius[j]
-        gap = d - length_fraction * lane
-        # j ahead of i in i's lane (e points from j to i, so j lies at -e), and not walking against i: people
-        # coming the other way are avoided by the social force, not followed
-        if dirs[i, 0] * dirs[j, 0] + dirs[i, 1] * dirs[j, 1] >= 0:
-            ahead = -(ex * dirs[i, 0] + ey * dirs[i, 1])
-            if ahead > 0 and abs(ex * dirs[i, 1] - ey * dirs[i, 0]) < lane and gap < headway[i]:
-                headway[i] = gap
-            ahead = ex * dirs[j, 0] + ey * dirs[j, 1]
-            if ahead > 0 and abs(ex * dirs[j, 1] - ey * dirs[j, 0]) < lane and gap < headway[j]:
-                headway[j] = gap
+        # headway: j ahead of i in i's lane (e points from j to i, so j lies at -e), measured to where j will be
+        # after the anticipation time; only people not walking against one count (people coming the other way
+        # are avoided by the social force, not followed), and not one's own group (its forces keep the spacing:
+        # a companion stepping back to wait must not stop the other one)
+        same_group = gidx[i] >= 0 and gidx[i] == gidx[j]
+        if not same_group and dirs[i, 0] * dirs[j, 0] + dirs[i, 1] * dirs[j, 1] >= 0:
+            contact_d = radius[i] + radius[j]
+            gap = _free_path(-(ex * dirs[i, 0] + ey * dirs[i, 1]), ex * dirs[i, 1] - ey * dirs[i, 0], contact_d)
+            gap += anticipation * max(vel[j, 0] * dirs[i, 0] + vel[j, 1] * dirs[i, 1], 0.0)
+            headway[i] = min(headway[i], gap)
+            gap = _free_path(ex * dirs[j, 0] + ey * dirs[j, 1], ex * dirs[j, 1] - ey * dirs[j, 0], contact_d)
+            gap += anticipation * max(vel[i, 0] * dirs[j, 0] + vel[i, 1] * dirs[j, 1], 0.0)
+            headway[j] = min(headway[j], gap)
         if gidx[i] >= 0 and gidx[i] == gidx[j] and d * d <= gthr2:
             force[i, 0] += gfac * ex
             force[i, 1] += gfac * ey
             force[j, 0] -= gfac * ex
             force[j, 1] -= gfac * ey
-        reach = lane + 2 * dt * cap_max
+        reach = radius[i] + radius[j] + 2 * dt * cap_max
         if d < reach:
             contact[k] = True
             n_contact += 1
@@ -705,8 +792,20 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
     for i in range(n):
         force[i, 0] += dfac * (vdes[i, 0] - vel[i, 0])
         force[i, 1] += dfac * (vdes[i, 1] - vel[i, 1])
+    # walls steer, they do not hold people back: the part of the wall force against the desired direction is
+    # dropped (the contact handling still keeps bodies out of walls), as walls only turn the direction of motion
+    # in the collision-free speed model; else the jambs of a 1 m door hold the crowd half a metre off it
+    wall = np.zeros((n, 2))
     _obstacle_force(pos, radius, seg, half, w_origin, w_cell, w_nx, w_ny, w_start, w_walls,
-                    P[P_OBST_FACTOR], P[P_OBST_SIGMA], P[P_OBST_THRESHOLD], force)
+                    P[P_OBST_FACTOR], P[P_OBST_SIGMA], P[P_OBST_THRESHOLD], wall)
+    for i in range(n):
+        wx, wy = wall[i, 0], wall[i, 1]
+        back = wx * dirs[i, 0] + wy * dirs[i, 1]
+        if back < 0:
+            wx -= back * dirs[i, 0]
+            wy -= back * dirs[i, 1]
+        force[i, 0] += wx
+        force[i, 1] += wy
     if n_groups > 0:
         _group_forces(pos, dirs, gidx, n_groups, P[P_COH_FACTOR], P[P_GAZE_FACTOR], P[P_GAZE_FOV], force)
     if robot[0] > 0:
@@ -714,7 +813,9 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
         _robot_force(pos, radius, dirs, robot, applies, P[P_ROBOT_FACTOR], P[P_ROBOT_SIGMA],
                      P[P_ROBOT_THRESHOLD], P[P_ROBOT_LAMBDA], force)
 
-    # semi-implicit Euler, the speed cap, and the headway cap on the velocity toward the person ahead
+    # semi-implicit Euler and the speed cap; while following someone (the headway rule binds) the pushes of the
+    # crowd ahead do not walk a person backwards (a queue does not flow back), though the crowd behind may push
+    # them on faster than they would walk
     new_vel = np.empty((n, 2))
     new_pos = np.empty((n, 2))
     for i in range(n):
@@ -722,13 +823,8 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
         speed = math.sqrt(vx * vx + vy * vy)
         if speed > cap[i]:
             vx, vy = vx * cap[i] / speed, vy * cap[i] / speed
-        # the headway rule on the velocity itself: at most limit toward the person ahead, and, while following
-        # someone (the rule binds), not backwards either: the pushes of the crowd ahead do not walk a queue back
         along = vx * dirs[i, 0] + vy * dirs[i, 1]
-        if along > limit[i]:
-            vx -= (along - limit[i]) * dirs[i, 0]
-            vy -= (along - limit[i]) * dirs[i, 1]
-        elif queued[i] and along < 0:
+        if queued[i] and along < 0:
             vx -= along * dirs[i, 0]
             vy -= along * dirs[i, 1]
         new_vel[i, 0], new_vel[i, 1] = vx, vy

@@ -29,7 +29,8 @@ from . import kernel
 from .agents import Agents
 
 
-def desired_velocities(agents: Agents, speed_factor: np.ndarray, braking: float) -> tuple[np.ndarray, np.ndarray]:
+def desired_velocities(agents: Agents, speed_factor: np.ndarray, braking: float,
+                       sight_margin: float) -> tuple[np.ndarray, np.ndarray]:
     """(desired velocity (n, 2), unit desired direction (n, 2)) from the routes; zero for agents without one.
 
     The speed is v0 x speed_factor; toward the goal it is at most sqrt(2 x braking x distance), the speed from
@@ -38,8 +39,9 @@ def desired_velocities(agents: Agents, speed_factor: np.ndarray, braking: float)
     wall; this one still reaches goals 0.35 m off a wall's face, and overshoots a free goal by < 0.2 m.)
     The headway rule (crowd/forces.py) acts on top of this, in the step.
     """
-    return kernel.route_velocities(agents.pos, agents.v0, np.asarray(speed_factor, dtype=float), agents.has_route,
-                                   agents.target, agents.final, float(braking))
+    return kernel.route_velocities(agents.pos, agents.radius, agents.v0, np.asarray(speed_factor, dtype=float),
+                                   agents.has_route, agents.waypoint, agents.target, agents.final, agents.route_gate,
+                                   float(braking), float(sight_margin))
 
 
 def goal_distances(agents: Agents) -> np.ndarray:

@@ -37,6 +37,8 @@ from .maps import CrowdMap
 
 ROBOT = "robot"
 REPLAN_S = 1.0  # an agent that lost sight of its way gets a new route at most this often
+GATE_REACH_M = 1.5  # a waypoint's gate reaches at most this far to either side of it
+GATE_DIRECTIONS = 24  # directions tried for an opening's narrowest line (every 7.5 degrees)
 
 
 @dataclass
@@ -82,6 +84,7 @@ class CrowdSim:
         self._robot_vector = np.zeros(4)
         self._no_group_index = np.zeros(0, dtype=np.int64)
         self._replanned: dict[int, float] = {}  # agent id -> sim time of its last new route
+        self._openings: dict[tuple[float, float], tuple | None] = {}  # waypoint -> its opening's gate, if any
 
     # --- agents ---------------------------------------------------------------------------------------------
 
@@ -90,6 +93,8 @@ class CrowdSim:
         goal_radius = self._goal_radius(spec.route[-1] if spec.route else None)
         agent_id = self.agents.add(spec, goal_radius)
         row = len(self.agents) - 1
+        if spec.route:
+            self.agents.route_gate[row, :len(spec.route)] = self.gates(spec.position, spec.route)
         rel = self.agents.target[row] - self.agents.pos[row]
         norm = math.hypot(*rel)
         if norm > 1e-9:
@@ -141,7 +146,52 @@ class CrowdSim:
                 target = (float(target[0]), float(target[1]))
             route = self.map.route(start, target)
             goal_radius = self._goal_radius(target)
-        self.agents.set_route(row, route, goal_radius, robot_target=to_robot)
+        self.agents.set_route(row, route, goal_radius, robot_target=to_robot, gates=self.gates(start, route))
+
+    def gates(self, start: Sequence[float], route: Sequence[Sequence[float]]) -> np.ndarray:
+        """Each waypoint's gate (navigation.py); the goal has none. Where the waypoint stands in an opening (walls
+        on both sides within GATE_REACH_M: a door, a passage), the gate is the opening's narrowest line through it;
+        elsewhere the line square to the way walked there (the bisector of the legs in and out), as far as the walls
+        on either side, at most GATE_REACH_M."""
+        out = np.zeros((len(route), 4))
+        points = [np.asarray(start, dtype=float), *(np.asarray(p, dtype=float) for p in route)]
+        for k in range(len(route) - 1):
+            before, here, after = points[k], points[k + 1], points[k + 2]
+            opening = self._opening(float(here[0]), float(here[1]))
+            if opening is not None:
+                out[k] = opening
+                continue
+            way = np.zeros(2)
+            for leg in (here - before, after - here):
+                norm = float(np.hypot(*leg))
+                if norm > 1e-9:
+                    way += leg / norm
+            norm = float(np.hypot(*way))
+            if norm < 1e-9:  # a U-turn at the waypoint: square to the way out
+                way, norm = after - here, float(np.hypot(*(after - here)))
+            if norm < 1e-9:
+                continue
+            out[k] = self._gate(here, -way[1] / norm, way[0] / norm)
+        return out
+
+    def _gate(self, here: np.ndarray, gx: float, gy: float) -> tuple[float, float, float, float]:
+        seg, half = self.walls.segments, self.walls.half_thickness
+        return (gx, gy, kernel.free_reach(here[0], here[1], -gx, -gy, seg, half, GATE_REACH_M),
+                kernel.free_reach(here[0], here[1], gx, gy, seg, half, GATE_REACH_M))
+
+    def _opening(self, x: float, y: float) -> tuple[float, float, float, float] | None:
+        """The narrowest line through (x, y) with a wall within GATE_REACH_M at both ends, or None (cached)."""
+        key = (round(x, 6), round(y, 6))
+        if key not in self._openings:
+            best = None
+            for k in range(GATE_DIRECTIONS):
+                angle = math.pi * k / GATE_DIRECTIONS
+                gate = self._gate(np.array([x, y]), math.cos(angle), math.sin(angle))
+                if gate[2] < GATE_REACH_M and gate[3] < GATE_REACH_M and (
+                        best is None or gate[2] + gate[3] < best[2] + best[3] - 1e-9):
+                    best = gate
+            self._openings[key] = best
+        return self._openings[key]
 
     def arrived(self, agent_id: int) -> bool:
         """On its final waypoint and within goal_threshold of it (half the gate's width at an exit gate); an agent
@@ -195,7 +245,8 @@ class CrowdSim:
             robot = np.array([1.0, self.robot.x, self.robot.y, self.robot.radius])
         new_pos, new_vel, lost, arrived = kernel.step(
             a.pos, a.vel, a.radius, a.v0, self.speed_factor, gidx, n_groups, a.gaze,
-            a.has_route, a.route_xy, a.route_len, a.waypoint, a.target, a.final, a.goal_radius, a.robot_target,
+            a.has_route, a.route_xy, a.route_len, a.route_gate, a.waypoint, a.target, a.final, a.goal_radius,
+            a.robot_target,
             self.override_velocity, self.override_gaze, *self.walls.kernel_args(), robot, self._param_vector,
             self.dt)
         a.pos, a.vel = new_pos, new_vel
@@ -206,9 +257,9 @@ class CrowdSim:
             self._remove_rows(np.flatnonzero(leaving))
 
     def _replan(self, row: int) -> None:
-        """A new route from where the agent stands to its goal: it sees none of its waypoints any more (pushed
-        back through a door, off its way by the crowd). At most once per REPLAN_S per agent: where no waypoint
-        can be seen at all the new route is no better, and the agent walks on toward its first waypoint."""
+        """A new route from where the agent stands to its goal: it lost sight of the waypoint it walked to (pushed
+        back through a door, round a corner, off its way by the crowd or its group). At most once per REPLAN_S
+        per agent (in between it walks to the latest earlier waypoint it sees, which the step chose)."""
         a = self.agents
         agent_id = int(a.ids[row])
         if self.time_s - self._replanned.get(agent_id, -math.inf) < REPLAN_S:
@@ -218,8 +269,12 @@ class CrowdSim:
             self._replanned = {k: v for k, v in self._replanned.items() if k in present}
         self._replanned[agent_id] = self.time_s
         goal = a.routes[row][-1]
-        a.set_route(row, self.map.route(tuple(a.pos[row]), goal), float(a.goal_radius[row]),
-                    robot_target=bool(a.robot_target[row]))
+        try:
+            route = self.map.route(tuple(a.pos[row]), goal)
+        except ValueError:  # a map without a passage graph, and no straight way: keep the step's choice
+            return
+        a.set_route(row, route, float(a.goal_radius[row]), robot_target=bool(a.robot_target[row]),
+                    gates=self.gates(tuple(a.pos[row]), route))
 
     def _no_groups(self, n: int) -> np.ndarray:
         if len(self._no_group_index) != n:
