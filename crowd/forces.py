@@ -164,7 +164,7 @@ class WallIndex:
     """The map's walls, bucketed on a static grid so each agent only meets walls within a reach.
 
     ``reach`` (metres from the wall's centre line) must cover the obstacle threshold plus a body's radius
-    plus half the wall's thickness; :meth:`pairs` rebuilds the buckets when asked for more.
+    plus half the wall's thickness; :meth:`ensure_reach` rebuilds the buckets when a step needs more.
     """
 
     def __init__(self, segments: np.ndarray, half_thickness: np.ndarray, reach: float, cell: float = 2.0):
@@ -183,6 +183,7 @@ class WallIndex:
             self.shape = (1, 1)
             self.cell_start = np.zeros(2, dtype=np.intp)
             self.cell_walls = np.zeros(0, dtype=np.intp)
+            self._pack()
             return
         xs = self.segments[:, [0, 2]]
         ys = self.segments[:, [1, 3]]
@@ -199,6 +200,13 @@ class WallIndex:
         counts = near.sum(axis=1)
         self.cell_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
         self.cell_walls = np.nonzero(near)[1].astype(np.intp)
+        self._pack()
+
+    def _pack(self) -> None:
+        nx, ny = self.shape
+        self._kernel_args = (self.segments, self.half_thickness, self.origin.astype(float), float(self.cell), int(nx),
+                             int(ny), self.cell_start.astype(np.int64), self.cell_walls.astype(np.int64),
+                             float(self.reach))
 
     def ensure_reach(self, reach: float) -> None:
         """Rebuild the buckets when a step needs walls farther than they cover (bigger bodies, faster steps)."""
@@ -206,7 +214,5 @@ class WallIndex:
             self._build(reach * 1.25)
 
     def kernel_args(self) -> tuple:
-        """What the compiled step needs of the walls (crowd/kernel.py: step)."""
-        nx, ny = self.shape
-        return (self.segments, self.half_thickness, self.origin.astype(float), float(self.cell), int(nx), int(ny),
-                self.cell_start, self.cell_walls)
+        """What the compiled step needs of the walls (crowd/kernel.py: step), ending with the reach covered."""
+        return self._kernel_args

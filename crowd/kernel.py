@@ -74,6 +74,7 @@ COS_45 = math.sqrt(0.5)
 # Pairs with d / B above this feel less than exp(-7) = 0.09 % of the force at contact (5.1 x 9e-4 = 0.005 m/s^2
 # with pysocialforce's factor): they are skipped before atan2 and exp, like the cut-off, a truncation.
 SOCIAL_NEGLIGIBLE = 7.0
+ROBOT_FOLLOW_MPS = 0.05  # a robot driving one's way at least this fast is followed like a person
 GATE_APPROACH_M = 0.2  # within this of a gate's line the point aimed at slides to the waypoint itself
 
 _HALF_STENCIL_X = (1, 1, 1, 0)
@@ -696,16 +697,27 @@ def _robot_force(pos, radius, dirs, robot, applies, factor, sigma, threshold, la
 def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
          has_route, route_xy, route_len, route_gate, waypoint, target, final, goal_radius, robot_target,
          override_v, override_g,
-         seg, half, w_origin, w_cell, w_nx, w_ny, w_start, w_walls,
+         seg, half, w_origin, w_cell, w_nx, w_ny, w_start, w_walls, w_reach,
          robot, P, dt):
     """One step for every agent (the module docstring lists what happens in order).
 
     Writes ``waypoint``, ``target``, ``final`` and ``gaze`` in place; returns (new positions, new velocities,
-    lost: agents that see none of their waypoints, arrived: on the goal within its radius or without a route).
-    ``robot`` is [present (1/0), x, y, radius]; ``P`` the parameter vector (P_* indices)."""
+    lost: agents that lost sight of their waypoint, arrived: on the goal within its radius or without a route,
+    0.0). ``robot`` is [present (1/0), x, y, radius]; ``P`` the parameter vector (P_* indices). When the wall
+    buckets (built for ``w_reach`` m) do not reach as far as this step needs, nothing is done and the last value
+    is the reach needed: the caller rebuilds them and steps again."""
     n = pos.shape[0]
-    px, py = pos[:, 0].copy(), pos[:, 1].copy()
     lost = np.zeros(n, np.bool_)
+    r_max, v_max, h_max = 0.0, 0.0, 0.0
+    for i in range(n):
+        r_max = max(r_max, radius[i])
+        v_max = max(v_max, v0[i] * speed_factor[i])
+    for w in range(half.shape[0]):
+        h_max = max(h_max, half[w])
+    needed = max(P[P_OBST_THRESHOLD], CONTACT_SLACK_M + 2 * dt * P[P_MAX_SPEED_MULT] * v_max) + r_max + h_max
+    if needed > w_reach:
+        return pos.copy(), vel.copy(), lost, np.zeros(n, np.bool_), needed
+    px, py = pos[:, 0].copy(), pos[:, 1].copy()
     for i in range(n):
         if has_route[i] and route_len[i] > 0:
             lost[i] = _follow(i, pos, radius, route_xy, route_len, waypoint, target, final, seg, half,
@@ -775,6 +787,19 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
         if d < reach:
             contact[k] = True
             n_contact += 1
+
+    # a robot driving one's way is someone to follow too (else people catch it up from behind and bump into it),
+    # for those the robot force acts on (a person walking up to it, or steered by an objective, has decided how
+    # to treat it); one standing or coming the other way is gone round by the robot force
+    if robot[0] > 0:
+        for i in range(n):
+            if overridden[i] or robot_target[i] or robot[4] * dirs[i, 0] + robot[5] * dirs[i, 1] < ROBOT_FOLLOW_MPS:
+                continue
+            rx, ry = robot[1] - px[i], robot[2] - py[i]
+            gap = _free_path(rx * dirs[i, 0] + ry * dirs[i, 1], rx * dirs[i, 1] - ry * dirs[i, 0],
+                             radius[i] + robot[3])
+            gap += anticipation * max(robot[4] * dirs[i, 0] + robot[5] * dirs[i, 1], 0.0)
+            headway[i] = min(headway[i], gap)
 
     # the headway speed rule on the desired velocity, then the desired force
     time_gap = P[P_TIME_GAP]
@@ -857,4 +882,4 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
         elif final[i]:
             dx, dy = target[i, 0] - new_pos[i, 0], target[i, 1] - new_pos[i, 1]
             arrived[i] = math.sqrt(dx * dx + dy * dy) <= goal_radius[i]
-    return new_pos, new_vel, lost, arrived
+    return new_pos, new_vel, lost, arrived, 0.0

@@ -81,7 +81,7 @@ class CrowdSim:
         reach = self.params["obstacle_force"]["threshold"] + 0.6 + float(half.max(initial=0.0))
         self.walls = WallIndex(getattr(crowd_map, "wall_segments", np.zeros((0, 4))), half, reach)
         self._param_vector = param_vector(self.params)
-        self._robot_vector = np.zeros(4)
+        self._robot_vector = np.zeros(6)
         self._no_group_index = np.zeros(0, dtype=np.int64)
         self._replanned: dict[int, float] = {}  # agent id -> sim time of its last new route
         self._openings: dict[tuple[float, float], tuple | None] = {}  # waypoint -> its opening's gate, if any
@@ -227,12 +227,6 @@ class CrowdSim:
     def _move_agents(self) -> None:
         """One compiled step (crowd/kernel.py) for everyone; new routes for agents who lost their way; arrivals."""
         a = self.agents
-        p = self.params
-        radius_max = float(a.radius.max())
-        step_max = self.dt * p["scene"]["max_speed_multiplier"] * float(np.max(a.v0 * self.speed_factor, initial=0.0))
-        half = float(self.walls.half_thickness.max(initial=0.0))
-        self.walls.ensure_reach(max(p["obstacle_force"]["threshold"], kernel.CONTACT_SLACK_M + 2 * step_max)
-                                + radius_max + half)
         if a.group.max(initial=-1) >= 0:
             members = a.group >= 0
             gidx = np.full(len(a), -1, dtype=np.int64)
@@ -242,13 +236,17 @@ class CrowdSim:
             gidx, n_groups = self._no_groups(len(a)), 0
         robot = self._robot_vector
         if self.robot is not None:
-            robot = np.array([1.0, self.robot.x, self.robot.y, self.robot.radius])
-        new_pos, new_vel, lost, arrived = kernel.step(
-            a.pos, a.vel, a.radius, a.v0, self.speed_factor, gidx, n_groups, a.gaze,
-            a.has_route, a.route_xy, a.route_len, a.route_gate, a.waypoint, a.target, a.final, a.goal_radius,
-            a.robot_target,
-            self.override_velocity, self.override_gaze, *self.walls.kernel_args(), robot, self._param_vector,
-            self.dt)
+            r = self.robot
+            robot = np.array([1.0, r.x, r.y, r.radius, r.vx, r.vy])
+        for _ in range(2):
+            new_pos, new_vel, lost, arrived, needed = kernel.step(
+                a.pos, a.vel, a.radius, a.v0, self.speed_factor, gidx, n_groups, a.gaze,
+                a.has_route, a.route_xy, a.route_len, a.route_gate, a.waypoint, a.target, a.final, a.goal_radius,
+                a.robot_target, self.override_velocity, self.override_gaze, *self.walls.kernel_args(), robot,
+                self._param_vector, self.dt)
+            if not needed:
+                break
+            self.walls.ensure_reach(needed)  # bigger bodies or faster steps than the wall buckets cover
         a.pos, a.vel = new_pos, new_vel
         for row in np.flatnonzero(lost):
             self._replan(int(row))
