@@ -10,6 +10,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -c "import crowd.sim; crowd.sim.warm_up()"  # compile the crowd's step once (numba caches it)
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: $(STAMP)

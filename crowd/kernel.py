@@ -1,13 +1,14 @@
 """The crowd's step, compiled: route following, forces, integration and contacts for every agent in one call.
 
-Why compiled (numba, ahead of the first step and cached on disk): at 100 agents a vectorised numpy step spent
-almost all of its ~2 ms in the fixed cost of ~500 small array calls (each a few microseconds whatever the array
-size), not in arithmetic; JuPedSim's C++ core steps the same crowd in 0.14 ms. Here the per-agent and per-pair
-loops are plain loops compiled by numba, and the Python side makes one call per step (crowd/sim.py).
+Why compiled (numba, compiled on first use and cached on disk next to this file): at 100 agents the vectorised
+numpy step spent almost all of its ~2 ms in the fixed cost of ~500 small array calls (a few microseconds each,
+whatever the array size), not in arithmetic, while JuPedSim's C++ core steps the same crowd in 0.14 ms. Here the
+per-agent and per-pair loops are plain loops compiled by numba, and the Python side makes one call per step
+(crowd/sim.py). The first process after an install compiles (~15 s); later ones load the cache (~0.4 s).
 
 Why one file: numba's on-disk cache is keyed on the source file of each compiled function only, not on the files of
 the functions it calls, so a change to a callee in another module would leave a stale compiled caller behind.
-Everything compiled lives here; crowd/forces.py, navigation.py and contacts.py document the models and keep the
+Everything compiled lives here; crowd/forces.py and crowd/navigation.py document the models and keep the
 Python-facing API (parameters, the wall grid, thin wrappers the tests call).
 
 Nothing here is parallel and nothing uses fastmath: sums run in a fixed order, so the same inputs give the same
@@ -15,17 +16,24 @@ bits on every run (the crowd's determinism rests on it).
 
 The step, for agents in row order:
 
-1. route following (:func:`_follow`): a waypoint is passed when the next one is in sight with body clearance;
-   a person who lost sight of the waypoint they walk to goes back to the latest one they see (``lost`` when none:
-   the caller plans a new route);
-2. desired velocity: the override where a hook set one, else v0 x speed_factor toward the waypoint, braking to stop
-   on the goal;
-3. neighbour pairs within the social cut-off (a cell list), and per pair: the social force, the headway (the
-   surface gap to the nearest person ahead in one's lane), group repulsion, contact candidates;
-4. the headway speed rule (Tordeux, Chraibi & Seyfried 2016): the desired speed is at most gap / time_gap;
-5. forces: desired (relaxation), social, walls, groups, robot; semi-implicit Euler with the speed cap, and the
-   velocity's component toward the person ahead capped by the same headway rule;
-6. contacts: bodies pushed apart, put back off the robot and the walls, moves through walls undone;
+1. route following (:func:`_follow`, crowd/navigation.py): a waypoint is passed when the next one is in sight
+   with body clearance; a person who lost sight of the waypoint they walk to goes back to the latest one they see
+   and is reported ``lost`` (the caller plans a new route from there);
+2. desired velocity: the override where a hook set one, else v0 x speed_factor toward the point aimed at on the
+   waypoint's gate, braking to stop on the goal;
+3. neighbour pairs within the social cut-off (a cell list), and per pair: the social force, the headway (the free
+   path to the nearest person ahead in one's lane, to where they will be after the anticipation time), group
+   repulsion, contact candidates; the robot as someone to follow while it drives one's way;
+4. the headway speed rule (crowd/forces.py): the desired speed is at most headway / time_gap;
+5. forces: desired (relaxation), social, walls (steering only), groups, robot; semi-implicit Euler with the
+   speed cap; while the headway rule binds, no velocity backwards along one's way;
+6. contacts (:func:`_resolve`): what a physics engine does for the crowd when it runs on its own (reference 000
+   lets the engine carry out intended motion where it is free and resolve it by mechanics where bodies
+   interfere; in a trial the pybullet world does that): overlapping pairs pushed apart along their centre line,
+   half each, a few Jacobi iterations; the robot and walls immovable (a body inside is put back on the surface,
+   its velocity into it removed); a step whose displacement crosses a wall's centre line is undone, and so is a
+   step along which the swept body goes more than 2 cm into a wall (no squeezing through a gap narrower than the
+   body, no cutting round a wall's end);
 7. gaze and arrivals.
 """
 from __future__ import annotations

@@ -18,6 +18,14 @@ Why: with a pass radius (the first version), a person at a 90-degree corner was 
 early, aimed at the next node through the inner corner, and the wall force cancelled the drive exactly: 1 of 20
 never left RiMEA test 6's corner. Aiming only at what one can walk to straight cannot aim through a wall.
 
+A waypoint is a line across the way, not a point (its *gate*, :meth:`crowd.sim.CrowdSim.gates`, set with the
+route): where it stands in an opening (a door, a passage: walls on both sides within 1.5 m) the gate is the
+opening's narrowest line through it, elsewhere the line square to the way walked there, at most 1.5 m to either
+side. An agent walks to the point of the gate nearest to it that keeps its body ``sight_margin`` off the walls,
+narrowing to the waypoint itself over the last 0.2 m before the line (from the waypoint the next one is in sight,
+the route was planned so). Without gates a crowd converges on one point in every door: a 1 m door passed people in
+single file, 1.2 /(m s), against 1.6-2.0 measured in experiments; with them people use the whole opening.
+
 The last waypoint is the goal, reached within the agent's goal radius (``goal_threshold``; half the gate's width at
 exits). Near the goal the desired speed falls off so the agent stops on it rather than overshooting.
 """

@@ -57,6 +57,29 @@ class RobotState:
         return self.x, self.y
 
 
+_warmed_up = False
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's disk cache) every compiled entry point now, on a two-person scene with a wall,
+    a group and a robot. The first CrowdSim of a process calls this, so a served crowd has done it before it prints
+    its endpoint: a first compile after an install (~15 s) must not look to the world like a crowd that stalled."""
+    global _warmed_up
+    if _warmed_up:
+        return
+    _warmed_up = True
+    from devices.map_format import Wall
+
+    room = CrowdMap("warm-up", "<warm-up>", (Wall((0.0, -2.0), (0.0, 2.0), 0.1, 1.0),),
+                    nodes={"a": (2.0, 0.0), "b": (4.0, 1.0)}, edges=(("a", "b"),))
+    sim = CrowdSim(room, seed=0)
+    sim.set_robot(3.0, -1.0)
+    for y in (0.0, 0.6):
+        sim.add_agent(AgentSpec("adult", 0.23, 1.3, (1.0, y), [(2.0, 0.0), (4.0, 1.0)], group=0))
+    navigation.desired_velocities(sim.agents, sim.speed_factor, 1.0, 0.05)
+    sim.step()
+
+
 class CrowdSim:
     """Pedestrians on a CrowdMap under the social force model, stepped at a fixed ``dt``."""
 
@@ -64,6 +87,7 @@ class CrowdSim:
                  params: dict[str, Any] | None = None):
         if not dt > 0:
             raise ValueError(f"dt must be > 0 s, not {dt!r}")
+        warm_up()
         self.map = crowd_map
         self.dt = float(dt)
         self.time_s = 0.0
