@@ -130,7 +130,8 @@ def _strictly_crosses(p0x, p0y, p1x, p1y, q0x, q0y, q1x, q1y):
 
 @njit(cache=True)
 def _closest(px, py, seg, w):
-    """(vector from wall w's closest point to p, its length, unit normal) as contacts.py documents."""
+    """(distance from wall w's closest point to p, unit normal from that point to p; the wall's left normal when p lies
+    on its line)."""
     ax, ay, bx, by = seg[w, 0], seg[w, 1], seg[w, 2], seg[w, 3]
     dx, dy = bx - ax, by - ay
     t = ((px - ax) * dx + (py - ay) * dy) / (dx * dx + dy * dy)
@@ -205,6 +206,19 @@ def _cells(px, py, cutoff):
 
 
 @njit(cache=True)
+def _scan_range(i, lo, hi, order, px, py, c2, out_i, out_j, fill, count):
+    """Pairs of i with the agents order[lo:hi] closer than sqrt(c2): counted, and written when ``fill``."""
+    for t in range(lo, hi):
+        j = order[t]
+        dx, dy = px[i] - px[j], py[i] - py[j]
+        if dx * dx + dy * dy < c2:
+            if fill:
+                out_i[count], out_j[count] = i, j
+            count += 1
+    return count
+
+
+@njit(cache=True)
 def _scan_pairs(px, py, cutoff, out_i, out_j, fill):
     """Count (fill False) or write (fill True) every unordered pair closer than ``cutoff``, once each."""
     n = px.shape[0]
@@ -216,25 +230,13 @@ def _scan_pairs(px, py, cutoff, out_i, out_j, fill):
     for s in range(n):
         i = order[s]
         key = cx[i] * ny + cy[i]
-        for t in range(s + 1, start[key + 1]):  # the rest of its own cell
-            j = order[t]
-            dx, dy = px[i] - px[j], py[i] - py[j]
-            if dx * dx + dy * dy < c2:
-                if fill:
-                    out_i[count], out_j[count] = i, j
-                count += 1
+        count = _scan_range(i, s + 1, start[key + 1], order, px, py, c2, out_i, out_j, fill, count)  # own cell
         for k in range(4):  # the whole of each half-stencil neighbour cell
             ox, oy = cx[i] + _HALF_STENCIL_X[k], cy[i] + _HALF_STENCIL_Y[k]
             if ox < 0 or ox >= nx or oy < 0 or oy >= ny:
                 continue
             other = ox * ny + oy
-            for t in range(start[other], start[other + 1]):
-                j = order[t]
-                dx, dy = px[i] - px[j], py[i] - py[j]
-                if dx * dx + dy * dy < c2:
-                    if fill:
-                        out_i[count], out_j[count] = i, j
-                    count += 1
+            count = _scan_range(i, start[other], start[other + 1], order, px, py, c2, out_i, out_j, fill, count)
     return count
 
 
@@ -494,7 +496,7 @@ def _obstacle_force(pos, radius, seg, half, origin, cell, nx, ny, cell_start, ce
             force[i, 1] += mag * ny_k[k]
 
 
-# --- contacts (contacts.py documents them) -----------------------------------------------------------------------
+# --- contacts (the module docstring, step 6) ---------------------------------------------------------------------
 
 @njit(cache=True)
 def _wall_candidates(old, pos, radius, seg, half, origin, cell, nx, ny, cell_start, cell_walls):
