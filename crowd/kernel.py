@@ -206,21 +206,21 @@ def _cells(px, py, cutoff):
 
 
 @njit(cache=True)
-def _scan_range(i, lo, hi, order, px, py, c2, out_i, out_j, fill, count):
-    """Pairs of i with the agents order[lo:hi] closer than sqrt(c2): counted, and written when ``fill``."""
+def _scan_range(i, lo, hi, order, px, py, c2, out_i, out_j, room, count):
+    """Pairs of i with the agents order[lo:hi] closer than sqrt(c2): counted, written while there is room."""
     for t in range(lo, hi):
         j = order[t]
         dx, dy = px[i] - px[j], py[i] - py[j]
         if dx * dx + dy * dy < c2:
-            if fill:
+            if count < room:
                 out_i[count], out_j[count] = i, j
             count += 1
     return count
 
 
 @njit(cache=True)
-def _scan_pairs(px, py, cutoff, out_i, out_j, fill):
-    """Count (fill False) or write (fill True) every unordered pair closer than ``cutoff``, once each."""
+def _scan_pairs(px, py, cutoff, out_i, out_j, room):
+    """Count every unordered pair closer than ``cutoff``, once each, writing the first ``room`` of them."""
     n = px.shape[0]
     count = 0
     if n < 2:
@@ -230,25 +230,31 @@ def _scan_pairs(px, py, cutoff, out_i, out_j, fill):
     for s in range(n):
         i = order[s]
         key = cx[i] * ny + cy[i]
-        count = _scan_range(i, s + 1, start[key + 1], order, px, py, c2, out_i, out_j, fill, count)  # own cell
+        count = _scan_range(i, s + 1, start[key + 1], order, px, py, c2, out_i, out_j, room, count)  # own cell
         for k in range(4):  # the whole of each half-stencil neighbour cell
             ox, oy = cx[i] + _HALF_STENCIL_X[k], cy[i] + _HALF_STENCIL_Y[k]
             if ox < 0 or ox >= nx or oy < 0 or oy >= ny:
                 continue
             other = ox * ny + oy
-            count = _scan_range(i, start[other], start[other + 1], order, px, py, c2, out_i, out_j, fill, count)
+            count = _scan_range(i, start[other], start[other + 1], order, px, py, c2, out_i, out_j, room, count)
     return count
 
 
 @njit(cache=True)
 def neighbour_pairs(px, py, cutoff):
-    """Every unordered pair (i, j) closer than ``cutoff`` through the cell list: O(N + candidate pairs)."""
-    dummy = np.empty(0, np.int64)
-    count = _scan_pairs(px, py, cutoff, dummy, dummy, False)
-    out_i = np.empty(count, np.int64)
-    out_j = np.empty(count, np.int64)
-    _scan_pairs(px, py, cutoff, out_i, out_j, True)
-    return out_i, out_j
+    """Every unordered pair (i, j) closer than ``cutoff`` through the cell list: O(N + candidate pairs).
+
+    One pass into room for 16 pairs per agent; only a crowd denser than that scans again, counting first."""
+    n = px.shape[0]
+    room = 16 * n + 16
+    out_i = np.empty(room, np.int64)
+    out_j = np.empty(room, np.int64)
+    count = _scan_pairs(px, py, cutoff, out_i, out_j, room)
+    if count > room:
+        out_i = np.empty(count, np.int64)
+        out_j = np.empty(count, np.int64)
+        _scan_pairs(px, py, cutoff, out_i, out_j, count)
+    return out_i[:count], out_j[:count]
 
 
 # --- forces ------------------------------------------------------------------------------------------------------
@@ -454,9 +460,11 @@ def _obstacle_force(pos, radius, seg, half, origin, cell, nx, ny, cell_start, ce
     worth from one corner (enough to hold a person in front of a 1 m door). A wall whose closest point lies
     within CORNER_MERGE_M of a nearer wall's, pushing within 45 degrees of the same way, is that corner again and
     is skipped; the two walls of an inside corner push at right angles and both count."""
-    kmax = 0
-    for c in range(cell_start.shape[0] - 1):
-        kmax = max(kmax, cell_start[c + 1] - cell_start[c])
+    kmax = 1
+    for i in range(pos.shape[0]):
+        key = _wall_cell(pos[i, 0], pos[i, 1], origin, cell, nx, ny)
+        if key >= 0:
+            kmax = max(kmax, cell_start[key + 1] - cell_start[key])
     dist_k = np.empty(kmax)
     nx_k = np.empty(kmax)
     ny_k = np.empty(kmax)
@@ -706,14 +714,14 @@ def _robot_force(pos, radius, dirs, robot, applies, factor, sigma, threshold, la
 @njit(cache=True)
 def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
          has_route, route_xy, route_len, route_gate, waypoint, target, final, goal_radius, robot_target,
-         override_v, override_g,
+         exit_on_arrival, override_v, override_g,
          seg, half, w_origin, w_cell, w_nx, w_ny, w_start, w_walls, w_reach,
          robot, P, dt):
     """One step for every agent (the module docstring lists what happens in order).
 
     Writes ``waypoint``, ``target``, ``final`` and ``gaze`` in place; returns (new positions, new velocities,
-    lost: agents that lost sight of their waypoint, arrived: on the goal within its radius or without a route,
-    0.0). ``robot`` is [present (1/0), x, y, radius]; ``P`` the parameter vector (P_* indices). When the wall
+    lost: agents that lost sight of their waypoint, leaving: on their goal within its radius and to leave there,
+    how many of each, 0.0). ``robot`` is [present (1/0), x, y, radius]; ``P`` the parameter vector (P_* indices). When the wall
     buckets (built for ``w_reach`` m) do not reach as far as this step needs, nothing is done and the last value
     is the reach needed: the caller rebuilds them and steps again."""
     n = pos.shape[0]
@@ -726,7 +734,7 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
         h_max = max(h_max, half[w])
     needed = max(P[P_OBST_THRESHOLD], CONTACT_SLACK_M + 2 * dt * P[P_MAX_SPEED_MULT] * v_max) + r_max + h_max
     if needed > w_reach:
-        return pos.copy(), vel.copy(), lost, np.zeros(n, np.bool_), needed
+        return pos.copy(), vel.copy(), lost, np.zeros(n, np.bool_), 0, 0, needed
     px, py = pos[:, 0].copy(), pos[:, 1].copy()
     for i in range(n):
         if has_route[i] and route_len[i] > 0:
@@ -875,8 +883,9 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
     _resolve(pos, new_pos, new_vel, radius, ci, cj, seg, half, w_origin, w_cell, w_nx, w_ny, w_start, w_walls,
              robot, int(P[P_ITERATIONS]))
 
-    # gaze: the walking direction (kept while standing), or the override where a hook set one
-    arrived = np.zeros(n, np.bool_)
+    # gaze: the walking direction (kept while standing), or the override where a hook set one; who leaves
+    leaving = np.zeros(n, np.bool_)
+    n_lost, n_leaving = 0, 0
     for i in range(n):
         vx, vy = new_vel[i, 0], new_vel[i, 1]
         speed = math.sqrt(vx * vx + vy * vy)
@@ -887,9 +896,9 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
             norm = math.sqrt(gx * gx + gy * gy)
             if norm > 1e-9:
                 gaze[i, 0], gaze[i, 1] = gx / norm, gy / norm
-        if not has_route[i]:
-            arrived[i] = True
-        elif final[i]:
+        if has_route[i] and final[i] and exit_on_arrival[i]:
             dx, dy = target[i, 0] - new_pos[i, 0], target[i, 1] - new_pos[i, 1]
-            arrived[i] = math.sqrt(dx * dx + dy * dy) <= goal_radius[i]
-    return new_pos, new_vel, lost, arrived, 0.0
+            leaving[i] = math.sqrt(dx * dx + dy * dy) <= goal_radius[i]
+            n_leaving += leaving[i]
+        n_lost += lost[i]
+    return new_pos, new_vel, lost, leaving, n_lost, n_leaving, 0.0

@@ -263,19 +263,19 @@ class CrowdSim:
             r = self.robot
             robot = np.array([1.0, r.x, r.y, r.radius, r.vx, r.vy])
         for _ in range(2):
-            new_pos, new_vel, lost, arrived, needed = kernel.step(
+            new_pos, new_vel, lost, leaving, n_lost, n_leaving, needed = kernel.step(
                 a.pos, a.vel, a.radius, a.v0, self.speed_factor, gidx, n_groups, a.gaze,
                 a.has_route, a.route_xy, a.route_len, a.route_gate, a.waypoint, a.target, a.final, a.goal_radius,
-                a.robot_target, self.override_velocity, self.override_gaze, *self.walls.kernel_args(), robot,
-                self._param_vector, self.dt)
+                a.robot_target, a.exit_on_arrival, self.override_velocity, self.override_gaze,
+                *self.walls.kernel_args(), robot, self._param_vector, self.dt)
             if not needed:
                 break
             self.walls.ensure_reach(needed)  # bigger bodies or faster steps than the wall buckets cover
         a.pos, a.vel = new_pos, new_vel
-        for row in np.flatnonzero(lost):
-            self._replan(int(row))
-        leaving = arrived & a.has_route & a.exit_on_arrival
-        if leaving.any():
+        if n_lost:
+            for row in np.flatnonzero(lost):
+                self._replan(int(row))
+        if n_leaving:
             self._remove_rows(np.flatnonzero(leaving))
 
     def _replan(self, row: int) -> None:
