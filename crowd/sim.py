@@ -5,10 +5,13 @@ One step (``dt`` seconds of simulated time)::
     time_s += dt (rounded to the nanosecond)
     reset the per-step arrays: override_velocity = NaN, override_gaze = NaN, speed_factor = 1
     run the hooks in order (generator, objective manager, ...): they may add/remove/move agents and set the arrays
-    route following -> desired velocity v0 x speed_factor toward the current waypoint (or the override's row)
-    forces: desired (relaxation), social (pairs within the cut-off, via a cell grid), walls, groups, robot
-    integrate (semi-implicit Euler: v += a dt, clamp |v|, x += v dt), keep bodies apart and out of walls/robot
-    gaze: the override where set, else the walking direction
+    one compiled call for everyone (crowd/kernel.py, which lists its parts):
+        route following by sight -> desired velocity v0 x speed_factor toward the current waypoint's gate (or the
+        override's row), at most the headway speed
+        forces: desired (relaxation), social (pairs within the cut-off, via a cell grid), walls, groups, robot
+        integrate (semi-implicit Euler: v += a dt, clamp |v|, x += v dt), keep bodies apart and out of walls/robot
+        gaze: the override where set, else the walking direction
+    a new route for agents that lost sight of their way
     remove agents that arrived at their final waypoint and have exit_on_arrival
 
 Two rules hooks should know:
