@@ -808,8 +808,11 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
 
     # a robot driving one's way is someone to follow too (else people catch it up from behind and bump into it),
     # for those the robot force acts on (a person walking up to it, or steered by an objective, has decided how
-    # to treat it); one standing or coming the other way is gone round by the robot force
-    if robot[0] > 0:
+    # to treat it); one standing or coming the other way is gone round by the robot force. Behind the robot the
+    # rule also caps the velocity itself (below): nobody pushes a robot along as a crowd pushes its queue
+    time_gap = P[P_TIME_GAP]
+    robot_limit = np.full(n, np.inf)
+    if robot[0] > 0 and time_gap > 0:
         for i in range(n):
             if overridden[i] or robot_target[i] or robot[4] * dirs[i, 0] + robot[5] * dirs[i, 1] < ROBOT_FOLLOW_MPS:
                 continue
@@ -818,9 +821,9 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
                              radius[i] + robot[3])
             gap += anticipation * max(robot[4] * dirs[i, 0] + robot[5] * dirs[i, 1], 0.0)
             headway[i] = min(headway[i], gap)
+            robot_limit[i] = max(gap, 0.0) / time_gap
 
     # the headway speed rule on the desired velocity, then the desired force
-    time_gap = P[P_TIME_GAP]
     limit = np.empty(n)
     queued = np.zeros(n, np.bool_)
     for i in range(n):
@@ -867,7 +870,10 @@ def step(pos, vel, radius, v0, speed_factor, gidx, n_groups, gaze,
         if speed > cap[i]:
             vx, vy = vx * cap[i] / speed, vy * cap[i] / speed
         along = vx * dirs[i, 0] + vy * dirs[i, 1]
-        if queued[i] and along < 0:
+        if along > robot_limit[i]:
+            vx -= (along - robot_limit[i]) * dirs[i, 0]
+            vy -= (along - robot_limit[i]) * dirs[i, 1]
+        elif queued[i] and along < 0:
             vx -= along * dirs[i, 0]
             vy -= along * dirs[i, 1]
         new_vel[i, 0], new_vel[i, 1] = vx, vy
