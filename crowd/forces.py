@@ -31,9 +31,9 @@ What is ours (not in pysocialforce), each documented where it is used:
   still act), with one constraint on the velocity itself: while the rule binds, the pushes of the crowd ahead do
   not walk a person backwards. People coming the other way and one's own group do not count (the social and group
   forces handle them); a robot counts while it drives one's way. Calibrated side by side with JuPedSim in
-  bench/crowd_fidelity.py: RMS 0.11 m/s against Weidmann (JuPedSim's collision-free speed model 0.19), 1.7-1.9
-  /(m s) through a 1 m door. Known departure: above ~3 persons/m^2 the crowd pushes itself on and the speed stops
-  falling (0.3-0.4 m/s at 4 /m^2, Weidmann 0.16).
+  bench/crowd_fidelity.py: RMS 0.09 m/s against Weidmann (JuPedSim's collision-free speed model 0.25 in the same
+  scene), 1.75-1.9 /(m s) through a 1 m door. Known departure: above ~3 persons/m^2 the crowd pushes itself on
+  and the speed stops falling (about 0.3 m/s at 4 /m^2, Weidmann 0.16).
 * ``navigation`` (sight_margin, lost_fraction, braking): route following by sight (crowd/navigation.py).
 * ``social_force.cutoff`` (3.0 m): pairs farther apart than this are not evaluated. pysocialforce evaluates all
   N^2 pairs; the cut-off is what lets a uniform grid (:func:`neighbour_pairs`) make sparse crowds cost O(N).
