@@ -8,6 +8,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
+WARM := $(BIN)/python -c "import crowd.sim; crowd.sim.warm_up()"  # compile the crowd's step once (numba caches it)
 
 .PHONY: demo test bench fuzz wheel-smoke clean
 
@@ -18,14 +19,17 @@ $(BIN)/python:
 # one stamp per set of extras and pyproject.toml version: a changed pyproject or a new extra installs again
 $(VENV)/.installed-core-$(SUM): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
+	$(WARM)
 	touch $@
 
 $(VENV)/.installed-test-$(SUM): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(WARM)
 	touch $@
 
 $(VENV)/.installed-bench-$(SUM): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(WARM)
 	touch $@
 
 demo: $(VENV)/.installed-core-$(SUM)

@@ -23,6 +23,14 @@ import pytest
 from runtime.bus import BusHost
 from runtime.transports import open_transport
 
+def pytest_sessionstart(session) -> None:
+    """Compile the crowd's step (numba) once, before any test starts a crowd process that must answer within a
+    deadline: the first compile after an install takes ~15 s, later processes load the disk cache in ~0.4 s."""
+    from crowd.sim import warm_up
+
+    warm_up()
+
+
 ASSEMBLY = "servo_chain"
 SERVO_IDS = tuple(range(1, 18))
 XM430_MODEL = 1020
