@@ -83,6 +83,10 @@ class TrialRecorder:
         self._flushed_through_s = 0.0
         self._closed = False
         self._lock = threading.Lock()
+        self._schemas: dict[str, int] = {}  # schema name -> id, for channels in another encoding (write_encoded)
+        # called with (topic, t_s, payload) after every write(): the Foxglove channels (foxglove.py) and a live
+        # viewer (trial/view) see exactly what the log gets; they must not change the payload
+        self.listeners: list[Any] = []
         self.flush()  # the header is on disk before the first message
 
     @property
@@ -112,6 +116,30 @@ class TrialRecorder:
             channel = self._channels.get(topic)
             if channel is None:
                 channel = self._register(topic)
+            sequence = self._sequence[topic]
+            self._sequence[topic] = sequence + 1
+            self._writer.add_message(channel, log_time=log_time, data=data, publish_time=log_time, sequence=sequence)
+        for listener in self.listeners:
+            listener(topic, t_s, payload)
+
+    def write_encoded(self, topic: str, t_s: float, data: bytes, schema: Any, message_encoding: str) -> None:
+        """Record one message already encoded (the Foxglove channels' protobuf): ``schema`` has ``name``,
+        ``encoding`` and ``data`` (a foxglove-sdk Schema), registered once per name. Listeners are not called."""
+        log_time = round(float(t_s) * 1e9)
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.path}: recorder is closed")
+            if t_s >= self._next_flush_s:
+                self._flush_to(math.floor(t_s / self.flush_every_s) * self.flush_every_s)
+            channel = self._channels.get(topic)
+            if channel is None:
+                schema_id = self._schemas.get(schema.name)
+                if schema_id is None:
+                    schema_id = self._schemas[schema.name] = self._writer.register_schema(
+                        name=schema.name, encoding=schema.encoding, data=bytes(schema.data))
+                channel = self._channels[topic] = self._writer.register_channel(
+                    topic=topic, message_encoding=message_encoding, schema_id=schema_id)
+                self._sequence[topic] = 0
             sequence = self._sequence[topic]
             self._sequence[topic] = sequence + 1
             self._writer.add_message(channel, log_time=log_time, data=data, publish_time=log_time, sequence=sequence)
