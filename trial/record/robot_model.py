@@ -34,7 +34,8 @@ def robot_model_message(robot: Any) -> dict[str, Any]:
                               "rpy": [float(v) for v in joint.placement.rpy],
                               "q": q_names.get(joint.idx_q) if joint.idx_q is not None else None}
         links.append(entry)
-    message = {"name": model.name, "links": links, "ring": _ring(robot)}
+    # no model name: it is made from the bus URL, which holds the crowd's randomly picked port (same seed, same bytes)
+    message = {"links": links, "ring": _ring(robot)}
     message["stand_z"] = _stand_height(message)
     return message
 

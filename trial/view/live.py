@@ -34,11 +34,14 @@ class SimControl:
         self._start_paused = start_paused
 
     def bind(self, robot: Any) -> None:
-        participant = getattr(robot.clock, "participant", None)
+        clock = robot.clock
+        while getattr(clock, "inner", None) is not None:  # a trial's DeadlineClock over the robot's own
+            clock = clock.inner
+        participant = getattr(clock, "participant", None)
         core, cond = getattr(participant, "core", None), getattr(participant, "cond", None)
         if core is None or cond is None or not hasattr(core, "pause"):
             self.available = False
-            kind = getattr(robot.clock, "kind", None)
+            kind = getattr(clock, "kind", None)
             self.why_not = ("pause needs the simulator's clock (this trial runs on the real clock)" if kind == "real"
                             else "pause needs the simulator's clock in this process")
             return
