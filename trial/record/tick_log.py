@@ -17,7 +17,9 @@
   ran);
 - ``/bus/stats`` once a second of log time for every bus (``bus`` says which); latency percentiles only on the
   real clock (they are wall time, which would make a simulated trial's log differ run to run);
-- ``/trial/meta`` and ``/map`` once, at t = 0.
+- ``/trial/meta``, ``/map``, ``/robot/model`` (the robot from its descriptors: robot_model.py) and, with a
+  scenario, ``/crowd/scenario`` once, at t = 0;
+- beside them the Foxglove channels (foxglove.py), made from these messages by a recorder listener.
 
 Message times are trial time: the robot's clock minus its reading when the recording started (0 for a sim
 clock), so under the simulator's clock the same trial gives the same bytes.
