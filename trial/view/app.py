@@ -221,7 +221,8 @@ class Viewer:
             if live is None and self.playing:
                 self.replay_t = min(self.replay_t + dt * self.speed, timeline.end_t)
                 self.playing = self.replay_t < timeline.end_t
-                self._slider_echo = True
+            if live is None and abs(self.slider.value - self.replay_t) > 0.05:
+                self._slider_echo = True  # the slider follows the replay's time without scrubbing it
                 try:
                     self.slider.value = round(self.replay_t, 1)
                 finally:

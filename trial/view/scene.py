@@ -52,7 +52,10 @@ class SceneDrawer:
         self.reset()
 
     def reset(self) -> None:
-        for node in self._nodes:
+        """Remove every node of the trial shown so far (the next one may have another map and robot)."""
+        leftovers = [getattr(self, name, None) for name in ("_rays", "_echoes", "_path", "_trails")]
+        for node in [*self._nodes, *(n for n in leftovers if n is not None),
+                     *(node for node, _ in getattr(self, "people", {}).values())]:
             node.remove()
         self._nodes = []
         self.poser: LinkPoser | None = None
@@ -184,7 +187,7 @@ class SceneDrawer:
                                                       np.asarray(colors, dtype=np.float32), thickness=0.015)
         if echoes:
             self._echoes = self.scene.add_point_cloud("/ring/echoes", np.asarray(echoes, dtype=np.float32),
-                                                      np.asarray(echo_colors, dtype=np.float32), point_size=0.12,
+                                                      np.asarray(echo_colors, dtype=np.float32), point_size=0.07,
                                                       point_shape="circle")
         elif self._echoes is not None:
             self._echoes.remove()
