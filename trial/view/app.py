@@ -25,6 +25,7 @@ from .scene import SceneDrawer
 from .timeline import Frame, Timeline
 
 FRAME_S = 0.1  # the page is redrawn at most this often (wall time)
+LINES_S = 0.5  # ...and the paths at most this often while a trial runs
 SPEEDS = ("0.25", "0.5", "1", "2", "4", "8", "16")
 DEFAULT_HOST = "127.0.0.1"
 
@@ -52,6 +53,8 @@ class Viewer:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._slider_echo = False
+        self._lines_due = 0.0
+        self._last_frame: Frame | None = None
         self._build_gui()
         self._thread = threading.Thread(target=self._loop, name="hil-view", daemon=True)
         self._thread.start()
@@ -231,11 +234,15 @@ class Viewer:
             key = (timeline.version, -1.0 if t is None else t)
         if key != self._drawn:
             frame = timeline.frame(t)
-            self.drawer.draw(frame)
+            now = time.monotonic()
+            lines = live is None or now >= self._lines_due
+            if lines:
+                self._lines_due = now + LINES_S
+            self.drawer.draw(frame, lines=lines)
             self._panels(frame, timeline, live)
-            self._drawn = key
-        elif live is not None:
-            self._panels(timeline.frame(None), timeline, live)
+            self._drawn, self._last_frame = key, frame
+        elif live is not None and self._last_frame is not None:
+            self._panels(self._last_frame, timeline, live)  # the state and the real-time factor change
         if self.camera == "follow":
             for client in self.server.get_clients().values():
                 self._aim(client)

@@ -15,11 +15,11 @@ import numpy as np
 
 from trial.record.palette import (ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, VIRTUAL_ECHO_RGB, WALL_HEIGHT_M,
                                   WALL_RGB, WALL_THICKNESS_M, doing_rgb)
-from trial.record.robot_model import LinkPoser, shape_matrix
+from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
 from .timeline import Frame
 
-Z_UP_CYLINDER = (1.0, 0.0, 0.0, 0.0)
+MOVED = 1e-4  # a link whose frame changed less than this (m, or rotation matrix entries) is not sent again
 
 
 def rgb255(rgb) -> tuple[int, int, int]:
@@ -95,6 +95,8 @@ class SceneDrawer:
         self.poser = LinkPoser(msg)
         self.ring = msg.get("ring")
         scene = self.scene
+        self.robot_node = self._keep(scene.add_frame("/robot", show_axes=False))
+        self._sent: list[np.ndarray | None] = [None] * len(msg["links"])
         for i, entry in enumerate(msg["links"]):
             frame = self._keep(scene.add_frame(f"/robot/l{i}", show_axes=False))
             self.link_nodes.append(frame)
@@ -120,22 +122,33 @@ class SceneDrawer:
                                   wxyz=wxyz)
 
     # --- every frame -----------------------------------------------------------------------------------------
-    def draw(self, frame: Frame) -> None:
+    def draw(self, frame: Frame, lines: bool = True) -> None:
+        """The scene at ``frame``; ``lines`` False leaves the paths as they are (they change slowly, and a long
+        path is the biggest message: the live page redraws them less often)."""
         with self.server.atomic():
-            if frame.robot is not None:
-                self._robot(frame.robot)
+            links = self._robot(frame.robot) if frame.robot is not None else None
             self._people(frame.people)
-            self._ring(frame)
-            self._lines(frame)
+            self._ring(frame, links)
+            if lines:
+                self._lines(frame)
 
-    def _robot(self, state: dict[str, Any]) -> None:
+    def _robot(self, state: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """Place the robot: its base node in the map, and (in the base's frame) only the links whose joints moved
+        since they were last sent; one forward kinematics per frame, shared with the ring."""
         if self.poser is None or "x" not in state:
-            return
+            return None
         self.robot_xy, self.robot_yaw = (state["x"], state["y"]), state["yaw"]
-        for node, m in zip(self.link_nodes, self.poser.world(state["x"], state["y"], state["yaw"],
-                                                            state.get("joints"))):
-            node.position = tuple(m[:3, 3])
-            node.wxyz = wxyz_of(m[:3, :3])
+        base = base_matrix(state["x"], state["y"], state["yaw"], self.poser.stand_z)
+        self.robot_node.position = tuple(base[:3, 3])
+        self.robot_node.wxyz = yaw_wxyz(state["yaw"])
+        local = self.poser.local(state.get("joints"))
+        for i, (node, m) in enumerate(zip(self.link_nodes, local)):
+            sent = self._sent[i]
+            if sent is None or float(np.abs(sent - m).max()) > MOVED:
+                node.position = tuple(m[:3, 3])
+                node.wxyz = wxyz_of(m[:3, :3])
+                self._sent[i] = m
+        return base, local
 
     def _people(self, people: list[dict[str, Any]]) -> None:
         seen = set()
@@ -157,13 +170,12 @@ class SceneDrawer:
         for pid in [p for p in self.people if p not in seen]:
             self.people.pop(pid)[0].remove()
 
-    def _ring(self, frame: Frame) -> None:
+    def _ring(self, frame: Frame, placed: tuple[np.ndarray, list[np.ndarray]] | None) -> None:
         ring, sensors = self.ring, frame.sensors
-        if ring is None or sensors is None or self.poser is None or frame.robot is None or "x" not in frame.robot:
+        if ring is None or sensors is None or placed is None:
             return
-        state = frame.robot
-        link = self.poser.world(state["x"], state["y"], state["yaw"], state.get("joints"))[
-            self.poser.index[ring["link"]]]
+        base, local = placed
+        link = base @ local[self.poser.index[ring["link"]]]
         sides = [("ring", sensors.get("ring_real", sensors.get("ring")), ECHO_RGB)]
         if "ring_virtual" in sensors:
             sides.append(("virtual", sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB))
