@@ -1,6 +1,6 @@
 # Every target creates .venv and installs what it needs from pyproject.toml; nothing else is assumed.
 #   make demo    the main job on the built-in virtual robot (installs hil alone)
-#   make test    the whole suite (hil + the test extra: only what the tests import)
+#   make test    the whole suite (hil + the test extra: only what the tests import; + view: the viewer they drive)
 #   make bench   side-by-side benchmarks (+ the bench extra: the peers, JuPedSim and pysocialforce among them)
 #   make fuzz    the long fuzz run against every server (1M messages each)
 #   make wheel-smoke   the wheel installed in a fresh venv outside the checkout, used from another folder
@@ -23,12 +23,12 @@ $(VENV)/.installed-core-$(SUM): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test-$(SUM): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,view]'
 	$(WARM)
 	touch $@
 
 $(VENV)/.installed-bench-$(SUM): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,view,bench]'
 	$(WARM)
 	touch $@
 

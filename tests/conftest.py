@@ -203,3 +203,18 @@ def arm():
     finally:
         sim.stop()
 
+
+
+SHORT_DEMO_S = 7.0  # the staged kid is spawned at 5 s: script lines, a person walking, the robot driving
+
+
+@pytest.fixture(scope="session")
+def short_demo_log(tmp_path_factory):
+    """trial.mcap of a 7 s demo (seed 0), recorded once for the Foxglove and viewer tests."""
+    from trial.presets import demo_spec
+    from trial.run import Trial
+
+    out = tmp_path_factory.mktemp("short-demo") / "demo"
+    result = Trial(spec=demo_spec(duration=SHORT_DEMO_S)).run(out)
+    assert result.status == "ok", result.error
+    return out / "trial.mcap"
