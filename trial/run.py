@@ -23,6 +23,7 @@ import traceback as traceback_mod
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import parse_qsl, urlsplit
 
 from .result import FAILED, INTERRUPTED, OK, Metrics, TrialResult
 from .spec import TrialSpec, load_trial_file, make_spec
@@ -151,7 +152,7 @@ class _Run:
         picked = self.crowd.endpoint if self.crowd is not None else None
         buses = [{"name": name, "url": host.transport.url.replace(picked, "CROWD") if picked else host.transport.url}
                  for name, host in robot.buses.items()]
-        meta = {"seed": spec.seed, "scenario": Path(str(task.scenario)).stem if task.scenario else
+        meta = {"seed": _effective_seed(spec.seed, robot), "scenario": Path(str(task.scenario)).stem if task.scenario else
                 ("background" if task.background else "none"), "profile": robot.profile.source,
                 "controller": controller.label, "clock": clock.kind or type(clock).__name__, "buses": buses,
                 "versions": versions(), "trial": spec.describe()}
@@ -254,3 +255,18 @@ def _report(folder: Path) -> tuple[Metrics | None, str | None]:
 
 
 __all__ = ["Trial", "TrialError", "TrialResult"]
+
+
+def _effective_seed(trial_seed: int, robot: Any) -> int:
+    """The seed the run really had: the trial's, or (trial seed left at its default 0) the one the profile gives
+    its crowd overlay or its bus URL, which then stays (trial/world.py)."""
+    if trial_seed != 0:
+        return trial_seed
+    crowd = getattr(robot.profile, "crowd", None)
+    if crowd is not None and crowd.seed:
+        return int(crowd.seed)
+    for host in robot.buses.values():
+        seed = dict(parse_qsl(urlsplit(host.transport.url).query)).get("seed")
+        if seed is not None and seed.isdigit():
+            return int(seed)
+    return 0
