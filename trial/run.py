@@ -148,7 +148,7 @@ class _Run:
         picked = self.crowd.endpoint if self.crowd is not None else None
         buses = [{"name": name, "url": host.transport.url.replace(picked, "CROWD") if picked else host.transport.url}
                  for name, host in robot.buses.items()]
-        meta = {"seed": spec.seed, "scenario": Path(str(task.scenario)).stem if task.scenario else
+        meta = {"seed": _seed_in_effect(spec, robot), "scenario": Path(str(task.scenario)).stem if task.scenario else
                 ("background" if task.background else "none"), "profile": robot.profile.source,
                 "controller": controller.label, "clock": clock.kind or type(clock).__name__, "buses": buses,
                 "versions": versions(), "trial": spec.describe()}
@@ -243,3 +243,18 @@ def _report(folder: Path) -> tuple[Metrics | None, str | None]:
 
 
 __all__ = ["Trial", "TrialError", "TrialResult"]
+
+
+def _seed_in_effect(spec: TrialSpec, robot: Any) -> int:
+    """The seed the run used: the trial's, or, left at its default 0, the one its profile gives (a sim:// bus's
+    ``seed=``, else a mixed trial's ``crowd: {seed:}``), which trial/world.py then leaves in effect."""
+    if spec.seed:
+        return spec.seed
+    from urllib.parse import parse_qsl, urlsplit
+
+    url = robot.bus.transport.url
+    seed = dict(parse_qsl(urlsplit(url).query)).get("seed") if url.startswith("sim://") else None
+    if seed is not None and seed.isdigit():
+        return int(seed)
+    crowd = robot.profile.crowd
+    return crowd.seed if crowd is not None else 0
