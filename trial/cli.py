@@ -158,7 +158,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
     if target.endswith((".yaml", ".yml")):
         spec = load_trial_file(target, **keys)
     else:
-        spec = make_spec(target, **keys)
+        spec = make_spec(target, source="hil trial", **keys)
     out = Path(args.out) if args.out else Path("trials") / f"{spec.label}-{spec.seed}"
     return _run_and_report(Trial(spec=spec), out, quiet=args.quiet)
 
@@ -167,14 +167,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.servo_chain:
         from runtime.servo_chain_demo import run_servo_chain_demo
 
-        run_servo_chain_demo(duration_s=3.0 if args.duration is None else args.duration)
+        from .spec import MAX_DURATION_S
+
+        duration = 3.0 if args.duration is None else args.duration
+        if not 0 < duration <= MAX_DURATION_S:  # also NaN
+            raise ValueError(f"hil demo: --duration must be > 0 and at most MAX_DURATION_S={MAX_DURATION_S:g} s (a "
+                             f"week), not {duration}")
+        run_servo_chain_demo(duration_s=duration)
         return 0
     from .presets import DEMO_DURATION_S, demo_spec
     from .run import Trial
 
     spec = demo_spec(seed=args.seed, scenario=args.scenario,
                      duration=DEMO_DURATION_S if args.duration is None else args.duration, gui=args.gui,
-                     crowd_endpoint=args.crowd, crowd_timeout_s=args.crowd_timeout)
+                     crowd_endpoint=args.crowd, crowd_timeout_s=args.crowd_timeout, source="hil demo")
     if spec.gui:
         _check_display()
     out = Path(args.out or f"trials/demo-{args.seed}")
@@ -189,10 +195,36 @@ def _check_display() -> None:
                          "only unwatched) or from a desktop session")
 
 
+def start_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean a trial could not start and that say where and what (a config file:line, a part's
+    descriptor, a bus, a crowd or clock that does not answer, a controller that cannot be loaded): printed as one
+    line, exit status 2. Anything else is a bug and keeps its traceback."""
+    from bridge.crowd_link import CrowdLinkError
+    from bridge.lockstep import LockstepError
+    from bridge.realtime import LinkError
+    from devices.descriptor import DescriptorError
+    from devices.yaml_source import ConfigError
+    from runtime.bus import BusError
+    from runtime.clock.base import ClockError
+    from runtime.drivers.part_driver import DriverCodeError
+    from runtime.model import ModelError
+    from runtime.robot.overlay import CrowdOverlayError
+    from runtime.robot.runner import ControllerError
+
+    from .task import TrialError
+
+    return (ConfigError, DescriptorError, ControllerError, BusError, ClockError, ModelError, OSError,
+            CrowdOverlayError, CrowdLinkError, LinkError, LockstepError, DriverCodeError, TrialError)
+
+
 def _run_and_report(trial, out: Path, *, quiet: bool) -> int:
     from .report.build import format_metrics
 
-    result = trial.run(out, progress=None if quiet else (lambda line: print(line, flush=True)))
+    try:
+        result = trial.run(out, progress=None if quiet else (lambda line: print(line, flush=True)))
+    except start_errors() as exc:
+        print(f"hil: error: {exc}", file=sys.stderr)
+        return 2
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
     if result.metrics is not None:
@@ -206,19 +238,14 @@ def _run_and_report(trial, out: Path, *, quiet: bool) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Exit 0 when the controller returned or ran its duration, 1 when it raised (traceback shown), 2 when the
     robot could not be opened (the message says where and what), 130 on Ctrl-C."""
-    from devices.yaml_source import ConfigError
-    from runtime.bus import BusError
-    from runtime.clock.base import ClockError
-    from runtime.model import ModelError
-    from runtime.robot.runner import ControllerError
-
     from .run import Trial
+    from .spec import make_spec
 
     try:
-        trial = Trial(args.controller, profile=args.profile, bus=args.bus, duration=args.duration,
-                      params=parse_params(args.param), end_on_goal=False)
+        trial = Trial(spec=make_spec(args.controller, source="hil run", profile=args.profile, bus=args.bus,
+                                     duration=args.duration, params=parse_params(args.param), end_on_goal=False))
         result = trial.run(args.record)
-    except (ConfigError, ControllerError, BusError, ClockError, ModelError, OSError) as exc:
+    except start_errors() as exc:
         print(f"hil: error: {exc}", file=sys.stderr)
         return 2
     if result.traceback:
