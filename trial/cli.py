@@ -1,4 +1,5 @@
-"""The trial layer's subcommands of ``hil``: ``trial``, ``demo``, ``run`` and ``report`` (all through trial.run.Trial).
+"""The trial layer's subcommands of ``hil``: ``trial``, ``demo``, ``run`` and ``report`` (all through trial.run.Trial),
+and ``log repair`` (trial/record/repair.py).
 
 Exit status: 0 the trial ran to its end (duration, goal, or the controller returned); 1 the controller raised or
 the world or crowd failed (the traceback or the reason is printed, and the folder keeps what was recorded); 2 the
@@ -82,7 +83,20 @@ def register(sub) -> None:
 
     report = sub.add_parser("report", help="rebuild metrics.json and topdown.png of a trial folder from its log")
     report.add_argument("dir", help="trial folder holding trial.mcap")
+    report.add_argument("--no-repair", action="store_true",
+                        help="leave a log cut short by a crash as it is (default: repair it first, as `hil log "
+                             "repair` does, so that every MCAP tool opens it; the original is kept)")
     report.set_defaults(func=cmd_report)
+
+    from .record import repair
+
+    log = sub.add_parser("log", help="trial logs: repair one cut short by a crash (hil log repair DIR)")
+    actions = log.add_subparsers(dest="log_action", required=True, metavar="ACTION")
+    fix = actions.add_parser("repair", help="rewrite a log cut short by a crash complete and indexed, so that "
+                                            "every MCAP tool opens it", description=repair.__doc__,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    repair.add_arguments(fix)
+    fix.set_defaults(func=repair.run)
 
 
 def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
