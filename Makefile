@@ -18,9 +18,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# every server fed 1,000,000 seeded random messages (make test sends 10,000 each)
+# every server fed FUZZ_N seeded random messages (make test sends 10,000 each); a shorter run: make fuzz FUZZ_N=100000
+FUZZ_N ?= 1000000
 fuzz: $(STAMP)
-	FUZZ_N=1000000 $(BIN)/python -m pytest tests/test_fuzz_servers.py
+	FUZZ_N=$(FUZZ_N) $(BIN)/python -m pytest tests/test_fuzz_servers.py --durations=0
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

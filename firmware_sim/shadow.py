@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Self
 
 import numpy as np
 import pybullet as p
@@ -134,7 +133,7 @@ class ShadowWorld:
     def close(self) -> None:
         self.world.close()
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> "ShadowWorld":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -18,7 +18,6 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from typing import Self
 
 import pybullet as p
 
@@ -170,7 +169,7 @@ class World:
         finally:
             self.meshes.close()
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> "World":
         return self
 
     def __exit__(self, *exc) -> None:
