@@ -21,7 +21,7 @@ test: $(STAMP)
 # every server fed FUZZ_N seeded random messages (make test sends 10,000 each); a shorter run: make fuzz FUZZ_N=100000
 FUZZ_N ?= 1000000
 fuzz: $(STAMP)
-	FUZZ_N=$(FUZZ_N) $(BIN)/python -m pytest tests/test_fuzz_servers.py --durations=0
+	FUZZ_N=$(FUZZ_N) $(BIN)/python -m pytest tests/test_fuzz_servers.py --durations=0 -o faulthandler_timeout=0
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

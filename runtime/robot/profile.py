@@ -121,9 +121,11 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
 MAX_STALL_TIMEOUT_S = 3600.0  # a lockstep participant silent for an hour is gone, not slow
 MAX_BUS_TIMEOUT_MS = 10_000.0  # a reply 10 s late is no reply (a process peer gets PEER_PROCESS_LATENCY_S on top)
 MAX_BUS_RETRIES = 100
-_BOUNDS = {"stall_timeout_s": (0.0, MAX_STALL_TIMEOUT_S, "MAX_STALL_TIMEOUT_S"),
-           "bus_timeout_ms": (0.0, MAX_BUS_TIMEOUT_MS, "MAX_BUS_TIMEOUT_MS"),
-           "bus_retries": (0, MAX_BUS_RETRIES, "MAX_BUS_RETRIES")}
+_BOUNDS = {  # key -> (low, whether low itself is allowed, high, the bound's name in errors)
+    "stall_timeout_s": (0.0, False, MAX_STALL_TIMEOUT_S, "MAX_STALL_TIMEOUT_S"),
+    "bus_timeout_ms": (0.0, False, MAX_BUS_TIMEOUT_MS, "MAX_BUS_TIMEOUT_MS"),
+    "bus_retries": (0, True, MAX_BUS_RETRIES, "MAX_BUS_RETRIES"),
+}
 
 
 def load_profile(profile: str | Path | Mapping[str, Any], *, bus: str | None = None) -> Profile:
@@ -198,10 +200,11 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         if not endpoint.startswith(ENDPOINT_SCHEMES):
             raise error("clock_endpoint", f"clock_endpoint must start with {' or '.join(ENDPOINT_SCHEMES)}, "
                                           f"not {endpoint!r}")
-    for key, (low, high, bound) in _BOUNDS.items():
-        if key in doc and not (low < doc[key] <= high if key != "bus_retries" else low <= doc[key] <= high):
-            raise error(key, f"{key} must be {'>=' if key == 'bus_retries' else '>'} {low:g} and at most "
-                             f"{bound}={high:g}, not {doc[key]!r}")
+    for key, (low, low_ok, high, bound) in _BOUNDS.items():
+        value = doc.get(key)
+        if value is not None and not ((value >= low if low_ok else value > low) and value <= high):  # NaN too
+            raise error(key, f"{key} must be {'>=' if low_ok else '>'} {low:g} and at most {bound}={high:g}, "
+                             f"not {value!r}")
     _check_urls(doc, buses, source, bus_override)
     start_pose = parse_start_pose(doc["start_pose"], source, _line(doc, "start_pose")) if "start_pose" in doc else None
     crowd = parse_crowd(doc["crowd"], source, _line(doc, "crowd"), clock) if "crowd" in doc else None
