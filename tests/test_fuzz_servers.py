@@ -107,6 +107,27 @@ def _pty_exchange(fd: int, data: bytes, decoder: StreamDecoder) -> list:
     return events
 
 
+def _write_draining(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the non-blocking pty, reading (and dropping) the device's replies meanwhile: when
+    the device is slower than we are (a loaded machine) the pty fills up both ways, and the device only reads on
+    once its replies are taken."""
+    view = memoryview(data)
+    deadline = time.monotonic() + DEADLINE_S
+    while view:
+        readable, writable, _ = select.select([fd], [fd], [], 0.1)
+        if readable:
+            os.read(fd, 65536)
+        if writable:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                pass
+            deadline = time.monotonic() + DEADLINE_S
+        assert time.monotonic() < deadline, "the device stopped reading its line"
+    while select.select([fd], [], [], 0.002)[0]:  # keep the pty from filling up with replies
+        os.read(fd, 65536)
+
+
 def _ping_answered(fd: int) -> bool:
     decoder = StreamDecoder()
     os.write(fd, encode_request(Ping(1)))
@@ -142,10 +163,8 @@ def test_virtual_device_survives_oversized_reads_and_random_frames():
         for k in range(FUZZ_N):
             batch += mutate(rng, rng.choice(valid))
             if len(batch) > 2048 or k == FUZZ_N - 1:
-                os.write(fd, bytes(batch))
+                _write_draining(fd, bytes(batch))
                 batch.clear()
-                while select.select([fd], [], [], 0.002)[0]:  # keep the pty from filling up with replies
-                    os.read(fd, 65536)
         time.sleep(0.05)  # let a partial frame at the end be dropped as the line goes quiet
         while select.select([fd], [], [], 0.02)[0]:
             os.read(fd, 65536)
