@@ -42,7 +42,7 @@ bench: $(VENV)/.installed-bench-$(SUM)
 	$(BIN)/python -m bench
 
 fuzz: $(VENV)/.installed-test-$(SUM)
-	FUZZ_N=$${FUZZ_N:-1000000} $(BIN)/python -m pytest tests/test_fuzz_servers.py -q
+	FUZZ_N=$${FUZZ_N:-1000000} $(BIN)/python -m pytest tests/test_fuzz_servers.py -q --durations=0 -o faulthandler_timeout=0
 
 wheel-smoke:
 	bash .ci/wheel_smoke

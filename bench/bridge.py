@@ -13,7 +13,8 @@
                 crowd intended them (actual = intended). Its cost is split with the crowd's own work
                 (``apply_tick`` + ``intents``) timed in this process on an identical crowd.
    The servers report the request and reply sizes they saw, so the raw and codec sides are checked to move the
-   same bytes. Target: codec/raw <= 2x.
+   same bytes. Target: codec/raw <= 2x. Beside it, the crowd's decode of the same tick into checked values: the
+   old ``unpack`` + hand coercion against the msgspec typed decode (bridge/schema.py), as a ratio.
 
 2. The full trial (the demo preset through ``trial.Trial``: crowd subprocess, commbot in the arcade on the sim clock, guide
    controller, MCAP recording, report) against bare pybullet stepping of the same world: a DIRECT client built by
@@ -354,6 +355,61 @@ def codec_cpu_us(people: int, repeats: int) -> dict[str, float]:
     return out
 
 
+def legacy_tick_decode(data: bytes):
+    """The tick as the crowd decoded it before bridge/schema.py (issue 18): ``envelope.unpack`` (msgpack to dicts),
+    then every field coerced by hand (``float()``/``int()``: 1.9 became 1, "1e3" became 1000.0, NaN passed).
+    Kept here only as the peer of the typed decode; returns (t, robot tuple, rows) like the typed side."""
+    from bridge.crowd_link import REQUESTS, STATE_FIELDS
+    from bridge.envelope import EnvelopeError, unpack
+
+    payload = unpack(data, REQUESTS).payload
+    t = float(payload["t"])
+    robot = payload.get("robot")
+    pose = None if robot is None else (
+        float(robot["x"]), float(robot["y"]), float(robot.get("yaw", 0.0)), float(robot.get("vx", 0.0)),
+        float(robot.get("vy", 0.0)), float(robot.get("radius", 0.3)))
+    columns = payload.get("people")
+    if not columns:
+        return t, pose, []
+    if not isinstance(columns, dict) or not all(isinstance(columns.get(k), list) for k in STATE_FIELDS):
+        raise EnvelopeError(f"people must be a map of columns {', '.join(STATE_FIELDS)}")
+    if len({len(columns[k]) for k in STATE_FIELDS}) != 1:
+        raise EnvelopeError("people columns differ in length")
+    parsed = [list(map(int if name == "id" else float, columns[name])) for name in STATE_FIELDS]
+    return t, pose, list(zip(*parsed))
+
+
+def typed_tick_decode(data: bytes):
+    """The tick as the crowd decodes it now (crowd/serve.py TICK_DECODER: msgspec, checked while decoded: types,
+    finite values, bounds), in the same shape as :func:`legacy_tick_decode`."""
+    from crowd.serve import TICK_DECODER
+
+    payload = TICK_DECODER.decode(data).payload
+    r = payload.robot
+    pose = None if r is None else (r.x, r.y, r.yaw, r.vx, r.vy, r.radius)
+    return payload.t, pose, payload.rows()
+
+
+def typed_decode_us(people: int, repeats: int, rounds: int) -> dict[str, float]:
+    """Microseconds to decode one ``people``-person tick into checked values, the old unpack + coerce path and the
+    msgspec typed decode alternating in rounds (median of the rounds); both must give the same values."""
+    request = messages(people)[0]
+    sides = {"unpack + coerce": legacy_tick_decode, "typed decode": typed_tick_decode}
+    assert legacy_tick_decode(request) == typed_tick_decode(request), "the two decodes disagree"
+    per_round: dict[str, list[float]] = {name: [] for name in sides}
+    for r in range(rounds + 1):  # the first round warms up
+        for name, decode in (list(sides.items()) if r % 2 else list(sides.items())[::-1]):
+            gc.collect()
+            start = time.perf_counter()
+            for _ in range(repeats):
+                decode(request)
+            if r:
+                per_round[name].append((time.perf_counter() - start) / repeats * 1e6)
+    med = {name: statistics.median(v) for name, v in per_round.items()}
+    return {"legacy_us": med["unpack + coerce"], "typed_us": med["typed decode"],
+            "ratio": med["unpack + coerce"] / med["typed decode"]}
+
+
 def crowd_work_us(people: int, seed: int, ticks: int, rounds: int) -> float:
     """Median over rounds of the crowd's own work per tick (apply_tick: take the world's state and step 0.1 s;
     intents: the Person list), in this process on the crowd the full side's server holds."""
@@ -406,6 +462,7 @@ def bridge_section(people: int = 50, ticks: int = 2000, rounds: int = 9, full_ti
             for server in servers.values():
                 server.close()
     cpu = codec_cpu_us(people, max(20, ticks // 4))
+    typed = typed_decode_us(people, max(20, ticks // 4), rounds)
     crowd_us = crowd_work_us(people, seed, full_ticks, rounds)
 
     med = {name: statistics.median(v) for name, v in per_tick.items()}
@@ -425,6 +482,9 @@ def bridge_section(people: int = 50, ticks: int = 2000, rounds: int = 9, full_ti
     out("  codec CPU per tick, both ends in one process, no sockets: "
         + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()) + f" = {cpu_total:.1f} us")
     out(f"  codec - raw = {codec_us - raw_us:.1f} us per tick; the codec's CPU above, both ends: {cpu_total:.1f} us")
+    out(f"  the crowd's decode of one {people}-person tick into checked values, {rounds} alternating rounds: unpack + "
+        f"coerce (before issue 18) {typed['legacy_us']:.1f} us, msgspec typed decode {typed['typed_us']:.1f} us: "
+        f"typed {typed['ratio']:.2f}x as fast")
     bridge_part = full_us - crowd_us
     out(f"  full tick split: crowd work (apply_tick + intents, same {people} agents, in-process) {crowd_us:.1f} us "
         f"= {crowd_us / full_us:.0%}; bridge and transport (the rest) {bridge_part:.1f} us "
@@ -436,7 +496,7 @@ def bridge_section(people: int = 50, ticks: int = 2000, rounds: int = 9, full_ti
     return {"others_cores": meter.others, "people": people, "request_bytes": len(request),
             "reply_bytes": len(reply), "seen": seen, "ticks": {kind: closed[kind]["ticks"] for kind in KINDS},
             "agents": closed["full"]["agents"], "replied": replied, "raw_us": raw_us, "codec_us": codec_us,
-            "full_us": full_us, "crowd_us": crowd_us, "codec_cpu_us": cpu, "ratio": ratio}
+            "full_us": full_us, "crowd_us": crowd_us, "codec_cpu_us": cpu, "typed_decode": typed, "ratio": ratio}
 
 
 # --- part 2: the full trial against bare pybullet ------------------------------------------------------------------

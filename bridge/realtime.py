@@ -90,21 +90,24 @@ def reachable(advertised: str, control: str) -> str:
     return f"tcp://{urlsplit(control).netloc.rpartition(':')[0]}:{port}"
 
 
+REPLAY_WINDOW = 16  # a seq more than this below the newest is the sender's word again, not an old message
+
+
 @dataclass
 class Freshness:
-    """The newest ``seq`` seen per sender session: older or repeated messages are stale. A new session (a
-    restarted peer) starts over."""
+    """The newest ``seq`` seen per sender session: a repeated message, or one a little older than the newest, is
+    stale. A new session (a restarted peer) starts over, and so does a seq more than REPLAY_WINDOW below the
+    newest: over one stream, messages arrive in order, so that is not an old message but a sender whose newest
+    seq was a forged or corrupted one (a single message with seq 2**62 would otherwise silence the real sender
+    for ever; now for at most REPLAY_WINDOW messages)."""
 
     session: str | None = None
     seq: int = -1
 
     def accept(self, session: str, seq: int) -> bool:
-        if session != self.session:
-            self.session, self.seq = session, seq
-            return True
-        if seq <= self.seq:
+        if session == self.session and self.seq - REPLAY_WINDOW <= seq <= self.seq:
             return False
-        self.seq = seq
+        self.session, self.seq = session, seq
         return True
 
 

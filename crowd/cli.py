@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 
+MIN_DT_S, MAX_DT_S = 0.001, 1.0  # the crowd's step: finer is a hang (1e-9 s), coarser walks people through walls
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", choices=("run", "objectives"), default="run",
@@ -132,8 +134,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("hil crowd: --generate goes with --script (without a script generation is on anyway)")
     if args.script and args.duration is not None:
         raise ValueError("hil crowd: --duration and --script do not go together: the script's last line ends the run")
-    if args.dt <= 0:
-        raise ValueError(f"hil crowd: --dt must be > 0, not {args.dt}")
+    from .script import MAX_DURATION_S
+
+    if not MIN_DT_S <= args.dt <= MAX_DT_S:  # also NaN
+        raise ValueError(f"hil crowd: --dt must be {MIN_DT_S:g}..{MAX_DT_S:g} s (MIN_DT_S..MAX_DT_S), not {args.dt}")
+    if args.duration is not None and not 0 < args.duration <= MAX_DURATION_S:
+        raise ValueError(f"hil crowd: --duration must be > 0 and at most MAX_DURATION_S={MAX_DURATION_S:g} s (a "
+                         f"week of crowd time), not {args.duration}")
+    if args.sample is not None and not 0 < args.sample <= MAX_DURATION_S:
+        raise ValueError(f"hil crowd: --sample must be a period > 0 s (at most MAX_DURATION_S), not {args.sample}")
     security = _security(args)
     if args.allow_objectives:
         from .objectives import allow_user_modules

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from devices import config_path
-from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file
+from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_mapping
 
 WHAT = {"crowd": "rates file", "maps": "map", "scenarios": "scenario"}
 
@@ -24,10 +24,7 @@ def resolve(name_or_path: str | Path, kind: str, suffix: str = ".yaml") -> Path:
 
 def load(name_or_path: str | Path, kind: str) -> SourceDict:
     """Load a YAML mapping with line numbers; a file that is not a mapping is an error at its first line."""
-    data = load_yaml_file(resolve(name_or_path, kind))
-    if not isinstance(data, SourceDict):
-        raise ConfigError(str(name_or_path), 1, "the file must be a YAML mapping")
-    return data
+    return load_yaml_mapping(resolve(name_or_path, kind), WHAT.get(kind, kind))
 
 
 def mapping(parent: SourceDict, key: str, what: str, required: bool = True) -> SourceDict:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from devices.map_format import Wall, is_number, no_unknown, parse_walls, positive, resolve_map
+from devices.map_format import MAX_COORDINATE_M, Wall, is_number, no_unknown, parse_walls, positive, resolve_map
 from devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require
 
 SECTIONS = ("name", "defaults", "walls", "places", "entrances", "graph", "plazas")
@@ -338,6 +338,9 @@ def parse_crowd_map(doc: object, source: str) -> CrowdMap:
 def _xy(value: object, where: ConfigError, what: str) -> Point:
     if not isinstance(value, list) or len(value) != 2 or not all(is_number(v) for v in value):
         raise ConfigError(where.source, where.line, f"{what} must be [x, y] in metres, not {value!r}")
+    if any(abs(v) > MAX_COORDINATE_M for v in value):
+        raise ConfigError(where.source, where.line, f"{what} {value!r} is beyond MAX_COORDINATE_M="
+                                                    f"{MAX_COORDINATE_M:g} from the map's origin")
     return float(value[0]), float(value[1])
 
 

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 class VirtualBusDevice:
     def __init__(self, parts: Iterable[PartFirmware], *, timing: WireTiming | None = None,
                  faults: FaultInjector | None = None, clock: Callable[[], float] = time.perf_counter,
-                 ticker: Callable[[float], None] | None = None, tick_period_s: float | None = None):
+                 ticker: Callable[[float, int | None], bool] | None = None, tick_period_s: float | None = None):
         self.parts: list[PartFirmware] = list(parts)
         self.timing = timing
         self.faults = faults
@@ -68,20 +68,24 @@ class VirtualBusDevice:
         return sorted((p for p in self.parts if p.id not in vanished), key=lambda p: p.id)
 
     # byte interface
-    def tick(self, now: float | None = None) -> None:
-        """Let time pass for whatever the parts live in (a world paced to the clock); no-op without a ticker."""
-        if self.ticker is not None:
-            with self.lock:
-                self.ticker(self.clock() if now is None else now)
-
-    def receive(self, data: bytes) -> None:
-        """Take bytes from the wire; every complete instruction is executed and its replies queued."""
+    def tick(self, now: float | None = None, max_steps: int | None = None) -> bool:
+        """Let time pass for whatever the parts live in (a world paced to the clock), at most ``max_steps``
+        physics steps of it; True while it is still behind (no-op, False, without a ticker)."""
+        if self.ticker is None:
+            return False
         with self.lock:
-            self._receive(data)
+            return bool(self.ticker(self.clock() if now is None else now, max_steps))
 
-    def _receive(self, data: bytes) -> None:
+    def receive(self, data: bytes, max_steps: int | None = None) -> None:
+        """Take bytes from the wire; every complete instruction is executed and its replies queued. The world is
+        brought up to now first, by at most ``max_steps`` steps (a serve loop that keeps it moving between
+        instructions passes a small number, so that a world behind the clock never delays the answer)."""
+        with self.lock:
+            self._receive(data, max_steps)
+
+    def _receive(self, data: bytes, max_steps: int | None) -> None:
         now = self.clock()
-        self.tick(now)
+        self.tick(now, max_steps)
         if self.faults is not None:
             data = self.faults.corrupt(data)
         arrival = self._arrival_time(now, len(data))

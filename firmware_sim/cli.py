@@ -6,15 +6,20 @@ start the device as a subprocess and read one line.
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import threading
+
+from devices.map_format import MAX_COORDINATE_M
 
 from .assembly import load_assembly
 from .bus_device import VirtualBusDevice
 from .faults import FaultInjector
 from .serve import serve_pty, serve_tcp
 from .timing import WireTiming
+
+MAX_OPTION_S = 3600.0  # --watchdog-ms, --stall-timeout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_device(args: argparse.Namespace) -> VirtualBusDevice:
     """The device the arguments describe: embodied in a world when the parts describe themselves."""
+    _check_durations(args)
     assembly = load_assembly(args.assembly)
     timing = WireTiming.parse(args.baud, args.latency_ms, return_delay=not args.no_return_delay)
     faults = None
@@ -75,7 +81,18 @@ def _pose(text: str) -> tuple[float, float, float]:
         x, y, yaw = (float(v) for v in text.split(","))
     except ValueError:
         raise ValueError(f"--pose {text!r}: expected x,y,yaw (three numbers)") from None
+    if not all(math.isfinite(v) and abs(v) <= MAX_COORDINATE_M for v in (x, y, yaw)):
+        raise ValueError(f"--pose {text!r}: x, y, yaw must be finite and within MAX_COORDINATE_M={MAX_COORDINATE_M:g}")
     return x, y, yaw
+
+
+def _check_durations(args: argparse.Namespace) -> None:
+    """--watchdog-ms (0: off) and --stall-timeout (> 0): at most an hour; NaN or 1e12 is a typo, not a setting."""
+    checks = (("--watchdog-ms", args.watchdog_ms, 0.0 <= args.watchdog_ms <= MAX_OPTION_S * 1000, "0..3.6e6 ms"),
+              ("--stall-timeout", args.stall_timeout, 0.0 < args.stall_timeout <= MAX_OPTION_S, "> 0, up to 3600 s"))
+    for flag, value, ok, allowed in checks:
+        if not ok:
+            raise ValueError(f"hil sim: {flag} must be {allowed} (MAX_OPTION_S: an hour), not {value}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from typing import Callable
 from .bus_device import VirtualBusDevice
 
 SPIN_S = 0.0012  # below this, wait by spinning: a select() wakes up too late for emulated wire timing
+STEPS_PER_LOOK = 1  # physics steps of a paced world between two looks at the line: a reply waits for one at most
 LINE_IDLE_S = 0.005  # a partial instruction followed by this much silence is dropped (hosts write whole frames)
 
 
@@ -48,9 +49,9 @@ def serve_fd(device: VirtualBusDevice, fd: int, stop: threading.Event,
     while not stop.is_set():
         release = device.next_release_s()
         timeout = 0.1 if release is None else max(0.0, release - clock())
-        if device.tick_period_s:
-            device.tick()  # a world paced to the clock keeps moving while the host is silent
-            timeout = min(timeout, device.tick_period_s)
+        if device.tick_period_s:  # a world paced to the clock keeps moving while the host is silent, one step
+            behind = device.tick(max_steps=STEPS_PER_LOOK)  # at a time between looks at the line
+            timeout = 0.0 if behind else min(timeout, device.tick_period_s)
         if device.partial_bytes:
             timeout = min(timeout, max(0.0, last_rx + LINE_IDLE_S - clock()) + SPIN_S)
         if release is not None and timeout < SPIN_S:
@@ -73,7 +74,7 @@ def serve_fd(device: VirtualBusDevice, fd: int, stop: threading.Event,
                 continue
             if data:
                 last_rx = clock()
-                device.receive(data)
+                device.receive(data, max_steps=STEPS_PER_LOOK)
         _flush(device, fd, clock)
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from time import perf_counter, sleep  # the originals: a patched time module must not reach the device
 
 BITS_PER_BYTE = 10
+MIN_BAUD, MAX_BAUD = 9600, 10_500_000  # the Dynamixel X series' range (9600 bps .. 10.5 Mbps)
+MAX_LATENCY_MS = 1000.0  # an FTDI latency timer goes to 255 ms; a second is already no adapter
 
 
 @dataclass
@@ -29,7 +31,12 @@ class WireTiming:
     @classmethod
     def parse(cls, baud: int | None, latency_ms: float | None = None, wire: bool = True,
               return_delay: bool = True) -> "WireTiming | None":
-        """The timing asked for on a command line or URL; None when nothing is emulated."""
+        """The timing asked for on a command line or URL; None when nothing is emulated. Out-of-range values are
+        a ValueError naming the bound (a latency of 1e9 ms would queue every reply for ever)."""
+        if baud is not None and not MIN_BAUD <= baud <= MAX_BAUD:
+            raise ValueError(f"baud {baud} is outside MIN_BAUD..MAX_BAUD = {MIN_BAUD}..{MAX_BAUD}")
+        if latency_ms is not None and not 0.0 <= latency_ms <= MAX_LATENCY_MS:  # also NaN
+            raise ValueError(f"latency {latency_ms} ms is outside 0..MAX_LATENCY_MS={MAX_LATENCY_MS:g} ms")
         if baud is None and not latency_ms:
             return None
         return cls(baud=baud or 1_000_000, wire=wire and baud is not None, return_delay=return_delay,

@@ -23,6 +23,9 @@ def test_tick_sides_move_the_same_bytes_and_count_their_ticks():
     for key in ("raw_us", "codec_us", "full_us", "crowd_us", "ratio"):
         assert result[key] > 0 and math.isfinite(result[key]), key
     assert all(v > 0 for v in result["codec_cpu_us"].values())
+    typed = result["typed_decode"]
+    assert typed["legacy_us"] > 0 and typed["typed_us"] > 0 and math.isfinite(typed["ratio"]) and typed["ratio"] > 0
+    assert any("msgspec typed decode" in line for line in lines)
     assert any("target: bridge/raw <= 2x" in line for line in lines)
 
 

@@ -22,6 +22,7 @@ from bridge.envelope import pack, unpack
 from bridge.realtime import (
     CONNECTED,
     LOST,
+    REPLAY_WINDOW,
     Freshness,
     LinkError,
     RealtimeCrowdLink,
@@ -29,7 +30,7 @@ from bridge.realtime import (
     reachable,
     stream_endpoints,
 )
-from runtime.transports import open_transport
+from runtime.transports import TransportError, open_transport
 
 POSE = (-18.0, 0.0, 0.0)  # the arcade's west end, where the guide robot starts
 CROWD_ARGS = ("--map", "arcade", "--seed", "3", "--start", "sat 14:00")  # people appear about 1 s in
@@ -302,8 +303,8 @@ def test_the_crowd_dies_the_world_goes_on_and_takes_a_new_crowd_on_the_same_endp
 def test_a_realtime_crowd_beside_a_sim_clock_world_is_refused():
     with pytest.raises(ValueError, match="crowd_mode=realtime needs clock=real.*deterministic only .*lockstep"):
         realtime_world("tcp://127.0.0.1:1", clock="sim")
-    with pytest.raises(ValueError, match="crowd_mode must be one of lockstep, realtime, not 'fast'"):
-        open_transport("sim://commbot?crowd=tcp://127.0.0.1:1&crowd_mode=fast")
+    with pytest.raises(TransportError, match="crowd_mode='fast' is not one of lockstep, realtime"):
+        open_transport("sim://commbot?crowd=tcp://127.0.0.1:1&crowd_mode=fast")  # refused before a world is built
 
 
 def test_no_crowd_at_the_endpoint_is_named_at_once():
@@ -386,3 +387,7 @@ def test_stream_endpoints_and_freshness():
     fresh = Freshness()
     assert [fresh.accept("a", s) for s in (1, 3, 2, 3)] == [True, True, False, False]
     assert fresh.accept("b", 1), "a restarted peer counts again from 1"
+    # one forged or corrupted message with an absurd seq does not silence the real sender for ever (issue 18)
+    assert fresh.accept("b", 2 ** 62) and not fresh.accept("b", 2 ** 62 - 1)
+    assert fresh.accept("b", 2) and fresh.accept("b", 3), "the sender's own seq is its word again"
+    assert fresh.accept("b", 3 + REPLAY_WINDOW) and not any(fresh.accept("b", s) for s in (4, 10, 3 + REPLAY_WINDOW))

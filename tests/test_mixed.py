@@ -30,7 +30,11 @@ START = ARCADE_WEST_HALL  # where the real_robot fixture (conftest) stands
 STOP_AT_M = 1.2  # the scripted person stops this far from the robot's centre (centre to centre)
 # The person walks in from the east, facing the robot, and stands 1.5 m off; once the crowd knows where the robot
 # is (from the pose the runtime publishes), the interact reaction brings them to STOP_AT_M and keeps them there.
+# The scene starts when the robot's first pose is there (`wait robot`): the crowd's script runs on its own wall
+# clock, and a robot that takes long to open (a cold scan on a loaded machine) would otherwise appear behind a
+# person who has long arrived and turned away, so that it is never in their view and the reaction never starts.
 SCRIPT = f"""\
+wait robot timeout 60s
 spawn guest = man01 at {START[0] + 3.5:g} 0
 objective guest interact Dstop={STOP_AT_M:g}
 move guest to {START[0] + 1.5:g} 0
@@ -77,7 +81,8 @@ def test_a_scripted_pedestrian_in_front_shows_in_the_merged_ring_and_not_in_the_
                                 front(ring.virtual_ranges, ring.angles))
                         break
                 assert time.monotonic() < deadline, (f"the guest never stood {STOP_AT_M} m in front: "
-                                                     f"{overlay.people}, ring {ring.ranges}, {overlay.counters()}")
+                                                     f"{overlay.people}, ring {ring.ranges}, {overlay.counters()}, "
+                                                     f"crowd {ask(crowd.endpoint).payload}")
             guest, merged, real, virtual = seen
             # the guest stands at STOP_AT_M, not where the script sent them (1.5 m): the crowd reacted to the robot,
             # and the only robot it knows of is the one the runtime published (a served script's robot lines are

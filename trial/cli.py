@@ -1,4 +1,5 @@
-"""The trial layer's subcommands of ``hil``: ``trial``, ``demo``, ``run`` and ``report`` (all through trial.run.Trial).
+"""The trial layer's subcommands of ``hil``: ``trial``, ``demo``, ``run`` and ``report`` (all through trial.run.Trial),
+and ``log repair`` (trial/record/repair.py).
 
 Exit status: 0 the trial ran to its end (duration, goal, or the controller returned); 1 the controller raised or
 the world or crowd failed (the traceback or the reason is printed, and the folder keeps what was recorded); 2 the
@@ -99,11 +100,24 @@ def register(sub) -> None:
 
     report = sub.add_parser("report", help="rebuild metrics.json and topdown.png of a trial folder from its log")
     report.add_argument("dir", help="trial folder holding trial.mcap")
+    report.add_argument("--no-repair", action="store_true",
+                        help="leave a log cut short by a crash as it is (default: repair it first, as `hil log "
+                             "repair` does, so that every MCAP tool opens it; the original is kept)")
     report.set_defaults(func=cmd_report)
 
     from .view.cli import register as register_view
 
     register_view(sub)
+
+    from .record import repair
+
+    log = sub.add_parser("log", help="trial logs: repair one cut short by a crash (hil log repair DIR)")
+    actions = log.add_subparsers(dest="log_action", required=True, metavar="ACTION")
+    fix = actions.add_parser("repair", help="rewrite a log cut short by a crash complete and indexed, so that "
+                                            "every MCAP tool opens it", description=repair.__doc__,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    repair.add_arguments(fix)
+    fix.set_defaults(func=repair.run)
 
 
 def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
@@ -179,7 +193,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
     if target.endswith((".yaml", ".yml")):
         spec = load_trial_file(target, **keys)
     else:
-        spec = make_spec(target, **keys)
+        spec = make_spec(target, source="hil trial", **keys)
     out = Path(args.out) if args.out else Path("trials") / f"{spec.label}-{spec.seed}"
     return _run_and_report(Trial(spec=spec), out, quiet=args.quiet, args=args)
 
@@ -188,14 +202,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.servo_chain:
         from runtime.servo_chain_demo import run_servo_chain_demo
 
-        run_servo_chain_demo(duration_s=3.0 if args.duration is None else args.duration)
+        from .spec import MAX_DURATION_S
+
+        duration = 3.0 if args.duration is None else args.duration
+        if not 0 < duration <= MAX_DURATION_S:  # also NaN
+            raise ValueError(f"hil demo: --duration must be > 0 and at most MAX_DURATION_S={MAX_DURATION_S:g} s (a "
+                             f"week), not {duration}")
+        run_servo_chain_demo(duration_s=duration)
         return 0
     from .presets import DEMO_DURATION_S, demo_spec
     from .run import Trial
 
     spec = demo_spec(seed=args.seed, scenario=args.scenario,
                      duration=DEMO_DURATION_S if args.duration is None else args.duration, gui=args.gui,
-                     crowd_endpoint=args.crowd, crowd_timeout_s=args.crowd_timeout)
+                     crowd_endpoint=args.crowd, crowd_timeout_s=args.crowd_timeout, source="hil demo")
     if spec.gui:
         _check_display()
     out = Path(args.out or f"trials/demo-{args.seed}")
@@ -210,17 +230,43 @@ def _check_display() -> None:
                          "only unwatched) or from a desktop session")
 
 
+def start_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean a trial could not start and that say where and what (a config file:line, a part's
+    descriptor, a bus, a crowd or clock that does not answer, a controller that cannot be loaded): printed as one
+    line, exit status 2. Anything else is a bug and keeps its traceback."""
+    from bridge.crowd_link import CrowdLinkError
+    from bridge.lockstep import LockstepError
+    from bridge.realtime import LinkError
+    from devices.descriptor import DescriptorError
+    from devices.yaml_source import ConfigError
+    from runtime.bus import BusError
+    from runtime.clock.base import ClockError
+    from runtime.drivers.part_driver import DriverCodeError
+    from runtime.model import ModelError
+    from runtime.robot.overlay import CrowdOverlayError
+    from runtime.robot.runner import ControllerError
+
+    from .task import TrialError
+
+    return (ConfigError, DescriptorError, ControllerError, BusError, ClockError, ModelError, OSError,
+            CrowdOverlayError, CrowdLinkError, LinkError, LockstepError, DriverCodeError, TrialError)
+
+
 def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace | None = None) -> int:
     from .report.build import format_metrics
 
     progress = None if quiet else (lambda line: print(line, flush=True))
     viewer = None
-    if args is not None and getattr(args, "view", False):
-        from .view.cli import run_viewed
+    try:
+        if args is not None and getattr(args, "view", False):
+            from .view.cli import run_viewed
 
-        result, viewer = run_viewed(trial, out, args, progress)
-    else:
-        result = trial.run(out, progress=progress)
+            result, viewer = run_viewed(trial, out, args, progress)
+        else:
+            result = trial.run(out, progress=progress)
+    except start_errors() as exc:
+        print(f"hil: error: {exc}", file=sys.stderr)
+        return 2
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
     if result.metrics is not None:
@@ -239,21 +285,17 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
 def cmd_run(args: argparse.Namespace) -> int:
     """Exit 0 when the controller returned or ran its duration, 1 when it raised (traceback shown), 2 when the
     robot could not be opened (the message says where and what), 130 on Ctrl-C."""
-    from devices.yaml_source import ConfigError
-    from runtime.bus import BusError
-    from runtime.clock.base import ClockError
-    from runtime.model import ModelError
     from runtime.native.cli import maybe_run
-    from runtime.robot.runner import ControllerError
 
     from .run import Trial
+    from .spec import make_spec
 
     native_status = maybe_run(args)  # None unless --native (or native: true in the profile)
     if native_status is not None:
         return native_status
     try:
-        trial = Trial(args.controller, profile=args.profile, bus=args.bus, duration=args.duration,
-                      params=parse_params(args.param), end_on_goal=False)
+        trial = Trial(spec=make_spec(args.controller, source="hil run", profile=args.profile, bus=args.bus,
+                                     duration=args.duration, params=parse_params(args.param), end_on_goal=False))
         viewer = None
         if args.view:
             import tempfile
@@ -264,7 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result, viewer = run_viewed(trial, record, args)
         else:
             result = trial.run(args.record)
-    except (ConfigError, ControllerError, BusError, ClockError, ModelError, OSError) as exc:
+    except start_errors() as exc:
         print(f"hil: error: {exc}", file=sys.stderr)
         return 2
     if result.traceback:

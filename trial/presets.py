@@ -24,9 +24,10 @@ DEMO_CONTROLLER = "guide_robot.py"
 
 def demo_spec(*, seed: int = 0, scenario: str | None = DEMO_SCENARIO, duration: float = DEMO_DURATION_S,
               gui: bool = False, crowd_endpoint: str | None = None, crowd_timeout_s: float = 10.0,
-              **more: Any) -> TrialSpec:
-    """The demo's trial; ``scenario`` None or "none": the background crowd only."""
-    return make_spec(builtin_examples() / DEMO_CONTROLLER, robot="commbot", map="arcade",
+              source: str = "<python>", **more: Any) -> TrialSpec:
+    """The demo's trial; ``scenario`` None or "none": the background crowd only. ``source`` names the caller in
+    errors (``hil demo``)."""
+    return make_spec(builtin_examples() / DEMO_CONTROLLER, source=source, robot="commbot", map="arcade",
                      crowd=("weekday", "weekend"), scenario=scenario, start=(-18.0, 0.0, 0.0), goal=(18.0, 0.0),
                      duration=duration, seed=seed, gui=gui, crowd_endpoint=crowd_endpoint,
                      crowd_timeout_s=crowd_timeout_s, name="demo", **more)

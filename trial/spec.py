@@ -128,7 +128,7 @@ KEYS: dict[str, str] = {
     "end_on_goal": "true: the trial ends after_goal_s after the goal is reached",
     "after_goal_s": "seconds (>= 0) the trial goes on after the goal is reached",
     "seed": "an integer >= 0: seeds the crowd, the sensors and the faults",
-    "duration": "seconds (> 0) of the trial's clock, or none for no limit",
+    "duration": "seconds (> 0) of the trial's clock, at most MAX_DURATION_S=604800 (a week), or none for no limit",
     "params": "a mapping of the controller's parameters (robot.params)",
     "gui": "true: the pybullet viewer (needs a display)",
     "name": "a label for summaries and sweeps",

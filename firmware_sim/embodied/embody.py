@@ -6,8 +6,9 @@ casts rays, contact sensors read contact points, the bumper stops the wheels), a
 serving those parts, with its time source:
 
 - ``clock="real"``: the world is paced to wall time; before each instruction (and, when served, whenever the
-  line is quiet) it is stepped up to now, at most ``MAX_CATCH_UP_S`` at once (a stalled process skips the
-  rest and counts it in ``Pacer.skipped_s`` rather than spiralling);
+  line is quiet) it is stepped toward now, at most ``MAX_CATCH_UP_S`` behind (a stalled process skips the
+  rest and counts it in ``Pacer.skipped_s`` rather than spiralling); served on a pty or TCP it steps one
+  physics step at a time between looks at the line, so a world that falls behind never delays a reply;
 - ``clock="sim"``: the world stands still until someone calls ``world.advance_to`` / ``world.step`` (the clock
   master of the lockstep protocol); the device reads the world's time.
 
@@ -35,6 +36,7 @@ from ..part import PartFirmware
 from ..servo import ServoFirmware
 from ..timing import WireTiming
 from ..world import RobotBody, RobotBuildError, World, build_robot, load_map
+from ..world.world import STEP_EPSILON
 from ..world.mirror import MirrorBody, build_mirror
 from .adopt import adopt
 from .sensing import ContactFirmware, RangeRingFirmware, part_seed
@@ -49,19 +51,27 @@ CROWD_MODES = ("lockstep", "realtime")
 
 
 class Pacer:
-    """Keeps a world at wall time: ``pacer(now)`` steps it to ``now - start``."""
+    """Keeps a world at wall time: ``pacer(now)`` steps it toward ``now - start``.
+
+    ``max_steps`` bounds one call's work. A served device (serve.py) steps one piece at a time and looks at the
+    line between pieces, so an instruction is answered after at most one physics step even when the world has
+    fallen behind (a loaded machine, a heavy map): a real part answers in microseconds whatever its
+    surroundings do, and a host's 25 ms reply timeout must not depend on how fast the physics runs. Returns
+    True while the world is still behind (call again soon)."""
 
     def __init__(self, world: World, start_s: float):
         self.world, self.start_s = world, start_s
         self.skipped_s = 0.0
 
-    def __call__(self, now_s: float) -> None:
+    def __call__(self, now_s: float, max_steps: int | None = None) -> bool:
+        world = self.world
         target = now_s - self.start_s - self.skipped_s
-        behind = target - self.world.time_s
+        behind = target - world.time_s
         if behind > MAX_CATCH_UP_S:
             self.skipped_s += behind - MAX_CATCH_UP_S
-            target = self.world.time_s + MAX_CATCH_UP_S
-        self.world.advance_to(target)
+            target = world.time_s + MAX_CATCH_UP_S
+        world.advance_to(target, max_steps)
+        return target - world.time_s >= world.time_step_s * (1.0 - STEP_EPSILON)
 
 
 @dataclass

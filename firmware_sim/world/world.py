@@ -180,11 +180,14 @@ class World:
         for hook in tuple(self._post):
             hook(self)
 
-    def advance_to(self, t_s: float) -> int:
+    def advance_to(self, t_s: float, max_steps: int | None = None) -> int:
         """Step while the next step ends at or before ``t_s``; the number of steps taken (0 if ``t_s`` is not
         ahead). A step ending within 1e-9 of a step of ``t_s`` counts as ending at it, so advance_to(1.0) at
-        240 Hz takes 240 steps despite 1/240 not being a binary fraction."""
+        240 Hz takes 240 steps despite 1/240 not being a binary fraction. ``max_steps`` bounds the work of one
+        call (a served device steps in small pieces so that it can answer the line between them)."""
         target = math.floor(t_s / self.time_step_s + STEP_EPSILON)
+        if max_steps is not None:
+            target = min(target, self.steps + max_steps)
         taken = 0
         while self.steps < target:
             self.step()

@@ -144,20 +144,23 @@ class BusHost:
         can come (in-process), or the line stayed quiet for ``quiet_s`` after the last answer.
         """
         expected = set(expected_ids) if expected_ids is not None else None
+        quiet_s += self.transport.peer_latency_s  # a process peer may pause between two answers, too
         self._prepare()
         frame = encode_request(rq.Ping(BROADCAST_ID))
         start = wall_clock()
         self._send(frame)
         replies: list[tuple[int, int, int]] = []
-        deadline = start + max_wait_s
-        quiet_until = start + max(quiet_s, self.timeout_s)
-        while True:
+        deadline = start + max(max_wait_s, quiet_s)
+        quiet_until = start + max(quiet_s, self.timeout_s + self.transport.peer_latency_s)
+        while not (expected is not None and expected <= {r[0] for r in replies}):
+            # as in _collect: what has arrived is read before the time is called up (a host held up between its
+            # write and its first read must not miss answers that came in time); the deadline only bounds a flood
             now = wall_clock()
-            if (expected is not None and expected <= {r[0] for r in replies}) or self.transport.idle \
-                    or now >= min(deadline, quiet_until):
-                break
-            data = self.transport.read(4096, min(deadline, quiet_until) - now)
+            end = min(deadline, quiet_until)
+            data = self.transport.read(4096, max(end - now, 0.0)) if now < deadline + quiet_s else b""
             if not data:
+                if now >= end or self.transport.idle:
+                    break
                 continue
             self.stats.bytes_rx += len(data)
             quiet_until = wall_clock() + quiet_s
@@ -213,11 +216,12 @@ class BusHost:
         self.stats.bytes_tx += len(frame)
 
     def _timeout(self, frame_len: int, slots: tuple[tuple[int, int], ...]) -> float:
+        timeout = self.timeout_s + self.transport.peer_latency_s
         baud = self.transport.baud
         if not baud:
-            return self.timeout_s
+            return timeout
         reply_bytes = sum(n + STATUS_OVERHEAD for _, n in slots)
-        return self.timeout_s + 10.0 * (frame_len + reply_bytes) / baud
+        return timeout + 10.0 * (frame_len + reply_bytes) / baud
 
     def _transact(self, request: rq.Request, slots: tuple[tuple[int, int], ...], fast: bool = False,
                   cache: bool = False, check: bool = True) -> dict:

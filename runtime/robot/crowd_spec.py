@@ -30,13 +30,15 @@ class CrowdSpec:
     map: str | None = None  # the resolved path of the map whose walls hide virtual people (never echo), or None
 
 
+MAX_TIMEOUT_S = 3600.0
+MAX_ROBOT_RADIUS_M = 10.0
 _CROWD_KEYS: dict[str, str] = {
     "endpoint": "the real-time crowd's control endpoint (tcp://host:port or ipc://path)",
     "mode": f"one of {', '.join(MODES)}",
     "ring": "the blueprint name of the range ring the virtual people are overlaid on",
     "seed": "an integer >= 0 (the shadow ring's noise and dropout)",
-    "timeout_s": "a number of seconds > 0",
-    "robot_radius_m": "a number of metres > 0",
+    "timeout_s": "a number of seconds > 0, at most MAX_TIMEOUT_S=3600",
+    "robot_radius_m": "a number of metres > 0, at most MAX_ROBOT_RADIUS_M=10",
     "pose": "odometry (the wheels) or the endpoint of an external pose source publishing map-frame poses "
             "(tcp://host:port or ipc://path; bridge/pose_stream.py)",
     "map": "a map on the config search path (arcade) or a map file: its walls hide the virtual people behind them",
@@ -78,10 +80,11 @@ def parse_crowd(value: Any, source: str, line: int | None, clock: str) -> CrowdS
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise error("seed", f"seed must be {_CROWD_KEYS['seed']}, not {seed!r}")
     numbers = {}
-    for key, default in (("timeout_s", DEFAULT_TIMEOUT_S), ("robot_radius_m", ROBOT_RADIUS_M)):
+    for key, default, high in (("timeout_s", DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+                               ("robot_radius_m", ROBOT_RADIUS_M, MAX_ROBOT_RADIUS_M)):
         number = value.get(key, default)
         if isinstance(number, bool) or not isinstance(number, (int, float)) or not (math.isfinite(number)
-                                                                                   and number > 0):
+                                                                                   and 0 < number <= high):
             raise error(key, f"{key} must be {_CROWD_KEYS[key]}, not {number!r}")
         numbers[key] = float(number)
     pose = value.get("pose", "odometry")

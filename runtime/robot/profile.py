@@ -120,6 +120,16 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
+MAX_STALL_TIMEOUT_S = 3600.0  # a lockstep participant silent for an hour is gone, not slow
+MAX_BUS_TIMEOUT_MS = 10_000.0  # a reply 10 s late is no reply (a process peer gets PEER_PROCESS_LATENCY_S on top)
+MAX_BUS_RETRIES = 100
+_BOUNDS = {  # key -> (low, whether low itself is allowed, high, the bound's name in errors)
+    "stall_timeout_s": (0.0, False, MAX_STALL_TIMEOUT_S, "MAX_STALL_TIMEOUT_S"),
+    "bus_timeout_ms": (0.0, False, MAX_BUS_TIMEOUT_MS, "MAX_BUS_TIMEOUT_MS"),
+    "bus_retries": (0, True, MAX_BUS_RETRIES, "MAX_BUS_RETRIES"),
+}
+
+
 def load_profile(profile: str | Path | Mapping[str, Any], *, bus: str | None = None) -> Profile:
     """Read and validate a profile (a YAML file, a name under config/profiles/, or a dict).
 
@@ -192,12 +202,12 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         if not endpoint.startswith(ENDPOINT_SCHEMES):
             raise error("clock_endpoint", f"clock_endpoint must start with {' or '.join(ENDPOINT_SCHEMES)}, "
                                           f"not {endpoint!r}")
-    positive = {k: doc[k] for k in ("stall_timeout_s", "bus_timeout_ms") if k in doc}
-    for key, value in positive.items():
-        if not value > 0:
-            raise error(key, f"{key} must be > 0, not {value!r}")
-    if doc.get("bus_retries", 0) < 0:
-        raise error("bus_retries", f"bus_retries must be >= 0, not {doc['bus_retries']!r}")
+    for key, (low, low_ok, high, bound) in _BOUNDS.items():
+        value = doc.get(key)
+        if value is not None and not ((value >= low if low_ok else value > low) and value <= high):  # NaN too
+            raise error(key, f"{key} must be {'>=' if low_ok else '>'} {low:g} and at most {bound}={high:g}, "
+                             f"not {value!r}")
+    _check_urls(doc, buses, source, bus_override)
     start_pose = parse_start_pose(doc["start_pose"], source, _line(doc, "start_pose")) if "start_pose" in doc else None
     crowd = parse_crowd(doc["crowd"], source, _line(doc, "crowd"), clock) if "crowd" in doc else None
     keys_dir = _path(doc.get("keys"), base)
@@ -219,6 +229,23 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),
         trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses,
         start_pose=start_pose, crowd=crowd, keys_dir=keys_dir, native=bool(doc.get("native", False)))
+
+
+def _check_urls(doc: Mapping, buses: tuple[BusSpec, ...], source: str, bus_override: str | None) -> None:
+    """Every sim:// bus the file names, checked now (options, pose): a bad option is the profile's line, not an
+    error at open that names no file. A --bus override is checked when it is opened (it is not in the file)."""
+    from ..transports import TransportError
+    from ..transports.sim import check_sim_url
+
+    named = [(spec.url, spec.line) for spec in buses] if buses else [(doc.get("bus"), _line(doc, "bus"))]
+    for index, (url, line) in enumerate(named):
+        if bus_override is not None and index == 0:
+            continue
+        if isinstance(url, str) and url.startswith("sim://"):
+            try:
+                check_sim_url(url)
+            except TransportError as exc:
+                raise ConfigError(source, line, f"bus: {exc}") from None
 
 
 def _semantics_path(value: str, base: Path, source: str, line: int | None) -> Path:

@@ -17,9 +17,18 @@ class TransportError(OSError):
         return self.strerror if isinstance(self.strerror, str) else super().__str__()
 
 
+PEER_PROCESS_LATENCY_S = 0.2  # how late a process on the other end of a pty or a socket may answer (see below)
+
+
 class Transport(ABC):
     url: str = ""
     baud: int | None = None  # for timeout estimates; None when there is no wire (in-process)
+    # Added to the host's reply timeouts. A part on a wire answers within its return delay, so 0 here and the
+    # host's own timeout (25 ms) covers the adapter; a pty or a TCP socket has a *process* on the other end (hil
+    # sim, a serial-to-network server), which answers when the OS schedules it: on a loaded machine that is tens
+    # of milliseconds (measured: p99 24 ms for an idle `hil sim --pty` on 2 shared cores at load 6). A timeout
+    # costs nothing when the reply comes, so a process peer gets PEER_PROCESS_LATENCY_S more before a silence.
+    peer_latency_s: float = 0.0
 
     @abstractmethod
     def write(self, data: bytes) -> None: ...

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+import os
+import stat
+
 import serial
 
-from .base import FdTransport, TransportError
+from .base import PEER_PROCESS_LATENCY_S, FdTransport, TransportError
 
 DEFAULT_BAUD = 1_000_000
 
@@ -27,9 +30,27 @@ class SerialTransport(FdTransport):
         except (ValueError, AttributeError, OSError):
             pass  # ptys and some drivers have no ASYNC_LOW_LATENCY; the adapter's latency timer still applies
         super().__init__(self._serial.fileno(), url)
+        if is_pty(self._serial.fileno()):
+            self.peer_latency_s = PEER_PROCESS_LATENCY_S  # a process answers, not a part on a wire
 
     def close(self) -> None:
         self._serial.close()
+
+
+UNIX98_PTY_SLAVE_MAJORS = range(136, 144)  # Linux devices.txt: /dev/pts/*
+
+
+def is_pty(fd: int) -> bool:
+    """True when ``fd`` is the slave side of a pseudo-terminal (its peer is a process, e.g. ``hil sim --pty``)."""
+    st = os.fstat(fd)
+    if not stat.S_ISCHR(st.st_mode):
+        return False
+    if os.major(st.st_rdev) in UNIX98_PTY_SLAVE_MAJORS:
+        return True
+    try:
+        return os.ttyname(fd).startswith(("/dev/pts/", "/dev/ttys"))  # other systems: by name
+    except OSError:
+        return False
 
 
 def _parse(url: str) -> tuple[str, int | None]:

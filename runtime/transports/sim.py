@@ -14,6 +14,8 @@ This is the one place the host imports firmware_sim, and it does so lazily.
 """
 from __future__ import annotations
 
+import difflib
+import math
 from time import sleep as wall_sleep  # wall time even under runtime.clock.patch
 from urllib.parse import parse_qs, urlsplit
 
@@ -26,6 +28,8 @@ _OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "
 
 
 _KIND = {int: "an integer", float: "a number", str: "a string"}
+MAX_POSE_M = 1e5  # devices.map_format.MAX_COORDINATE_M: no map reaches farther
+MAX_DURATION_OPTION_S = 3600.0  # latency, watchdog and crowd timeout of a virtual bus: an hour is already absurd
 
 
 class SimTransport(Transport):
@@ -33,11 +37,15 @@ class SimTransport(Transport):
         from firmware_sim import FaultInjector, VirtualBusDevice, WireTiming, load_assembly
 
         self.url = url
+        check_sim_url(url)
         name, options = parse_sim_url(url)
         self.baud = options.get("baud")
         if device is None:
-            timing = WireTiming.parse(options.get("baud"), options.get("latency_ms"),
-                                      return_delay=bool(options.get("return_delay", 1)))
+            try:
+                timing = WireTiming.parse(options.get("baud"), options.get("latency_ms"),
+                                          return_delay=bool(options.get("return_delay", 1)))
+            except ValueError as exc:
+                raise TransportError(0, f"{url}: {exc}") from None
             faults = None
             if any(k in options for k in ("bitflip", "drop", "seed")):
                 faults = FaultInjector(seed=options.get("seed", 0), bit_flip_rate=options.get("bitflip", 0.0),
@@ -124,8 +132,9 @@ def _pose(url: str, text: str | None) -> tuple[float, float, float]:
         values = [float(v) for v in text.split(",")]
     except ValueError:
         values = []
-    if len(values) not in (2, 3):
-        raise TransportError(0, f"{url}: pose={text!r}: expected x,y or x,y,yaw (numbers)")
+    if len(values) not in (2, 3) or not all(math.isfinite(v) and abs(v) <= MAX_POSE_M for v in values):
+        raise TransportError(0, f"{url}: pose={text!r}: expected x,y or x,y,yaw (finite numbers within "
+                                f"{MAX_POSE_M:g} m)")
     return values[0], values[1], values[2] if len(values) == 3 else 0.0
 
 
@@ -137,12 +146,34 @@ def parse_sim_url(url: str) -> tuple[str, dict]:
     options = {}
     for key, values in parse_qs(parts.query).items():
         if key not in _OPTIONS:
-            raise TransportError(0, f"{url}: unknown option {key!r}; known: {', '.join(_OPTIONS)}")
+            close = difflib.get_close_matches(key, _OPTIONS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise TransportError(0, f"{url}: unknown option {key!r}; {hint}known: {', '.join(_OPTIONS)}")
         try:
             options[key] = _OPTIONS[key](values[-1])
         except ValueError:
             raise TransportError(0, f"{url}: option {key}={values[-1]!r} is not {_KIND[_OPTIONS[key]]}") from None
     return name, options
+
+
+CLOCK_VALUES = ("real", "sim")
+CROWD_MODES = ("lockstep", "realtime")
+
+
+def check_sim_url(url: str) -> None:
+    """Check a sim:// URL's name and options without building anything (a profile checks its buses at load, so a
+    bad option is reported with the profile's file:line before any world exists); TransportError says what."""
+    _, options = parse_sim_url(url)
+    _pose(url, options.get("pose"))
+    for key, allowed in (("clock", CLOCK_VALUES), ("crowd_mode", CROWD_MODES)):
+        if key in options and options[key] not in allowed:
+            raise TransportError(0, f"{url}: option {key}={options[key]!r} is not one of {', '.join(allowed)}")
+    for key in ("bitflip", "drop"):
+        if key in options and not 0.0 <= options[key] <= 1.0:
+            raise TransportError(0, f"{url}: option {key}={options[key]!r} is a probability: 0..1")
+    for key in ("watchdog_ms", "crowd_timeout"):
+        if key in options and not 0.0 <= options[key] <= MAX_DURATION_OPTION_S * (1000 if "ms" in key else 1):
+            raise TransportError(0, f"{url}: option {key}={options[key]!r} is outside 0..{MAX_DURATION_OPTION_S:g} s")
 
 
 def open_transport(url: str, **options) -> SimTransport:

@@ -9,11 +9,12 @@ import socket
 
 import serial
 
-from .base import FdTransport, TransportError
+from .base import PEER_PROCESS_LATENCY_S, FdTransport, TransportError
 
 
 class SocketTransport(FdTransport):
     baud = None
+    peer_latency_s = PEER_PROCESS_LATENCY_S  # a process (hil sim --tcp, a serial server) answers, over a network
 
     def __init__(self, url: str):
         try:

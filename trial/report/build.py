@@ -31,7 +31,8 @@ def build_report(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
     log = read_log(trial_dir / LOG_NAME)
     metrics = compute_metrics(log.messages)
     metrics["log"] = {"complete": log.complete, "messages": log.count(), "stopped": log.stopped,
-                      "end_s": round(max((m[-1].t for m in log.messages.values() if m), default=0.0), 4)}
+                      "end_s": round(max((m[-1].t for m in log.messages.values() if m), default=0.0), 4),
+                      "repaired": log.repaired}  # hil log repair: the trial was cut short, the file is whole
     write_metrics(metrics, trial_dir / METRICS_NAME)
     write_topdown(log.messages, trial_dir / TOPDOWN_NAME, metrics)
     return metrics
@@ -68,6 +69,9 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     log = metrics.get("log")
     if log is not None and not log["complete"]:
         lines.append(f"log                 cut short at {log['end_s']} s: {log['stopped']}")
+    elif log is not None and log.get("repaired"):
+        lines.append(f"log                 cut short at {log['end_s']} s ({log['repaired'].get('stopped')}); "
+                     "repaired: complete and indexed")
     return "\n".join(lines)
 
 
@@ -76,7 +80,22 @@ def cli(args: argparse.Namespace) -> int:
     if not (trial_dir / LOG_NAME).is_file():
         print(f"hil: error: {trial_dir / LOG_NAME}: no trial log there", file=sys.stderr)
         return 2
+    if not getattr(args, "no_repair", False):
+        _repair_if_cut_short(trial_dir / LOG_NAME)
     metrics = build_report(trial_dir)
     print(format_metrics(metrics))
     print(f"wrote {trial_dir / METRICS_NAME} and {trial_dir / TOPDOWN_NAME}")
     return 0
+
+
+def _repair_if_cut_short(path: Path) -> None:
+    """A log without its footer (a killed trial) is repaired first, and the user told what was done; one that
+    cannot be repaired is reported as it is (our reader reads it as far as it goes)."""
+    from ..record.repair import RepairError, repair_log
+
+    if read_log(path).complete:
+        return
+    try:
+        print(repair_log(path).text())
+    except RepairError as exc:
+        print(f"hil: note: the log is cut short and was not repaired: {exc}", file=sys.stderr)
