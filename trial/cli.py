@@ -89,6 +89,10 @@ def register(sub) -> None:
     report.add_argument("dir", help="trial folder holding trial.mcap")
     report.set_defaults(func=cmd_report)
 
+    from .sweep.cli import register as register_sweep  # hil sweep (trial/sweep: many trials on Dask)
+
+    register_sweep(sub)
+
 
 def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
     world = parser.add_argument_group("the world (default: the virtual commbot in this process)")
