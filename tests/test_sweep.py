@@ -23,39 +23,14 @@ import dask
 import pytest
 from distributed import Client, LocalCluster
 
+from bench.sweep import CONTROLLER, SPEC
+from test_process import _alive, _children
 from trial import Trial
 from trial.sweep import load_sweep, run_sweep
 from trial.sweep.table import flatten_metrics, read_jsonl
 
-EAST = textwrap.dedent('''\
-    """Drive east at robot.params["speed"]; stop when something is close ahead. Raises when fragile and fast;
-    with spin, never ticks the bus again (a controller stuck in a busy loop on a clock that no longer moves)."""
-    import time
-
-    def main(robot):
-        speed = robot.params.get("speed", 0.3)
-        if robot.params.get("fragile") and speed > 0.3:
-            raise ValueError(f"too fast for me: {speed}")
-        for tick in robot.loop(hz=10):
-            if robot.params.get("spin"):
-                while True:
-                    time.time()
-            ahead = robot.sensors["ring"].nearest(-0.5, 0.5)
-            robot.base.drive(v=0.0 if ahead is not None and ahead < 0.8 else speed, w=0.0)
-''')
-
-GRID = textwrap.dedent('''\
-    controller: east.py
-    map: arcade
-    crowd: weekday
-    start: [-18, 0, 0]
-    goal: [-17.2, 0]
-    duration: 2
-    grid:
-      crowd_scale: [0.5, 1.5]
-      params: {speed: [0.2, 0.4]}
-    seeds: 2
-''')
+EAST = CONTROLLER  # drives east at params.speed; params fragile (raises) and spin (never ticks again)
+GRID = SPEC.format(goal="\ngoal: [-17.2, 0]", duration=2)  # the benchmark's 2 x 2 x 2, with a goal
 VOLATILE = ("wall_s",)  # the only column that depends on when and where a trial ran
 
 
@@ -138,24 +113,6 @@ def test_a_rerun_skips_all_8_and_gives_the_same_table(first, cluster, project):
         (project / "east.py").write_text(EAST)
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(p) for p in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return found
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")  # a zombie is dead; its reaper is not ours
-
-
 def test_a_worker_killed_mid_sweep_still_gives_all_8_rows(first, cluster, project):
     outcome, _ = first
     with Client(cluster.scheduler_address) as client:
@@ -168,7 +125,7 @@ def test_a_worker_killed_mid_sweep_still_gives_all_8_rows(first, cluster, projec
         killed["event"] = event
 
         def later():
-            killed["children"] = _children(event["runner"])  # the trial's crowd
+            killed["children"] = [pid for pid, _ in _children(event["runner"])]  # the trial's crowd
             os.kill(event["pid"], signal.SIGKILL)
 
         killed["timer"] = threading.Timer(1.0, later)  # well into the trial (2 s of sim time, world and crowd)
@@ -181,8 +138,9 @@ def test_a_worker_killed_mid_sweep_still_gives_all_8_rows(first, cluster, projec
     assert again.complete and all(r["status"] == "ok" for r in again.rows), \
         [(r["trial"], r["error"]) for r in again.rows]
     assert stable(again.rows) == stable(outcome.rows), "the same table as without the kill"
-    assert _gone(killed["event"]["pid"]) and _gone(killed["event"]["runner"]), "the worker and its trial process"
-    assert killed["children"] and all(_gone(pid) for pid in killed["children"]), "the crowd died with them"
+    assert not _alive(killed["event"]["pid"]) and not _alive(killed["event"]["runner"]), \
+        "the worker and its trial process"
+    assert killed["children"] and not any(_alive(pid) for pid in killed["children"]), "the crowd died with them"
     assert not list((project / "killed" / "trials").glob("*/.*.attempt-*")), "the killed attempt was cleaned up"
 
 

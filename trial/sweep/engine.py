@@ -1,6 +1,7 @@
 """Running a sweep's trials on dask.distributed: a local cluster of worker processes, or an existing scheduler.
 
-Local: ``LocalCluster(n_workers=N, threads_per_worker=1, processes=True)`` on loopback, no dashboard; N is the
+Local: ``LocalCluster(n_workers=N, threads_per_worker=1, processes=True)`` on loopback (the scheduler, and its
+HTTP routes on a port picked at random: a dashboard when bokeh is installed); N is the
 number of cores this process may use, never more than the trials to run. Remote: ``Client("tcp://HOST:8786")``
 and whatever workers that scheduler has (``dask worker`` on other machines, dask-jobqueue on Slurm:
 docs/SWEEPS.md); they must import hil and see the sweep's folder at the same path (a shared file system).
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +68,9 @@ def run_jobs(jobs: list[Job], out: Path, *, timeout_s: float, progress: Progress
     with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
         if scheduler is None:
             n = max(1, min(workers or cores(), len(jobs)))
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+            with _sigint_ignored():  # the workers inherit it: Ctrl-C stops the sweep here, not in each worker
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         try:
             with Client(cluster if cluster is not None else scheduler) as client:
                 return _submit_and_collect(client, jobs, out, timeout_s, progress, grace_s, rerun, observer)
@@ -75,9 +79,27 @@ def run_jobs(jobs: list[Job], out: Path, *, timeout_s: float, progress: Progress
                 cluster.close()
 
 
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored meanwhile (when this is the main thread): processes started now inherit that, so a Ctrl-C
+    from the terminal reaches only this process, which then closes the cluster in order."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _submit_and_collect(client, jobs: list[Job], out: Path, timeout_s: float, progress: Progress,
                         grace_s: float | None, rerun: bool, observer) -> dict[int, dict[str, Any]]:
     from distributed import as_completed
+
+    from .plugin import NAME, RunnerCleanup
+
+    client.register_plugin(RunnerCleanup(), name=NAME)
 
     def on_event(event) -> None:
         _, message = event

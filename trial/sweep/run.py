@@ -81,15 +81,16 @@ def run_sweep(sweep: Sweep | str | Path, out: str | Path | None = None, *, worke
     progress.begin()
     interrupted = False
     try:
-        records.update(run_jobs(to_run, out, timeout_s=sweep.timeout_s, progress=progress, workers=workers,
-                                scheduler=scheduler, grace_s=grace_s, rerun=retry_failed, observer=observer))
+        ran = run_jobs(to_run, out, timeout_s=sweep.timeout_s, progress=progress, workers=workers,
+                       scheduler=scheduler, grace_s=grace_s, rerun=retry_failed, observer=observer)
     except SweepInterrupted as stop:
-        records.update(stop.records)
+        ran = stop.records
         interrupted = True
+    records.update(ran)
     if not interrupted or scheduler is None:  # a remote cluster may still be running cancelled trials
         remove_stale_attempts(out / "trials")
     rows = [make_row(job, records[job.index], sweep.axes, criteria) for job in sweep.jobs if job.index in records]
-    outcome = SweepOutcome(sweep, out, rows, by_condition(rows), worst(rows, sweep.worst), len(to_run), skipped,
+    outcome = SweepOutcome(sweep, out, rows, by_condition(rows), worst(rows, sweep.worst), len(ran), skipped,
                            interrupted)
     _write(outcome, metrics, [c.text for c in criteria])
     elapsed = format_duration(progress.clock() - progress.started_at) if progress.started_at is not None else "?"

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file
+from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, plain
 
 from ..spec import KEYS as TRIAL_KEYS
 from ..spec import TrialSpec, make_spec
@@ -102,11 +102,9 @@ class Sweep:
     success_line: int | None = None
 
     @property
-    def conditions(self) -> list[tuple[tuple[str, Any], ...]]:
-        seen: dict[Any, None] = {}
-        for job in self.jobs:
-            seen.setdefault(job.condition, None)
-        return list(seen)
+    def conditions(self) -> list[str]:
+        """The conditions' labels, in order."""
+        return list(dict.fromkeys(job.condition_label for job in self.jobs))
 
 
 def condition_label(condition: tuple[tuple[str, Any], ...]) -> str:
@@ -225,10 +223,10 @@ class _Expander:
             raise parent.error(key, f"grid: {axis} must be a non-empty list of values, not {values!r}")
         seen = []
         for i, value in enumerate(values):
-            if _plain(value) in seen:
+            if plain(value) in seen:
                 raise ConfigError(self.source, values.line_of(i), f"grid: {axis} lists {value!r} twice")
-            seen.append(_plain(value))
-        return [(_plain(v), values.line_of(i)) for i, v in enumerate(values)]
+            seen.append(plain(value))
+        return [(plain(v), values.line_of(i)) for i, v in enumerate(values)]
 
     def _cases(self) -> list[tuple[dict[str, Any], list[tuple[str, Any]], dict[str, int]]]:
         cases = self.doc.get("cases")
@@ -248,11 +246,11 @@ class _Expander:
                     if not isinstance(value, SourceDict):
                         raise case.error(key, "cases: params must be a mapping of parameter -> value")
                     for name, v in value.items():
-                        _set(overrides, f"{PARAMS}.{name}", _plain(v))
-                        condition.append((f"{PARAMS}.{name}", _plain(v)))
+                        _set(overrides, f"{PARAMS}.{name}", plain(v))
+                        condition.append((f"{PARAMS}.{name}", plain(v)))
                 else:
-                    overrides[key] = _plain(value)
-                    condition.append((key, _plain(value)))
+                    overrides[key] = plain(value)
+                    condition.append((key, plain(value)))
                 lines[key] = case.line_of(key)
             out.append((overrides, condition, lines))
         return out
@@ -388,15 +386,6 @@ def _set(overrides: dict[str, Any], axis: str, value: Any) -> None:
         overrides[axis] = value
 
 
-def _plain(value: Any) -> Any:
-    """YAML's SourceDict/SourceList as plain dicts and lists (they compare and print as data)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def default_timeout_s(duration: float | None) -> float:
     """A trial stuck this long is stuck: a minute to start, plus ten wall seconds per simulated second (the sim
     clock runs near real time on a loaded 2-core machine), at least 10 minutes without a duration."""
@@ -431,18 +420,18 @@ def _folders(conditions: list[tuple[tuple[str, Any], ...]]) -> list[str]:
 
 def trial_kwargs(spec: TrialSpec) -> dict[str, Any]:
     """The spec as plain keywords for ``make_spec`` (JSON-safe: paths as text, tuples as lists)."""
-    def plain(value: Any) -> Any:
+    def jsonable(value: Any) -> Any:
         if isinstance(value, Path):
             return str(value)
         if isinstance(value, Mapping):
-            return {str(k): plain(v) for k, v in value.items()}
+            return {str(k): jsonable(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
+            return [jsonable(v) for v in value]
         return value
 
     default = TrialSpec(controller=None).as_kwargs()
-    return {k: plain(v) for k, v in spec.as_kwargs().items()
-            if k == "controller" or (k != "source" and plain(v) != plain(default[k]))}
+    return {k: jsonable(v) for k, v in spec.as_kwargs().items()
+            if k == "controller" or (k != "source" and jsonable(v) != jsonable(default[k]))}
 
 
 def trial_hash(spec: TrialSpec) -> str:

@@ -32,8 +32,11 @@ from .store import NOT_DONE, attempt_folder, commit, discard, read_done
 
 EVENT_TOPIC = "hil-sweep"
 STARTUP_TIMEOUT_S = 180.0  # a loaded machine may take long to import pybullet and friends
+CLOSE_TIMEOUT_S = 5.0
 LOG_DIR = "logs"
 _local = threading.local()
+_all: set[RunnerProcess] = set()  # every thread's, for close_runners
+_all_lock = threading.Lock()
 
 
 def default_grace_s(timeout_s: float) -> float:
@@ -88,6 +91,8 @@ class RunnerProcess:
                           stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
         self.pid = self.proc.pid
         self._buffer = b""
+        with _all_lock:
+            _all.add(self)
         ready = self._read_line(STARTUP_TIMEOUT_S, "starting")
         if "ready" not in ready:
             raise RunnerLost(f"the trial process said {ready!r} instead of ready", overran=False)
@@ -130,7 +135,18 @@ class RunnerProcess:
             return "(no log)"
         return " | ".join(lines[-3:]) or "(nothing)"
 
+    def close(self) -> None:
+        """End of input: the process finishes its loop and exits (killed if it does not within a few seconds)."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(CLOSE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
     def kill(self) -> None:
+        with _all_lock:
+            _all.discard(self)
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -140,6 +156,15 @@ class RunnerProcess:
             except OSError:
                 pass
         self._log.close()
+
+
+def close_runners() -> None:
+    """Close every trial process of this worker (its plugin's teardown: trial/sweep/plugin.py), so that they
+    end with the worker and are reaped by it rather than orphaned until their death signal."""
+    with _all_lock:
+        runners = list(_all)
+    for runner in runners:
+        runner.close()
 
 
 def _runner(log_dir: Path) -> RunnerProcess:
