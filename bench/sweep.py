@@ -13,9 +13,12 @@ alternating order over ``--rounds`` rounds:
 Figures: wall seconds end to end; CPU seconds of the whole process tree (the variant's process and everything it
 waited for: Dask's workers, the trial processes, the crowds: ``RUSAGE_CHILDREN``); the cores the machine's other
 processes kept busy meanwhile (from /proc/stat: on a shared 2-core machine they take what 2 workers would use).
-Ratios: 2w speedup over 1w (wall, target >= 1.8x on an idle 2-core machine) and the sweep's overhead over the
-loop (1w against loop, wall and CPU, target <= 10 %), plus the overhead outside the trials (wall minus the sum
-of the trials' own wall times: imports, cluster, report).
+and each trial's own CPU seconds (its process and its crowd, measured around each trial: by the loop around
+``Trial.run``, by the sweep's trial process around each trial it runs), so that what the sweep costs splits
+into a per-trial part and a once-per-sweep part (Dask's cluster, the trial process's imports, matplotlib and
+report.html). Ratios: 2w speedup over 1w (wall, target >= 1.8x on an idle 2-core machine; and CPU per trial
+side by side against alone) and the sweep's overhead over the loop (1w against loop, wall and CPU, target
+<= 10 %).
 
     .venv/bin/python -m bench.sweep [--rounds 2] [--duration 10]
 """
@@ -69,26 +72,32 @@ VARIANTS = ("loop", "1w", "2w")
 
 
 def child(variant: str, spec: Path, out: Path) -> None:
-    """One variant in this (fresh) process; prints a JSON line with the trials' own wall times."""
+    """One variant in this (fresh) process; prints a JSON line with each trial's own wall and CPU seconds (the
+    loop measures them around each Trial.run, the sweep's trial process around each trial it runs)."""
     start = time.perf_counter()
     if variant == "loop":
         from trial import Trial
         from trial.sweep import load_sweep
+        from trial.sweep.runner import cpu_s
 
-        walls = []
+        walls, cpus = [], []
         for job in load_sweep(spec).jobs:
+            cpu0 = cpu_s()
             result = Trial(spec=job.spec).run(out / job.folder, err=open(os.devnull, "w"))
+            cpus.append(cpu_s() - cpu0)
             if not result.ok:
                 raise SystemExit(f"{job.id}: {result.error}")
             walls.append(result.wall_s)
     else:
         from trial.sweep import run_sweep
+        from trial.sweep.store import read_done
 
         outcome = run_sweep(spec, out, workers=int(variant[0]), stream=open(os.devnull, "w"))
         if not all(r["status"] == "ok" for r in outcome.rows) or outcome.ran != len(outcome.rows):
             raise SystemExit(f"the sweep did not run every trial: {[r['error'] for r in outcome.rows]}")
         walls = [r["wall_s"] for r in outcome.rows]
-    print(json.dumps({"wall_s": time.perf_counter() - start, "trial_wall_s": walls}))
+        cpus = [read_done(out / job.folder, job.hash)["cpu_s"] for job in outcome.sweep.jobs]
+    print(json.dumps({"wall_s": time.perf_counter() - start, "trial_wall_s": walls, "trial_cpu_s": cpus}))
 
 
 def measure(variant: str, spec: Path, out: Path) -> dict:
@@ -106,7 +115,8 @@ def measure(variant: str, spec: Path, out: Path) -> dict:
     inner = json.loads(proc.stdout.strip().splitlines()[-1])
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"variant": variant, "wall_s": wall, "cpu_s": cpu, "others_cores": max(0.0, (busy - cpu) / wall),
-            "trials_wall_s": sum(inner["trial_wall_s"]), "trials": len(inner["trial_wall_s"])}
+            "trials_wall_s": sum(inner["trial_wall_s"]), "trials_cpu_s": sum(inner["trial_cpu_s"]),
+            "trials": len(inner["trial_wall_s"])}
 
 
 def run(rounds: int, duration: float) -> list[dict]:
@@ -123,8 +133,8 @@ def run(rounds: int, duration: float) -> list[dict]:
                 result["round"] = r
                 results.append(result)
                 print(f"  round {r + 1} {variant:<4} wall {result['wall_s']:6.1f} s  cpu {result['cpu_s']:6.1f} s  "
-                      f"trials' own wall {result['trials_wall_s']:6.1f} s  other processes "
-                      f"{result['others_cores']:.2f} cores", flush=True)
+                      f"(trials {result['trials_cpu_s']:5.1f} s)  other processes {result['others_cores']:.2f} "
+                      f"cores", flush=True)
     return results
 
 
@@ -134,19 +144,26 @@ def report(results: list[dict], duration: float) -> None:
 
     loop, one, two = (median(v, "wall_s") for v in VARIANTS)
     cpu_loop, cpu_one, cpu_two = (median(v, "cpu_s") for v in VARIANTS)
+    trial_loop, trial_one, trial_two = (median(v, "trials_cpu_s") for v in VARIANTS)
     others = statistics.mean(r["others_cores"] for r in results)
-    trials = results[0]["trials"]
-    print(f"\n  {trials} trials of {duration:g} simulated s each; medians over "
-          f"{len(results) // len(VARIANTS)} rounds")
-    print(f"  {'variant':<8}{'wall s':>9}{'cpu s':>9}{'cpu s/trial':>13}{'outside trials s':>18}")
+    n = results[0]["trials"]
+    print(f"\n  {n} trials of {duration:g} simulated s each; medians over {len(results) // len(VARIANTS)} rounds")
+    print(f"  {'variant':<8}{'wall s':>8}{'cpu s':>8}{'trials cpu s':>14}{'cpu s/trial':>13}{'fixed cpu s':>13}")
     for variant in VARIANTS:
-        outside = median(variant, "wall_s") - (median(variant, "trials_wall_s") / (2 if variant == "2w" else 1))
-        print(f"  {variant:<8}{median(variant, 'wall_s'):9.1f}{median(variant, 'cpu_s'):9.1f}"
-              f"{median(variant, 'cpu_s') / trials:13.2f}{outside:18.1f}")
+        cpu, trials = median(variant, "cpu_s"), median(variant, "trials_cpu_s")
+        print(f"  {variant:<8}{median(variant, 'wall_s'):8.1f}{cpu:8.1f}{trials:14.1f}{trials / n:13.2f}"
+              f"{cpu - trials:13.1f}")
     print(f"  2 workers over 1: {one / two:.2f}x wall (target >= 1.8x on an idle 2-core machine); CPU per trial "
-          f"{cpu_two / cpu_one:.2f}x of 1 worker's (1.00: running side by side costs nothing extra)")
+          f"{trial_two / trial_one:.2f}x of 1 worker's, whole sweep {cpu_two / cpu_one:.2f}x (1.00: side by side "
+          f"costs nothing extra)")
+    projected = (cpu_one) / ((cpu_two - trial_two) + trial_two / 2)
+    print(f"  projected from CPU seconds for an idle 2-core machine (each trial ~1 core: world and crowd take turns "
+          f"in lockstep; the once-per-sweep part serial): {projected:.2f}x")
     print(f"  sweep (1 worker) over the plain loop: {100 * (one / loop - 1):+.1f}% wall, "
-          f"{100 * (cpu_one / cpu_loop - 1):+.1f}% CPU (target <= +10%)")
+          f"{100 * (cpu_one / cpu_loop - 1):+.1f}% CPU (target <= +10%); per trial "
+          f"{100 * (trial_one / trial_loop - 1):+.1f}% CPU, and "
+          f"{cpu_one - trial_one - (cpu_loop - trial_loop):.1f} s of CPU once per sweep (cluster, trial process, "
+          f"plots and report)")
     note = "" if others <= 0.25 else "; the machine was shared: wall figures are depressed and noisy, CPU ones hold"
     print(f"  CPU: other processes kept {others:.2f} of {os.cpu_count()} cores busy on average{note}")
 

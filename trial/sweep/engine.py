@@ -34,6 +34,13 @@ from .worker import EVENT_TOPIC, run_job
 
 RETRIES = 2
 ALLOWED_FAILURES = 3  # workers a trial may take down with it before it is a failed row (Dask's default too)
+# A local cluster's own upkeep, slowed down: its workers only wait for their trial processes, so the statistical
+# profiler of the worker's threads has nothing to show, and the event-loop tick, the system monitor and the
+# nanny's memory check, at Dask's defaults, keep ~0.1 core busy on an idle 2-worker cluster (~0.02 like this;
+# bench/sweep.py), CPU the trials need on a small machine. A remote cluster keeps its own configuration.
+LOCAL_SETTINGS = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "500ms",
+                  "distributed.admin.system-monitor.interval": "2s",
+                  "distributed.worker.memory.monitor-interval": "1s"}
 INSTALL_HINT = "hil sweep runs on dask.distributed: pip install 'hil[sweep]' (dask[distributed], matplotlib)"
 
 
@@ -65,7 +72,9 @@ def run_jobs(jobs: list[Job], out: Path, *, timeout_s: float, progress: Progress
     if not jobs:
         return {}
     cluster = None
-    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+    settings = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+                **(LOCAL_SETTINGS if scheduler is None else {})}
+    with dask.config.set(settings):
         if scheduler is None:
             n = max(1, min(workers or cores(), len(jobs)))
             with _sigint_ignored():  # the workers inherit it: Ctrl-C stops the sweep here, not in each worker
@@ -73,6 +82,10 @@ def run_jobs(jobs: list[Job], out: Path, *, timeout_s: float, progress: Progress
                                        dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         try:
             with Client(cluster if cluster is not None else scheduler) as client:
+                if cluster is not None:
+                    from .plugin import LOCAL_NAME, IgnoreInterrupt
+
+                    client.register_plugin(IgnoreInterrupt(), name=LOCAL_NAME)
                 return _submit_and_collect(client, jobs, out, timeout_s, progress, grace_s, rerun, observer)
         finally:
             if cluster is not None:

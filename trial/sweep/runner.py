@@ -111,6 +111,12 @@ def _output_to(path: Path) -> Iterator[None]:
             os.close(saved[1])
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process and of the children it has waited for (a trial's crowd)."""
+    user, system, children_user, children_system, _ = os.times()
+    return user + system + children_user + children_system
+
+
 def main() -> int:
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # stray prints go to stderr, never into the protocol
@@ -120,7 +126,9 @@ def main() -> int:
     protocol.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:
         message = json.loads(line)
+        cpu0 = cpu_s()
         reply = run_here(message["job"], Path(message["attempt"]))
+        reply["cpu_s"] = cpu_s() - cpu0  # this process and its crowd: for bench/sweep.py, not the table
         protocol.write(json.dumps(reply, default=str) + "\n")
     return 0
 

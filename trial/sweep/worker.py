@@ -93,9 +93,13 @@ class RunnerProcess:
         self._buffer = b""
         with _all_lock:
             _all.add(self)
-        ready = self._read_line(STARTUP_TIMEOUT_S, "starting")
-        if "ready" not in ready:
-            raise RunnerLost(f"the trial process said {ready!r} instead of ready", overran=False)
+        try:
+            ready = self._read_line(STARTUP_TIMEOUT_S, "starting")
+            if "ready" not in ready:
+                raise RunnerLost(f"the trial process said {ready!r} instead of ready", overran=False)
+        except BaseException:  # the task fails (Dask retries it); nothing of this process is left behind
+            self.kill()
+            raise
 
     def alive(self) -> bool:
         return self.proc.poll() is None
