@@ -1,6 +1,6 @@
 # Every target creates .venv and installs what it needs from pyproject.toml; nothing else is assumed.
 #   make demo    the main job on the built-in virtual robot (installs hil alone)
-#   make test    the whole suite (hil + the test extra: only what the tests import)
+#   make test    the whole suite (hil + the test extra: only what the tests import; + view: the viewer they drive)
 #   make bench   side-by-side benchmarks (+ the bench extra: the peers, JuPedSim and pysocialforce among them)
 #   make fuzz    the long fuzz run against every server (1M messages each)
 #   make wheel-smoke   the wheel installed in a fresh venv outside the checkout, used from another folder
@@ -8,6 +8,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
+WARM := $(BIN)/python -c "import crowd.sim; crowd.sim.warm_up()"  # compile the crowd's step once (numba caches it)
 
 .PHONY: demo test bench fuzz wheel-smoke clean
 
@@ -18,14 +19,17 @@ $(BIN)/python:
 # one stamp per set of extras and pyproject.toml version: a changed pyproject or a new extra installs again
 $(VENV)/.installed-core-$(SUM): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
+	$(WARM)
 	touch $@
 
 $(VENV)/.installed-test-$(SUM): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,view]'
+	$(WARM)
 	touch $@
 
 $(VENV)/.installed-bench-$(SUM): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,view,bench]'
+	$(WARM)
 	touch $@
 
 demo: $(VENV)/.installed-core-$(SUM)

@@ -63,6 +63,21 @@ class LockstepCore:
         self.participants: dict[str, _Participant] = {}
         self.epoch = 0
         self.failure: str | None = None
+        # a viewer's pause (trial/view): while paused, time does not advance and nobody wakes; ``steps_granted``
+        # advances are let through (step). Only wall time passes, so a paused trial gives the same log.
+        self.paused = False
+        self.steps_granted = 0
+
+    def pause(self) -> None:
+        """Hold time where it is after the current advance (everyone who posts a sleep waits)."""
+        self.paused, self.steps_granted = True, 0
+
+    def resume(self) -> None:
+        self.paused, self.steps_granted = False, 0
+
+    def step(self, advances: int = 1) -> None:
+        """While paused: let ``advances`` more advances (each to the earliest wake) through, then hold again."""
+        self.steps_granted += max(0, int(advances))
 
     def now(self) -> float:
         return self.time_s
@@ -90,6 +105,11 @@ class LockstepCore:
         if not sleeping or len(sleeping) < len(self.participants):
             return []
         target = min(p.wake_s for p in sleeping)
+        if self.paused and target > self.time_s:
+            if not self.steps_granted:
+                return []  # everyone sleeps, so nobody stalls meanwhile
+            if target <= self.time_s + ADVANCE_SLICE_S:
+                self.steps_granted -= 1
         if target > self.time_s + ADVANCE_SLICE_S:
             # a long sleep: one slice now, the rest on the next calls (``behind``), so whoever holds the lock
             # around run() (the bus device's, under a clock server) lets go between slices
@@ -110,6 +130,8 @@ class LockstepCore:
         if self.failure or not self.participants:
             return False
         wakes = [p.wake_s for p in self.participants.values()]
+        if self.paused and not self.steps_granted:
+            return False
         return None not in wakes and min(wakes) > self.time_s
 
     def check_stall(self) -> None:
@@ -335,7 +357,7 @@ class RemoteParticipant:
     def close(self) -> None:
         try:
             self._call("bye", {})
-        except LockstepError:
+        except (LockstepError, zmq.ZMQError):  # a master gone mid-request leaves the REQ socket unable to send
             pass
         self._release()
 

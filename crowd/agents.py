@@ -3,9 +3,10 @@
 Rows are added and removed as people arrive and leave; ``ids`` keeps every agent's stable integer id and
 ``names`` the script names (``kid``). Everything is SI: metres, seconds, radians; positions in the map frame.
 
-Routes are Python lists (they change rarely); what the per-step code needs from them is cached in arrays
-(``target``: the waypoint walked to now, ``next_target``: the one after it or NaN, ``final``: whether ``target``
-is the goal), refreshed only when a route changes or an agent passes a waypoint, so no step loops over agents.
+Routes are Python lists for the API (``routes``) and, for the compiled step, one padded array ``route_xy``
+(n, K, 2) with ``route_len`` waypoints per row (K grows to the longest route set). ``waypoint`` is the index of
+the waypoint walked to now, ``target`` that waypoint, ``final`` whether it is the goal: the step (crowd/kernel.py)
+updates the three in place as agents pass or re-acquire waypoints, so no step loops over agents in Python.
 """
 from __future__ import annotations
 
@@ -41,17 +42,19 @@ _ARRAYS: dict[str, tuple[tuple[int, ...], type]] = {
     "gaze": ((2,), float),  # unit vector where each one looks (walking direction unless told otherwise)
     "waypoint": ((), int),  # index into the route of the waypoint walked to now
     "target": ((2,), float),  # that waypoint (the agent's own position when it has no route)
-    "next_target": ((2,), float),  # the waypoint after it, NaN when ``target`` is the goal
     "final": ((), bool),  # ``target`` is the last waypoint
     "has_route": ((), bool),
     "goal_radius": ((), float),  # within this of the goal = arrived (goal_threshold; half a gate's width at exits)
     "robot_target": ((), bool),  # walking to the robot (``move X to robot``): the avoidance force is off
+    "exit_on_arrival": ((), bool),  # leaves the map on arriving at its goal
+    "route_len": ((), int),  # waypoints in the row's route
 }
+ROUTE_WIDTH = 8  # initial K of route_xy
 
 
 class Agents:
     """Struct of arrays. ``pos``, ``vel``, ``gaze``, ``target`` (n, 2); ``radius``, ``v0`` (n,); ``group``,
-    ``ids`` (n,) int; per-agent lists ``types``, ``names``, ``routes``, ``exit_on_arrival``."""
+    ``ids`` (n,) int; ``route_xy`` (n, K, 2); per-agent lists ``types``, ``names``, ``routes``."""
 
     def __init__(self) -> None:
         for name, (shape, dtype) in _ARRAYS.items():
@@ -59,7 +62,8 @@ class Agents:
         self.types: list[str] = []
         self.names: list[str] = []
         self.routes: list[list[tuple[float, float]]] = []
-        self.exit_on_arrival: list[bool] = []
+        self.route_xy = np.zeros((0, ROUTE_WIDTH, 2))
+        self.route_gate = np.zeros((0, ROUTE_WIDTH, 4))  # per waypoint: gate direction (x, y), extents - and +
         self._next_id = 0
 
     def __len__(self) -> int:
@@ -72,8 +76,8 @@ class Agents:
         row = {
             "pos": spec.position, "vel": (0.0, 0.0), "radius": spec.radius, "v0": spec.preferred_speed,
             "group": spec.group, "ids": agent_id, "gaze": (1.0, 0.0), "waypoint": 0, "target": spec.position,
-            "next_target": (np.nan, np.nan), "final": True, "has_route": False, "goal_radius": goal_radius,
-            "robot_target": False,
+            "final": True, "has_route": False, "goal_radius": goal_radius, "robot_target": False,
+            "exit_on_arrival": spec.exit_on_arrival, "route_len": 0,
         }
         for name, value in row.items():
             arr = getattr(self, name)
@@ -81,7 +85,8 @@ class Agents:
         self.types.append(spec.person_type)
         self.names.append(spec.name)
         self.routes.append([])
-        self.exit_on_arrival.append(spec.exit_on_arrival)
+        self.route_xy = np.concatenate([self.route_xy, np.zeros((1, *self.route_xy.shape[1:]))])
+        self.route_gate = np.concatenate([self.route_gate, np.zeros((1, *self.route_gate.shape[1:]))])
         self.set_route(len(self) - 1, spec.route, goal_radius)
         return agent_id
 
@@ -95,12 +100,28 @@ class Agents:
         self.types = [self.types[i] for i in kept]
         self.names = [self.names[i] for i in kept]
         self.routes = [self.routes[i] for i in kept]
-        self.exit_on_arrival = [self.exit_on_arrival[i] for i in kept]
+        self.route_xy = self.route_xy[keep]
+        self.route_gate = self.route_gate[keep]
 
     def set_route(self, row: int, route: list[tuple[float, float]], goal_radius: float,
-                  robot_target: bool = False) -> None:
-        """Give a row a new route (walk from its first waypoint); an empty route means stand still."""
+                  robot_target: bool = False, gates: np.ndarray | None = None) -> None:
+        """Give a row a new route (walk from its first waypoint); an empty route means stand still. ``gates``
+        (len(route), 4): each waypoint's gate (navigation.py), zeros (a point) when not given."""
         self.routes[row] = [(float(x), float(y)) for x, y in route]
+        if len(route) > self.route_xy.shape[1]:
+            width = max(len(route), 2 * self.route_xy.shape[1])
+            wider = np.zeros((len(self), width, 2))
+            wider[:, :self.route_xy.shape[1]] = self.route_xy
+            self.route_xy = wider
+            wider_gates = np.zeros((len(self), width, 4))
+            wider_gates[:, :self.route_gate.shape[1]] = self.route_gate
+            self.route_gate = wider_gates
+        self.route_gate[row] = 0.0
+        if route:
+            self.route_xy[row, :len(route)] = self.routes[row]
+            if gates is not None:
+                self.route_gate[row, :len(route)] = gates
+        self.route_len[row] = len(route)
         self.has_route[row] = bool(route)
         self.goal_radius[row] = goal_radius
         self.robot_target[row] = robot_target
@@ -112,12 +133,10 @@ class Agents:
         self.waypoint[row] = k
         if not route:
             self.target[row] = self.pos[row]
-            self.next_target[row] = np.nan
             self.final[row] = True
             return
         self.target[row] = route[k]
         self.final[row] = k == len(route) - 1
-        self.next_target[row] = route[k + 1] if k + 1 < len(route) else (np.nan, np.nan)
 
     def row(self, agent_id: int) -> int:
         rows = np.flatnonzero(self.ids == agent_id)

@@ -93,6 +93,25 @@ def intents(sim: CrowdSim) -> list[Person]:
                    HEIGHT_BY_TYPE.get(a.types[i], 1.7)) for i in range(len(ids))]
 
 
+WALKING, SCRIPTED = "walking", "scripted"
+
+
+def activities(sim: CrowdSim) -> tuple[list[str], list[str]]:
+    """What each person (in :func:`intents` order) is doing, for the viewer and the log: the objective it
+    follows (interact, observe, ...), else ``scripted`` for a person a script named, else ``walking``; and the
+    script's names ('' for the generated). Reference 000's display colours people by it."""
+    from .objectives import ObjectiveManager
+
+    a = sim.agents
+    manager = next((h for h in sim.hooks if isinstance(h, ObjectiveManager)), None)
+    active = manager.active if manager is not None else {}
+    doing = []
+    for agent_id, name in zip(a.ids.tolist(), a.names):
+        objective = active.get(agent_id)
+        doing.append(objective.name if objective is not None else SCRIPTED if name else WALKING)
+    return doing, list(a.names)
+
+
 def serve(sim: CrowdSim, endpoint: str, ready=print, stepper: Stepper | None = None,
           security: Security | None = None) -> int:
     """Answer ticks until ``bye`` (or the parent that started us is gone); returns the number of ticks served.
@@ -151,5 +170,6 @@ def _answer(sim: CrowdSim, stepper: Stepper, frames: list[bytes], counters: Coun
         counters.drop(f"crowd {where}", f"tick failed: {type(exc).__name__}: {exc}")
         return ("error", {"reason": f"the crowd failed this tick: {type(exc).__name__}: {exc}"})
     reply = intents_payload(sim.time_s, intents(sim), spawned, removed)
+    reply["doing"], reply["names"] = activities(sim)  # extra keys: an older world ignores them
     reply.update(stepper.drain())
     return ("intents", reply, msg.seq, sim.time_s)

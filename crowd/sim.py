@@ -5,10 +5,13 @@ One step (``dt`` seconds of simulated time)::
     time_s += dt (rounded to the nanosecond)
     reset the per-step arrays: override_velocity = NaN, override_gaze = NaN, speed_factor = 1
     run the hooks in order (generator, objective manager, ...): they may add/remove/move agents and set the arrays
-    route following -> desired velocity v0 x speed_factor toward the current waypoint (or the override's row)
-    forces: desired (relaxation), social (pairs within the cut-off, via a cell grid), walls, groups, robot
-    integrate (semi-implicit Euler: v += a dt, clamp |v|, x += v dt), keep bodies apart and out of walls/robot
-    gaze: the override where set, else the walking direction
+    one compiled call for everyone (crowd/kernel.py, which lists its parts):
+        route following by sight -> desired velocity v0 x speed_factor toward the current waypoint's gate (or the
+        override's row), at most the headway speed
+        forces: desired (relaxation), social (pairs within the cut-off, via a cell grid), walls, groups, robot
+        integrate (semi-implicit Euler: v += a dt, clamp |v|, x += v dt), keep bodies apart and out of walls/robot
+        gaze: the override where set, else the walking direction
+    a new route for agents that lost sight of their way
     remove agents that arrived at their final waypoint and have exit_on_arrival
 
 Two rules hooks should know:
@@ -30,22 +33,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import navigation
+from . import kernel, navigation
 from .agents import Agents, AgentSpec
-from .contacts import resolve
-from .forces import (
-    WallIndex,
-    desired_force,
-    group_forces,
-    merge_params,
-    neighbour_pairs,
-    obstacle_force,
-    robot_force,
-    social_force,
-)
+from .forces import WallIndex, merge_params, param_vector
 from .maps import CrowdMap
 
 ROBOT = "robot"
+REPLAN_S = 1.0  # an agent that lost sight of its way gets a new route at most this often
+GATE_REACH_M = 1.5  # a waypoint's gate reaches at most this far to either side of it
+GATE_DIRECTIONS = 24  # directions tried for an opening's narrowest line (every 7.5 degrees)
 
 
 @dataclass
@@ -64,6 +60,29 @@ class RobotState:
         return self.x, self.y
 
 
+_warmed_up = False
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's disk cache) every compiled entry point now, on a two-person scene with a wall,
+    a group and a robot. The first CrowdSim of a process calls this, so a served crowd has done it before it prints
+    its endpoint: a first compile after an install (~15 s) must not look to the world like a crowd that stalled."""
+    global _warmed_up
+    if _warmed_up:
+        return
+    _warmed_up = True
+    from devices.map_format import Wall
+
+    room = CrowdMap("warm-up", "<warm-up>", (Wall((0.0, -2.0), (0.0, 2.0), 0.1, 1.0),),
+                    nodes={"a": (2.0, 0.0), "b": (4.0, 1.0)}, edges=(("a", "b"),))
+    sim = CrowdSim(room, seed=0)
+    sim.set_robot(3.0, -1.0)
+    for y in (0.0, 0.6):
+        sim.add_agent(AgentSpec("adult", 0.23, 1.3, (1.0, y), [(2.0, 0.0), (4.0, 1.0)], group=0))
+    navigation.desired_velocities(sim.agents, sim.speed_factor, 1.0, 0.05)
+    sim.step()
+
+
 class CrowdSim:
     """Pedestrians on a CrowdMap under the social force model, stepped at a fixed ``dt``."""
 
@@ -71,6 +90,7 @@ class CrowdSim:
                  params: dict[str, Any] | None = None):
         if not dt > 0:
             raise ValueError(f"dt must be > 0 s, not {dt!r}")
+        warm_up()
         self.map = crowd_map
         self.dt = float(dt)
         self.time_s = 0.0
@@ -87,6 +107,11 @@ class CrowdSim:
         half = getattr(crowd_map, "wall_half_thickness", np.zeros(0))
         reach = self.params["obstacle_force"]["threshold"] + 0.6 + float(half.max(initial=0.0))
         self.walls = WallIndex(getattr(crowd_map, "wall_segments", np.zeros((0, 4))), half, reach)
+        self._param_vector = param_vector(self.params)
+        self._robot_vector = np.zeros(6)
+        self._no_group_index = np.zeros(0, dtype=np.int64)
+        self._replanned: dict[int, float] = {}  # agent id -> sim time of its last new route
+        self._openings: dict[tuple[float, float], tuple | None] = {}  # waypoint -> its opening's gate, if any
 
     # --- agents ---------------------------------------------------------------------------------------------
 
@@ -95,6 +120,8 @@ class CrowdSim:
         goal_radius = self._goal_radius(spec.route[-1] if spec.route else None)
         agent_id = self.agents.add(spec, goal_radius)
         row = len(self.agents) - 1
+        if spec.route:
+            self.agents.route_gate[row, :len(spec.route)] = self.gates(spec.position, spec.route)
         rel = self.agents.target[row] - self.agents.pos[row]
         norm = math.hypot(*rel)
         if norm > 1e-9:
@@ -146,7 +173,52 @@ class CrowdSim:
                 target = (float(target[0]), float(target[1]))
             route = self.map.route(start, target)
             goal_radius = self._goal_radius(target)
-        self.agents.set_route(row, route, goal_radius, robot_target=to_robot)
+        self.agents.set_route(row, route, goal_radius, robot_target=to_robot, gates=self.gates(start, route))
+
+    def gates(self, start: Sequence[float], route: Sequence[Sequence[float]]) -> np.ndarray:
+        """Each waypoint's gate (navigation.py); the goal has none. Where the waypoint stands in an opening (walls
+        on both sides within GATE_REACH_M: a door, a passage), the gate is the opening's narrowest line through it;
+        elsewhere the line square to the way walked there (the bisector of the legs in and out), as far as the walls
+        on either side, at most GATE_REACH_M."""
+        out = np.zeros((len(route), 4))
+        points = [np.asarray(start, dtype=float), *(np.asarray(p, dtype=float) for p in route)]
+        for k in range(len(route) - 1):
+            before, here, after = points[k], points[k + 1], points[k + 2]
+            opening = self._opening(float(here[0]), float(here[1]))
+            if opening is not None:
+                out[k] = opening
+                continue
+            way = np.zeros(2)
+            for leg in (here - before, after - here):
+                norm = float(np.hypot(*leg))
+                if norm > 1e-9:
+                    way += leg / norm
+            norm = float(np.hypot(*way))
+            if norm < 1e-9:  # a U-turn at the waypoint: square to the way out
+                way, norm = after - here, float(np.hypot(*(after - here)))
+            if norm < 1e-9:
+                continue
+            out[k] = self._gate(here, -way[1] / norm, way[0] / norm)
+        return out
+
+    def _gate(self, here: np.ndarray, gx: float, gy: float) -> tuple[float, float, float, float]:
+        seg, half = self.walls.segments, self.walls.half_thickness
+        return (gx, gy, kernel.free_reach(here[0], here[1], -gx, -gy, seg, half, GATE_REACH_M),
+                kernel.free_reach(here[0], here[1], gx, gy, seg, half, GATE_REACH_M))
+
+    def _opening(self, x: float, y: float) -> tuple[float, float, float, float] | None:
+        """The narrowest line through (x, y) with a wall within GATE_REACH_M at both ends, or None (cached)."""
+        key = (round(x, 6), round(y, 6))
+        if key not in self._openings:
+            best = None
+            for k in range(GATE_DIRECTIONS):
+                angle = math.pi * k / GATE_DIRECTIONS
+                gate = self._gate(np.array([x, y]), math.cos(angle), math.sin(angle))
+                if gate[2] < GATE_REACH_M and gate[3] < GATE_REACH_M and (
+                        best is None or gate[2] + gate[3] < best[2] + best[3] - 1e-9):
+                    best = gate
+            self._openings[key] = best
+        return self._openings[key]
 
     def arrived(self, agent_id: int) -> bool:
         """On its final waypoint and within goal_threshold of it (half the gate's width at an exit gate); an agent
@@ -178,78 +250,61 @@ class CrowdSim:
         if not len(self.agents):
             return
         self._move_agents()
-        self._remove_arrivals()
 
     def _move_agents(self) -> None:
-        p = self.params
+        """One compiled step (crowd/kernel.py) for everyone; new routes for agents who lost their way; arrivals."""
         a = self.agents
-        dt = self.dt
-        nav = p["navigation"]
-        navigation.advance_waypoints(a, nav["waypoint_threshold"], nav["pass_radius"])
-        v_route, directions = navigation.desired_velocities(a, self.speed_factor, nav["braking"])
-        overridden = ~np.isnan(self.override_velocity).any(axis=1)
-        v_desired = np.where(overridden[:, None], np.nan_to_num(self.override_velocity), v_route)
-        if overridden.any():
-            speed = np.linalg.norm(v_desired[overridden], axis=1)
-            unit = np.zeros((int(overridden.sum()), 2))
-            ok = speed > 1e-9
-            unit[ok] = v_desired[overridden][ok] / speed[ok, None]
-            directions = directions.copy()
-            directions[overridden] = unit
-
-        pos, vel, radius = a.pos, a.vel, a.radius
-        i, j = neighbour_pairs(pos, p["social_force"]["cutoff"])
-        force = desired_force(vel, v_desired, p["desired_force"])
-        force += social_force(pos, vel, i, j, p["social_force"])
-        force += obstacle_force(pos, radius, self.walls, p["obstacle_force"])
-        if (a.group >= 0).any():
-            force += group_forces(pos, directions, a.group, i, j, p["group_coherence_force"],
-                                  p["group_repulsive_force"], p["group_gaze_force"])
-        if self.robot is not None:
-            applies = ~overridden & ~a.robot_target
-            force += robot_force(pos, radius, directions, self.robot.xy, self.robot.radius, applies,
-                                 p["robot_force"])
-
-        # Semi-implicit Euler with pysocialforce's speed cap (max_speed_multiplier x the speed it wants).
-        new_vel = vel + dt * force
-        wanted = np.maximum(np.linalg.norm(v_desired, axis=1), a.v0 * self.speed_factor)
-        cap = p["scene"]["max_speed_multiplier"] * wanted
-        speed = np.linalg.norm(new_vel, axis=1)
-        too_fast = speed > cap
-        new_vel[too_fast] *= (cap[too_fast] / speed[too_fast])[:, None]
-        new_pos = pos + dt * new_vel
-
-        # Contacts: candidate pairs are the neighbour pairs that could touch after this step's moves.
-        iterations = int(p["contact"]["iterations"])
-        if len(i):
-            reach = radius[i] + radius[j] + 2 * dt * float(cap.max())
-            dd = pos[i] - pos[j]
-            near = np.einsum("ij,ij->i", dd, dd) < reach * reach
-            ci, cj = i[near], j[near]
+        if a.group.max(initial=-1) >= 0:
+            members = a.group >= 0
+            gidx = np.full(len(a), -1, dtype=np.int64)
+            uniques, gidx[members] = np.unique(a.group[members], return_inverse=True)
+            n_groups = len(uniques)
         else:
-            ci = cj = i
-        robot = None if self.robot is None else (self.robot.x, self.robot.y, self.robot.radius)
-        new_pos = resolve(pos, new_pos, new_vel, radius, ci, cj, self.walls, robot, iterations)
-        a.pos = new_pos
-        a.vel = new_vel
-
-        # Gaze: the override where a hook set one, else the walking direction (kept while standing).
-        speed = np.linalg.norm(new_vel, axis=1)
-        walking = speed > 0.05
-        a.gaze[walking] = new_vel[walking] / speed[walking, None]
-        told = ~np.isnan(self.override_gaze).any(axis=1)
-        if told.any():
-            g = self.override_gaze[told]
-            norm = np.linalg.norm(g, axis=1)
-            ok = norm > 1e-9
-            rows = np.flatnonzero(told)[ok]
-            a.gaze[rows] = g[ok] / norm[ok, None]
-
-    def _remove_arrivals(self) -> None:
-        a = self.agents
-        leaving = navigation.arrived_mask(a) & a.has_route & np.asarray(a.exit_on_arrival, dtype=bool)
-        if leaving.any():
+            gidx, n_groups = self._no_groups(len(a)), 0
+        robot = self._robot_vector
+        if self.robot is not None:
+            r = self.robot
+            robot = np.array([1.0, r.x, r.y, r.radius, r.vx, r.vy])
+        for _ in range(2):
+            new_pos, new_vel, lost, leaving, n_lost, n_leaving, needed = kernel.step(
+                a.pos, a.vel, a.radius, a.v0, self.speed_factor, gidx, n_groups, a.gaze,
+                a.has_route, a.route_xy, a.route_len, a.route_gate, a.waypoint, a.target, a.final, a.goal_radius,
+                a.robot_target, a.exit_on_arrival, self.override_velocity, self.override_gaze,
+                *self.walls.kernel_args(), robot, self._param_vector, self.dt)
+            if not needed:
+                break
+            self.walls.ensure_reach(needed)  # bigger bodies or faster steps than the wall buckets cover
+        a.pos, a.vel = new_pos, new_vel
+        if n_lost:
+            for row in np.flatnonzero(lost):
+                self._replan(int(row))
+        if n_leaving:
             self._remove_rows(np.flatnonzero(leaving))
+
+    def _replan(self, row: int) -> None:
+        """A new route from where the agent stands to its goal: it lost sight of the waypoint it walked to (pushed
+        back through a door, round a corner, off its way by the crowd or its group). At most once per REPLAN_S
+        per agent (in between it walks to the latest earlier waypoint it sees, which the step chose)."""
+        a = self.agents
+        agent_id = int(a.ids[row])
+        if self.time_s - self._replanned.get(agent_id, -math.inf) < REPLAN_S:
+            return
+        if len(self._replanned) > 2 * len(a) + 64:
+            present = set(a.ids.tolist())
+            self._replanned = {k: v for k, v in self._replanned.items() if k in present}
+        self._replanned[agent_id] = self.time_s
+        goal = a.routes[row][-1]
+        try:
+            route = self.map.route(tuple(a.pos[row]), goal)
+        except ValueError:  # a map without a passage graph, and no straight way: keep the step's choice
+            return
+        a.set_route(row, route, float(a.goal_radius[row]), robot_target=bool(a.robot_target[row]),
+                    gates=self.gates(tuple(a.pos[row]), route))
+
+    def _no_groups(self, n: int) -> np.ndarray:
+        if len(self._no_group_index) != n:
+            self._no_group_index = np.full(n, -1, dtype=np.int64)
+        return self._no_group_index
 
     def _remove_rows(self, rows: np.ndarray) -> None:
         keep = np.ones(len(self.agents), dtype=bool)

@@ -23,6 +23,14 @@ import pytest
 from runtime.bus import BusHost
 from runtime.transports import open_transport
 
+def pytest_sessionstart(session) -> None:
+    """Compile the crowd's step (numba) once, before any test starts a crowd process that must answer within a
+    deadline: the first compile after an install takes ~15 s, later processes load the disk cache in ~0.4 s."""
+    from crowd.sim import warm_up
+
+    warm_up()
+
+
 ASSEMBLY = "servo_chain"
 SERVO_IDS = tuple(range(1, 18))
 XM430_MODEL = 1020
@@ -195,3 +203,18 @@ def arm():
     finally:
         sim.stop()
 
+
+
+SHORT_DEMO_S = 7.0  # the staged kid is spawned at 5 s: script lines, a person walking, the robot driving
+
+
+@pytest.fixture(scope="session")
+def short_demo_log(tmp_path_factory):
+    """trial.mcap of a 7 s demo (seed 0), recorded once for the Foxglove and viewer tests."""
+    from trial.presets import demo_spec
+    from trial.run import Trial
+
+    out = tmp_path_factory.mktemp("short-demo") / "demo"
+    result = Trial(spec=demo_spec(duration=SHORT_DEMO_S)).run(out)
+    assert result.status == "ok", result.error
+    return out / "trial.mcap"

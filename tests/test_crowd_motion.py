@@ -370,6 +370,30 @@ def test_robot_force_keeps_people_off_a_static_robot():
     assert gap > bare_gap + 0.1
 
 
+def test_a_person_behind_a_robot_driving_its_way_follows_it_at_a_time_gap():
+    """A robot drives down a 2 m corridor at 0.45 m/s (the guide's cruise); a person who wants 1.4 m/s comes up
+    behind it: it slows to the robot's speed and keeps >= 0.5 m between the surfaces (measured 0.59 m); followed by
+    the robot force alone (time_gap 0) it closes to 0.37 m, which in the physics world was a bump into the back of
+    the guide."""
+    def follow(params: dict | None) -> tuple[float, float]:
+        sim = CrowdSim(corridor(40.0, 2.0), seed=0, params=params)
+        x = 8.0
+        sim.add_agent(AgentSpec("adult", 0.23, 1.4, (2.0, 1.1), [(38.0, 1.1)], exit_on_arrival=False))
+        gaps, speeds = [], []
+        while sim.time_s < 30:
+            x += 0.45 * sim.dt
+            sim.set_robot(x, 1.0, vx=0.45)
+            sim.step()
+            gaps.append(math.dist(sim.agents.pos[0], (x, 1.0)) - 0.23 - 0.3)
+            speeds.append(float(np.hypot(*sim.agents.vel[0])))
+        return min(gaps), float(np.mean(speeds[-50:]))
+
+    gap, speed = follow(None)
+    assert gap >= 0.5 and speed == pytest.approx(0.45, abs=0.05)
+    bare_gap, _ = follow({"headway": {"time_gap": 0.0}})
+    assert bare_gap < gap - 0.1
+
+
 # --- the step contract -------------------------------------------------------------------------------------------
 
 def test_step_contract_overrides_speed_factor_and_removal():

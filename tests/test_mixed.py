@@ -180,7 +180,7 @@ def test_the_mixed_profile_and_its_errors_name_the_line(tmp_path):
             ":5: crowd: map 'no_such_map': no map of that name; known: arcade, lab",
         "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  map: /no/such/map.yaml\n":
             ":5: crowd: map '/no/such/map.yaml': no such map file",
-        "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  map: 3\n": ":5: crowd: map must be a map under",
+        "clock: real\ncrowd:\n  endpoint: tcp://127.0.0.1:1\n  map: 3\n": ":5: crowd: map must be a map on the config search path",
     }
     for text, message in cases.items():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[")):

@@ -38,13 +38,20 @@ ran), bus statistics once a second, the profile and the map, into DIR/trial.mcap
 Ctrl-C or a controller error) DIR/metrics.json and DIR/topdown.png are built from it (hil report DIR)."""
 
 
+def add_view_arguments(parser: argparse.ArgumentParser) -> None:
+    from .view.cli import add_view_arguments as add
+
+    add(parser)
+
+
 def register(sub) -> None:
-    """Add ``hil trial``, ``hil demo``, ``hil run`` and ``hil report``."""
+    """Add ``hil trial``, ``hil demo``, ``hil run``, ``hil report`` and ``hil view``."""
     trial = sub.add_parser("trial", help="run a controller in a trial (map, crowd, scenario, goal), recorded and "
                                          "measured", description=TRIAL_DESCRIPTION,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     trial.add_argument("target", help="a controller (x.py, package.module[:function]) or a trial file (x.yaml)")
     _add_trial_arguments(trial)
+    add_view_arguments(trial)
     trial.set_defaults(func=cmd_trial)
 
     demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware): the guide robot "
@@ -64,6 +71,7 @@ def register(sub) -> None:
                       help="seconds of wall time the world waits for a crowd tick before failing (default 10)")
     demo.add_argument("--servo-chain", action="store_true", help="the bus-only demo: 17 servos, 100 Hz, 1 Mbaud")
     demo.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_view_arguments(demo)
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser("run", help="run a controller file on the robot a profile describes (real or virtual)",
@@ -78,6 +86,10 @@ def register(sub) -> None:
                      help="record the run as a trial: DIR/trial.mcap, then DIR/metrics.json and DIR/topdown.png")
     run.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                      help="a controller parameter (robot.params[KEY]; VALUE read as YAML: 0.4, true, [1, 2])")
+    from runtime.native.cli import add_arguments as add_native_arguments
+
+    add_native_arguments(run)  # --native PROGRAM -- ARGS: a compiled controller (runtime/native)
+    add_view_arguments(run)
     run.set_defaults(func=cmd_run)
 
     examples = sub.add_parser("examples", help="list the example controllers shipped with hil, or copy them (with "
@@ -89,6 +101,9 @@ def register(sub) -> None:
     report.add_argument("dir", help="trial folder holding trial.mcap")
     report.set_defaults(func=cmd_report)
 
+    from .view.cli import register as register_view
+
+    register_view(sub)
     from .sweep.cli import register as register_sweep  # hil sweep (trial/sweep: many trials on Dask)
 
     register_sweep(sub)
@@ -161,7 +176,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
     else:
         spec = make_spec(target, **keys)
     out = Path(args.out) if args.out else Path("trials") / f"{spec.label}-{spec.seed}"
-    return _run_and_report(Trial(spec=spec), out, quiet=args.quiet)
+    return _run_and_report(Trial(spec=spec), out, quiet=args.quiet, args=args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -179,7 +194,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if spec.gui:
         _check_display()
     out = Path(args.out or f"trials/demo-{args.seed}")
-    return _run_and_report(Trial(spec=spec), out, quiet=args.quiet)
+    return _run_and_report(Trial(spec=spec), out, quiet=args.quiet, args=args)
 
 
 def _check_display() -> None:
@@ -190,17 +205,29 @@ def _check_display() -> None:
                          "only unwatched) or from a desktop session")
 
 
-def _run_and_report(trial, out: Path, *, quiet: bool) -> int:
+def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace | None = None) -> int:
     from .report.build import format_metrics
 
-    result = trial.run(out, progress=None if quiet else (lambda line: print(line, flush=True)))
+    progress = None if quiet else (lambda line: print(line, flush=True))
+    viewer = None
+    if args is not None and getattr(args, "view", False):
+        from .view.cli import run_viewed
+
+        result, viewer = run_viewed(trial, out, args, progress)
+    else:
+        result = trial.run(out, progress=progress)
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
     if result.metrics is not None:
         print(format_metrics(result.metrics.to_dict()))
     print(result.summary_line(), flush=True)
     if result.metrics is not None:
-        print(f"wrote {out}/trial.mcap, metrics.json, topdown.png (open again with: hil report {out})")
+        print(f"wrote {out}/trial.mcap, metrics.json, topdown.png (open again with: hil report {out}, "
+              f"hil view {out})")
+    if viewer is not None:
+        from .view.cli import linger
+
+        linger(viewer, args.view_linger)
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
 
@@ -211,20 +238,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     from runtime.bus import BusError
     from runtime.clock.base import ClockError
     from runtime.model import ModelError
+    from runtime.native.cli import maybe_run
     from runtime.robot.runner import ControllerError
 
     from .run import Trial
 
+    native_status = maybe_run(args)  # None unless --native (or native: true in the profile)
+    if native_status is not None:
+        return native_status
     try:
         trial = Trial(args.controller, profile=args.profile, bus=args.bus, duration=args.duration,
                       params=parse_params(args.param), end_on_goal=False)
-        result = trial.run(args.record)
+        viewer = None
+        if args.view:
+            import tempfile
+
+            from .view.cli import run_viewed
+
+            record = Path(args.record) if args.record else Path(tempfile.mkdtemp(prefix="hil-run-view-"))
+            result, viewer = run_viewed(trial, record, args)
+        else:
+            result = trial.run(args.record)
     except (ConfigError, ControllerError, BusError, ClockError, ModelError, OSError) as exc:
         print(f"hil: error: {exc}", file=sys.stderr)
         return 2
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
     print(result.run_text, flush=True)
+    if viewer is not None:
+        from .view.cli import linger
+
+        linger(viewer, args.view_linger)
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
 

@@ -49,19 +49,22 @@ class Trial:
         return cls(spec=load_trial_file(path, **overrides))
 
     def run(self, out_dir: str | Path | None = None, *, progress: Callable[[str], None] | None = None,
-            err: TextIO | None = None, hooks: tuple[Callable[[Any], None], ...] = ()) -> TrialResult:
+            err: TextIO | None = None, hooks: tuple[Callable[[Any], None], ...] = (),
+            listeners: tuple[Callable[[str, float, dict], None], ...] = ()) -> TrialResult:
         """Run it; ``out_dir`` gets trial.mcap, metrics.json and topdown.png (None: nothing is recorded).
         ``progress`` receives a line now and then; ``err`` the robot's notes (stderr by default); ``hooks`` run
-        after every bus cycle after the recording (the live viewer)."""
+        after every bus cycle after the recording (the live viewer); ``listeners`` get every message the log
+        gets, ``(topic, t, payload)``, as it is written (the live viewer: it sees what a replay will)."""
         return _Run(self.spec, Path(out_dir) if out_dir is not None else None, progress, err or sys.stderr,
-                    hooks).go()
+                    hooks, listeners).go()
 
 
 class _Run:
     """The state of one run of a trial, from start to report."""
 
-    def __init__(self, spec: TrialSpec, folder: Path | None, progress, err: TextIO, hooks):
+    def __init__(self, spec: TrialSpec, folder: Path | None, progress, err: TextIO, hooks, listeners=()):
         self.spec, self.folder, self.progress, self.err, self.hooks = spec, folder, progress, err, hooks
+        self.listeners = listeners
         self.crowd: CrowdProcess | None = None
         self.robot: Any = None
         self.log: Any = None
@@ -159,7 +162,9 @@ class _Run:
             map_msg = plain_map(robot.profile.crowd.map, robot.profile.start_pose)  # a mixed trial's room
         elif map_msg is None:
             map_msg = _bus_map(robot)
-        return TickLog(self.folder, robot, meta, map_msg, probe=probe).attach()
+        extra = ((("/crowd/scenario", scenario_message(task.scenario)),) if task.scenario else ())
+        return TickLog(self.folder, robot, meta, map_msg, probe=probe, listeners=self.listeners,
+                       extra=extra).attach()
 
     def _goal_watch(self, task: Task, probe: WorldProbe | None) -> Callable[[Any], None]:
         """After each cycle: the goal reached (ground truth when there is a world, else odometry) -> the run ends
@@ -215,6 +220,12 @@ def _progress_line(robot: Any, probe: WorldProbe | None, t: float, duration: flo
     return (f"{bar}t={t:6.1f}{f'/{duration:g}' if duration else ''} s  {where} {mode}"
             + (f"{people:3d} people  " if people is not None else "")
             + ("goal  " if reached_at is not None else "") + f"wall {wall_s:5.1f} s")
+
+
+def scenario_message(path: Any) -> dict[str, Any]:
+    """``/crowd/scenario``: the staged script's name and lines, so a log shows every line, not only those run."""
+    script = Path(str(path))
+    return {"name": script.stem, "lines": script.read_text(encoding="utf-8").splitlines()}
 
 
 def _bus_map(robot: Any) -> dict[str, Any] | None:

@@ -96,6 +96,10 @@ def _with_task(spec: TrialSpec, task: Task, endpoint: str | None, realtime: bool
         profile = profile.with_bus(_merge_url(url, options, profile.source))
         return replace(profile, start_pose=task.start) if task.start is not None else profile
     # a real (or another process's) bus: people come as an overlay on the ring, the map is for the record
+    if endpoint is not None and profile.clock != "real":
+        raise TrialSetupError(spec.source, None, f"people beside the bus {url} come as a real-time crowd overlaid "
+                                                 f"on its ring, which needs clock: real (the profile {profile.source}"
+                                                 f" says clock: {profile.clock})")
     if spec.gui:
         raise TrialSetupError(spec.source, None, "gui: the pybullet viewer shows an in-process world; the "
                                                  f"profile's bus {url} is not one")

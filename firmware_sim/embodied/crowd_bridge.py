@@ -47,6 +47,8 @@ class CrowdBridge:
         self._closed = False
         self.script_events: list[dict] = []  # lines of a served script that ran, until the caller takes them
         self.script_state: str | None = None
+        self.doing: dict[int, str] = {}  # id -> what the crowd says the person is doing (crowd/serve.activities)
+        self.names: dict[int, str] = {}  # id -> the script's name for the person ('' for the generated)
         self._touched: set[int] = set()
         world.add_pre_step(self._pre_step)
         world.add_post_step(self._post_step)
@@ -100,6 +102,8 @@ class CrowdBridge:
         self.script_events.extend(reply.get("script", ()))
         self.script_state = reply.get("script_state", self.script_state)
         self.people = {person.id: person for person in people}
+        self.doing = _labels(reply, "doing", people)
+        self.names = _labels(reply, "names", people)
         self.pedestrians.sync([PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius,
                                                 person.height) for person in people])
         self.ticks += 1
@@ -116,8 +120,9 @@ class CrowdBridge:
             person = self.people.get(s.id)
             out.append({"id": s.id, "x": s.x, "y": s.y, "vx": s.vx, "vy": s.vy,
                         "type": getattr(person, "type", "adult"),
-                        "radius": getattr(person, "radius", 0.25),
-                        "gaze": [getattr(person, "gaze_x", 1.0), getattr(person, "gaze_y", 0.0)]})
+                        "radius": getattr(person, "radius", 0.25), "height": getattr(person, "height", 1.7),
+                        "gaze": [getattr(person, "gaze_x", 1.0), getattr(person, "gaze_y", 0.0)],
+                        "doing": self.doing.get(s.id, "walking"), "name": self.names.get(s.id, "")})
         return out
 
     def close(self) -> None:
@@ -130,6 +135,18 @@ class CrowdBridge:
             self.client.close()
         except Exception:  # a dead crowd cannot be told goodbye
             pass
+
+
+MAX_LABEL_CHARS = 40
+
+
+def _labels(reply: dict, key: str, people: list) -> dict[int, str]:
+    """``reply[key]``, a list of short strings in the people's order, as id -> label; anything else a peer sends
+    (another length, not strings) is dropped whole: labels are for display, never worth failing a tick."""
+    labels = reply.get(key)
+    if not isinstance(labels, list) or len(labels) != len(people) or not all(isinstance(v, str) for v in labels):
+        return {}
+    return {person.id: label[:MAX_LABEL_CHARS] for person, label in zip(people, labels)}
 
 
 def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,

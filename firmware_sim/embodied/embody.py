@@ -183,6 +183,8 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
         pacer = None
         device = VirtualBusDevice(parts, timing=timing, faults=faults, clock=lambda: world.time_s)
     embodied = EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer)
+    if gui:  # the viewer's camera follows the robot (read between steps, in the stepping thread)
+        world.camera_target = lambda: tuple(embodied.robot_pose()[k] for k in ("x", "y", "yaw"))
     if crowd_endpoint:
         if crowd_mode == "realtime":  # crowd_realtime.py: streams, the world never waits for the crowd
             from .crowd_realtime import attach_realtime_crowd as attach_crowd

@@ -4,20 +4,35 @@ The control table keeps its XM430 meaning; conversions between raw units and the
 the part's own descriptor registers (the same ones the host's drivers use). Commands become pybullet motor
 commands when they are written; present values are read from the joint whenever the host asks.
 
-- position modes (3, 4, 5): POSITION_CONTROL toward the goal, force up to the joint's effort limit, speed up to
-  the profile velocity (or the descriptor's velocity limit);
+- position modes (3 position, 4 extended position, 5 current-based position): the X-series position loop and
+  its DC motor, re-evaluated every physics step (see :class:`PositionDrive`): the loop's PWM duty is
+  Position P Gain(84)/128 x the error in pulses out of 885 (capped by PWM Limit(36)); the motor at that duty is
+  a velocity source (duty x no-load speed) behind its back-EMF damping (stall torque / no-load speed), both from
+  the descriptor's joint limits (effort = stall torque, velocity = no-load speed). So the servo holds a load
+  L with an error of L / stiffness (:func:`devices.control_table.position_stiffness`: 18.9 N m/rad at the
+  default gain 800), as a real one does, and a larger gain holds tighter. In mode 5 the torque is also limited
+  to Goal Current(102) x the torque constant (the e-Manual: Goal Current is the current limit there). Speed is
+  limited to the profile velocity (or the velocity limit). Position I and D gains, Goal PWM and the
+  feed-forward gains are not modelled (their defaults are 0 or full scale);
 - velocity mode (1): VELOCITY_CONTROL at the goal velocity, clamped to the velocity-limit register;
-- current mode (0): TORQUE_CONTROL, torque = goal current x torque constant, re-applied every step;
+- current mode (0): TORQUE_CONTROL, torque = Goal Current x torque constant (within the effort limit and the
+  Current Limit(38) the control table enforces), re-applied every step; the gear train's friction (the joint's
+  ``friction``) still acts, as with torque off;
 - torque off: the joint is released to its friction.
+Present Current(126) reports the motor's torque / torque constant in every mode.
 Watchdog: the Bus Watchdog register (98, units of 20 ms, as on X-series) or the device default; when no
 instruction has addressed the part for that long, the actuator stops (velocity 0, or holds its position) and
 the register reads 255 until a new command arrives, which re-arms it with its previous setting. Wheels also obey the contact interlock (contact.py).
 """
 from __future__ import annotations
 
+import weakref
+
 import pybullet as p
 
-from devices.control_table import CURRENT_MODE, VELOCITY_MODE
+from devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
+                                   POSITION_MODE, POSITION_P_GAIN_DIVISOR, PWM_FULL_SCALE, TORQUE_CONSTANT_NM_PER_A,
+                                   VELOCITY_MODE)
 from devices.protocol import ResultFail
 
 from ..part import PartFirmware
@@ -25,9 +40,12 @@ from ..world import RobotBody, RobotJoint, World
 
 WATCHDOG_UNIT_S = 0.020
 WATCHDOG_TRIPPED = 255
-TORQUE_CONSTANT_NM_PER_A = 4.1 / 2.3  # XM430-W350: stall torque 4.1 N m at 2.3 A (12 V)
-POSITION_GAIN = 0.3  # pybullet POSITION_CONTROL gains: a stiff, slightly damped servo
+XM430_TORQUE_CONSTANT = TORQUE_CONSTANT_NM_PER_A[1020]  # N m/A; a CPC servo is an XM430-W350 underneath
+POSITION_MODES = (POSITION_MODE, EXTENDED_POSITION_MODE, CURRENT_BASED_POSITION_MODE)
+DEFAULT_P_GAIN = 800  # Position P Gain of a table without the register (XM430 default)
+POSITION_GAIN = 0.3  # pybullet POSITION_CONTROL gains of a latched hold: a stiff, slightly damped stop
 VELOCITY_GAIN = 1.0
+TORQUE_FILTER_S = 0.08  # the position drive's torque feedback: slower than the arms' dynamics (PositionDrive)
 COMMAND_REGISTERS = frozenset(("torque_enable", "operating_mode", "goal_position", "goal_velocity", "goal_current",
                                "profile_velocity", "velocity_limit"))
 
@@ -61,6 +79,7 @@ class JointServo(PartFirmware):
             self.memory.set("bus_watchdog", max(1, min(127, round(default_watchdog_s / WATCHDOG_UNIT_S))))
         self._refresh()
         world.add_pre_step(self._pre_step)
+        PositionDrives.of(world, robot).servos.append(self)
         self._command()
         return self
 
@@ -71,6 +90,9 @@ class JointServo(PartFirmware):
         self._mode = memory.get("operating_mode")
         setting = memory.get("bus_watchdog") if "bus_watchdog" in self.table else 0
         self._watchdog_s = setting * WATCHDOG_UNIT_S if 0 < setting <= 127 else 0.0
+        self._current_torque = self._goal_torque()
+        if self._mode in POSITION_MODES and "goal_position" in self.registers:
+            self._drive = PositionDrive.of(self, getattr(self, "_drive", None))
 
     # conversions through the descriptor (raw <-> SI)
     def _si(self, role: str, raw: int) -> float:
@@ -116,7 +138,9 @@ class JointServo(PartFirmware):
         if "present_velocity" in self.registers:
             memory.set(self.registers["present_velocity"], self._raw("present_velocity", qd))
         if "present_current" in self.registers:
-            memory.set(self.registers["present_current"], self._raw("present_current", torque / TORQUE_CONSTANT_NM_PER_A))
+            if self._torque and self._mode == CURRENT_MODE and not self.latched:
+                torque = self._current_torque  # TORQUE_CONTROL: pybullet reports no motor torque
+            memory.set(self.registers["present_current"], self._raw("present_current", torque / XM430_TORQUE_CONSTANT))
         if "moving" in self.table:
             moving = abs(qd) > 0.01
             memory.set("moving", int(moving))
@@ -135,8 +159,16 @@ class JointServo(PartFirmware):
             self._stop("watchdog")
         elif self.interlock is not None and self.interlock.pressed and not self.latched:
             self._stop("interlock")
-        elif self._mode == CURRENT_MODE and not self.latched:
+        elif self.latched:
+            return
+        elif self._mode == CURRENT_MODE:
             self._apply_torque()
+        # position modes: PositionDrives drives every such servo of the robot in one batch each step
+
+    @property
+    def driving(self) -> bool:
+        """Torque on in a position mode and not stopped: PositionDrives drives it this step."""
+        return self._torque and not self.latched and self._mode in POSITION_MODES and "goal_position" in self.registers
 
     def stop_now(self, why: str = "interlock") -> None:
         """Stop this actuator before the next physics step (the interlock calls it from a post-step hook)."""
@@ -169,12 +201,11 @@ class JointServo(PartFirmware):
             p.setJointMotorControl2(body, joint.index, p.VELOCITY_CONTROL, targetVelocity=self._goal_velocity(),
                                     force=effort, physicsClientId=client)
         elif mode == CURRENT_MODE:
+            robot.release(joint)  # the gear train's friction, under the torque applied every step
+        elif mode in POSITION_MODES and "goal_position" in self.registers:
+            pass  # PositionDrives drives it before every physics step, from the drive _refresh just made
+        else:  # a mode the world does not model (PWM): hold still
             robot.release(joint)
-        else:
-            kwargs = {"maxVelocity": self._max_velocity()} if self._max_velocity() > 0 else {}
-            p.setJointMotorControl2(body, joint.index, p.POSITION_CONTROL, targetPosition=self._si(
-                "goal_position", self._get("goal_position")), force=effort, positionGain=POSITION_GAIN,
-                velocityGain=VELOCITY_GAIN, physicsClientId=client, **kwargs)
 
     def _goal_velocity(self) -> float:
         target = self._si("goal_velocity", self._get("goal_velocity"))
@@ -191,11 +222,97 @@ class JointServo(PartFirmware):
             limits.append(abs(self._si("goal_velocity", self.memory.get("profile_velocity"))))
         return min(limits) if limits else 0.0
 
-    def _apply_torque(self) -> None:
+    def _goal_torque(self) -> float:
+        """Goal Current x torque constant, within the joint's effort limit (N m)."""
         current = self._si("goal_current", self._get("goal_current")) if "goal_current" in self.registers else 0.0
-        torque = max(-self.joint.limits.effort, min(self.joint.limits.effort, current * TORQUE_CONSTANT_NM_PER_A))
-        p.setJointMotorControl2(self.robot.body_id, self.joint.index, p.TORQUE_CONTROL, force=torque,
+        effort = self.joint.limits.effort
+        return max(-effort, min(effort, current * XM430_TORQUE_CONSTANT))
+
+    def _apply_torque(self) -> None:
+        p.setJointMotorControl2(self.robot.body_id, self.joint.index, p.TORQUE_CONTROL, force=self._current_torque,
                                 physicsClientId=self.robot.client)
+
+
+class PositionDrive:
+    """The X-series position loop and its motor, evaluated each physics step (what position modes do).
+
+    The loop: duty u = KPP x error / (rad per pulse) / 885, within PWM Limit (KPP = Position P Gain / 128). The
+    motor at duty u follows its speed-torque line, w = w0 (u - tau / tau_s) (w0: no-load speed, tau_s: stall
+    torque, both the descriptor's joint limits), so at rest it gives tau_s x u: a load L leaves the error
+    L / stiffness (:func:`devices.control_table.position_stiffness`), as on a real servo. In pybullet that is
+    a velocity motor whose target is the line's speed for the torque the motor has been giving (its applied
+    torque low-passed over ``TORQUE_FILTER_S``), force up to the torque cap (the effort limit; in mode 5 also
+    Goal Current x torque constant), target within the profile velocity. A velocity motor is implicit (it never
+    pushes past its target in a step), so a light link (the eyes: 6e-5 kg m^2, where an explicit damper of
+    tau_s / w0 would need steps 60 times shorter) stays stable; the filter keeps the torque feedback slower than
+    the heaviest arm's dynamics.
+    """
+
+    __slots__ = ("goal", "gain", "duty_cap", "no_load_speed", "damping", "torque_cap", "speed_cap", "alpha", "torque")
+
+    def __init__(self, goal: float, gain: float, duty_cap: float, no_load_speed: float, damping: float,
+                 torque_cap: float, speed_cap: float, alpha: float, torque: float = 0.0):
+        self.goal, self.gain, self.duty_cap = goal, gain, duty_cap
+        self.no_load_speed, self.damping = no_load_speed, damping
+        self.torque_cap, self.speed_cap = torque_cap, speed_cap
+        self.alpha, self.torque = alpha, torque
+
+    @classmethod
+    def of(cls, servo: JointServo, previous: PositionDrive | None) -> PositionDrive:
+        """The drive of ``servo``'s control table as it is now (keeping the torque the motor was giving)."""
+        memory, table, limits = servo.memory, servo.table, servo.joint.limits
+        p_gain = memory.get("position_p_gain") if "position_p_gain" in table else DEFAULT_P_GAIN
+        rad_per_pulse = abs(servo.specs[servo.registers["goal_position"]].scale)
+        duty_cap = memory.get("pwm_limit") / PWM_FULL_SCALE if "pwm_limit" in table else 1.0
+        stall, no_load = limits.effort or 1.0, limits.velocity or 1.0
+        torque_cap = stall
+        if servo._mode == CURRENT_BASED_POSITION_MODE and "goal_current" in servo.registers:
+            torque_cap = min(stall, abs(servo._si("goal_current", servo._get("goal_current"))) * XM430_TORQUE_CONSTANT)
+        speed = servo._max_velocity()
+        alpha = min(1.0, servo.world.time_step_s / TORQUE_FILTER_S)
+        return cls(servo._si("goal_position", servo._get("goal_position")),
+                   p_gain / POSITION_P_GAIN_DIVISOR / PWM_FULL_SCALE / rad_per_pulse, duty_cap, no_load,
+                   stall / no_load, torque_cap, speed if speed > 0 else no_load, alpha,
+                   previous.torque if previous is not None else 0.0)
+
+    def command(self, q: float, applied: float) -> float:
+        """The velocity motor's target for joint position ``q`` and the torque it applied last step."""
+        self.torque += self.alpha * (applied - self.torque)
+        duty = max(-self.duty_cap, min(self.duty_cap, self.gain * (self.goal - q)))
+        target = duty * self.no_load_speed - self.torque / self.damping  # the speed-torque line
+        return max(-self.speed_cap, min(self.speed_cap, target))
+
+
+class PositionDrives:
+    """The position-mode servos of one robot body, driven in one batch before each physics step: one
+    getJointStates and one setJointMotorControlArray for all of them (two pybullet calls per servo cost about a
+    tenth of a commbot step)."""
+
+    _of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __init__(self, robot: RobotBody):
+        self.robot = robot
+        self.servos: list[JointServo] = []
+
+    @classmethod
+    def of(cls, world: World, robot: RobotBody) -> PositionDrives:
+        """The robot's drives, made (and hooked into the world's pre-step) on first use."""
+        drives = cls._of.get(robot)
+        if drives is None:
+            drives = cls._of[robot] = cls(robot)
+            world.add_pre_step(drives.step)
+        return drives
+
+    def step(self, world: World) -> None:
+        active = [servo for servo in self.servos if servo.driving]
+        if not active:
+            return
+        body, client = self.robot.body_id, self.robot.client
+        indices = [servo.joint.index for servo in active]
+        states = p.getJointStates(body, indices, physicsClientId=client)
+        targets = [servo._drive.command(state[0], state[3]) for servo, state in zip(active, states)]
+        p.setJointMotorControlArray(body, indices, p.VELOCITY_CONTROL, targetVelocities=targets,
+                                    forces=[servo._drive.torque_cap for servo in active], physicsClientId=client)
 
 
 def joint_registers(part: PartFirmware) -> dict[str, str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from collections.abc import Callable
 
 import pybullet as p
@@ -39,6 +40,12 @@ class WorldError(RuntimeError):
     pass
 
 
+GUI_WINDOW = "--width=800 --height=600 --minGraphicsUpdateTimeMs=1000"  # smaller: faster to draw; the viewer
+# redraws on its own at most once a second (we ask for frames ourselves, GUI_FRAME_S)
+GUI_FRAME_S = 0.5  # wall seconds between frames: each costs the physics a few frames of waiting
+GUI_CAMERA_DISTANCE_M, GUI_CAMERA_PITCH_DEG = 4.5, -35.0
+
+
 def display_available() -> bool:
     """Whether a GUI window can open: on Linux an X display must be named (pybullet's viewer is X11 there);
     elsewhere the platform's window system is assumed."""
@@ -57,11 +64,14 @@ class World:
         if gui and not display_available():  # pybullet would end the whole process ("cannot connect to X server")
             raise WorldError("the pybullet viewer needs a display and DISPLAY is not set; run without --gui "
                              "(DIRECT mode) or from a desktop session")
-        self.client = p.connect(p.GUI if gui else p.DIRECT)
+        self.client = p.connect(p.GUI, options=GUI_WINDOW) if gui else p.connect(p.DIRECT)
         if self.client < 0:
             raise WorldError("pybullet could not open a GUI window (no display?); use the default DIRECT mode"
                              if gui else "pybullet could not start a DIRECT physics client")
         self.gui = gui
+        self.camera_target: Callable[[], tuple[float, float, float]] | None = None  # (x, y, yaw) the camera follows
+        if gui:
+            self._quiet_viewer()
         self.time_step_s = float(time_step_s)
         self.steps = 0
         self.meshes = MeshFiles()
@@ -73,6 +83,36 @@ class World:
         self.floor_id = self._add_floor()
 
     # --- setup -------------------------------------------------------------------------------------------------
+    def _quiet_viewer(self) -> None:
+        """pybullet's viewer answers a command only between the frames it draws: with rendering on, every query
+        (a joint state, the contact points) waits for a frame, which llvmpipe under Xvfb takes 25-30 ms to draw,
+        so building the robot and the map took minutes and a simulated second 15-20 s of wall time. Rendering
+        is therefore off, and switched on for one physics step at most every ``GUI_FRAME_S`` of wall time (the
+        picture the window keeps in between is the last one drawn); the camera follows ``camera_target``. What
+        is drawn never changes what is simulated: the same trial gives the same log with or without ``--gui``.
+        """
+        c = self.client
+        p.configureDebugVisualizer(p.COV_ENABLE_GUI, 0, physicsClientId=c)  # the side panels: more to draw
+        p.configureDebugVisualizer(p.COV_ENABLE_SHADOWS, 0, physicsClientId=c)  # a second pass per frame
+        p.configureDebugVisualizer(p.COV_ENABLE_RENDERING, 0, physicsClientId=c)
+        self._next_frame_s = 0.0
+        self.frames = 0  # frames drawn (the GUI test checks the viewer drew)
+
+    def _render_step(self) -> None:
+        """One physics step with the viewer drawing (rendering on around it), the camera on its target first."""
+        c = self.client
+        if self.camera_target is not None:
+            x, y, yaw = self.camera_target()
+            p.resetDebugVisualizerCamera(cameraDistance=GUI_CAMERA_DISTANCE_M, cameraYaw=math.degrees(yaw) - 90.0,
+                                         cameraPitch=GUI_CAMERA_PITCH_DEG, cameraTargetPosition=(x, y, 0.5),
+                                         physicsClientId=c)
+        p.configureDebugVisualizer(p.COV_ENABLE_RENDERING, 1, physicsClientId=c)
+        try:
+            p.stepSimulation(physicsClientId=c)
+        finally:
+            p.configureDebugVisualizer(p.COV_ENABLE_RENDERING, 0, physicsClientId=c)
+        self.frames += 1
+
     def _configure(self, gravity_z: float, solver_iterations: int) -> None:
         c = self.client
         p.setPhysicsEngineParameter(fixedTimeStep=self.time_step_s, numSolverIterations=solver_iterations,
@@ -131,7 +171,11 @@ class World:
         self._check_open()
         for hook in tuple(self._pre):
             hook(self)
-        p.stepSimulation(physicsClientId=self.client)
+        if self.gui and time.perf_counter() >= self._next_frame_s:  # wall time: only what is shown depends on it
+            self._render_step()
+            self._next_frame_s = time.perf_counter() + GUI_FRAME_S
+        else:
+            p.stepSimulation(physicsClientId=self.client)
         self.steps += 1
         for hook in tuple(self._post):
             hook(self)

@@ -6,11 +6,17 @@ Split as in Pinocchio, because the same robot is evaluated by several users at o
 planner): an immutable :class:`Model` built once from the scanned virtual robot by :func:`build_model`, a
 mutable :class:`Data` per user (:func:`create_data`), and algorithms as plain functions of both. The model code
 needs numpy only; nothing here imports pybullet (the tests check our dynamics against it).
+
+The algorithms exported here are the fast ones (runtime.model.algorithms: rigid subtrees merged, world-frame
+spatial algebra batched in numpy; fractions of a millisecond on the commbot). runtime.model.reference keeps the
+per-link versions as reference 002 states them, for cross-checks; runtime.model.pinocchio_model hands the same
+model to Pinocchio when it is installed.
 """
-from .algorithms import (STANDARD_GRAVITY, center_of_mass, composite_inertia, connection_transforms,
-                         forward_dynamics, forward_kinematics, gravity_torques, link_inertias_world, mass_matrix,
-                         nonlinear_effects, part_placements, rnea, total_mass)
-from .data import Data, create_data
+from .algorithms import (LOCAL, LOCAL_WORLD_ALIGNED, STANDARD_GRAVITY, WORLD, aba, center_of_mass,
+                         composite_inertia, connection_transforms, crba, forward_dynamics, forward_kinematics,
+                         frame_jacobian, gravity_torques, link_inertias_world, mass_matrix, nonlinear_effects,
+                         part_placements, rnea, total_mass)
+from .data import Data, Placements, create_data
 from .model import (Connection, JointModel, Link, Model, ModelError, PartModel, build_model, mount_transform,
                     sanitize)
 from .spatial import SE3, Inertia, matrix_to_rpy, rpy_to_matrix
@@ -18,8 +24,9 @@ from .urdf import to_urdf
 
 __all__ = [
     "Model", "JointModel", "Link", "PartModel", "Connection", "ModelError", "build_model", "mount_transform",
-    "sanitize", "Data", "create_data", "SE3", "Inertia", "rpy_to_matrix", "matrix_to_rpy",
+    "sanitize", "Data", "Placements", "create_data", "SE3", "Inertia", "rpy_to_matrix", "matrix_to_rpy",
     "forward_kinematics", "total_mass", "center_of_mass", "composite_inertia", "link_inertias_world", "rnea",
-    "gravity_torques", "nonlinear_effects", "mass_matrix", "forward_dynamics", "part_placements",
-    "connection_transforms", "STANDARD_GRAVITY", "to_urdf",
+    "gravity_torques", "nonlinear_effects", "mass_matrix", "crba", "forward_dynamics", "aba", "frame_jacobian",
+    "WORLD", "LOCAL", "LOCAL_WORLD_ALIGNED", "part_placements", "connection_transforms", "STANDARD_GRAVITY",
+    "to_urdf",
 ]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from functools import cached_property
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from devices.descriptor import Joint, JointLimits, PartDescriptor, Shape
 from runtime.scan.robot import ScannedPart, VirtualRobot
 
 from .spatial import SE3, Inertia, axis_angle_matrix, frozen_array
+
+if TYPE_CHECKING:
+    from .tree import KinematicTree
 
 MOVING_TYPES = ("revolute", "continuous", "prismatic")
 ROTARY_TYPES = ("revolute", "continuous")
@@ -61,6 +65,11 @@ class JointModel:
     @property
     def moving(self) -> bool:
         return self.type in MOVING_TYPES
+
+    @property
+    def rotary(self) -> bool:
+        """Revolute or continuous: it turns about its axis (a prismatic joint slides along it)."""
+        return self.type in ROTARY_TYPES
 
     @property
     def is_mount(self) -> bool:
@@ -141,10 +150,18 @@ class Model:
     def nq(self) -> int:
         return len(self.moving_joints)
 
-    @property
+    @cached_property
     def moving_joints(self) -> tuple[JointModel, ...]:
         """The joints q addresses, in q order."""
         return tuple(sorted((j for j in self.joints if j.moving), key=lambda j: j.idx_q))
+
+    @cached_property
+    def tree(self) -> KinematicTree:
+        """The tree of moving joints with every rigid subtree merged into one body, and the arrays the fast
+        algorithms need (runtime.model.tree), computed on first use and kept: the model never changes."""
+        from .tree import build_tree
+
+        return build_tree(self)
 
     @property
     def joint_names(self) -> tuple[str, ...]:

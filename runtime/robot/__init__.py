@@ -5,16 +5,19 @@
     multibus.py    open and scan each bus, merge the scans into one tree (runtime.scan.merge)
     semantics.py   blueprint names file (config/semantics/*.yaml): names -> tree paths or serials
     blueprint.py   those names bound to a scanned robot; defaults to tree paths
-    joints.py      a joint: position/velocity read, target written, limits checked when set
+    joints.py      a joint: position/velocity read, target written, limits checked when set (position,
+                   velocity or current mode)
+    dynamics.py    robot.dynamics: the model (gravity torques, RNEA, ABA, ...) at the last bus cycle's joints
     sensors.py     range ring (metres) and contact sensors (named zones)
     base.py        differential drive and odometry from the wheel parts' geometry
     cycle.py       one bus cycle: one write for the changed targets, one Fast Bulk Read for everything (per bus)
-    startup.py     modes, goal = present, torque on; wheels to 0 at the end
+    startup.py     modes, goal = present, torque on; wheels to 0 at the end; switching modes (set_mode)
     robot.py       Robot.open / loop / close
     runner.py      `hil run CONTROLLER.py --profile P`
 """
 from .base import BaseGeometryError, DifferentialBase, Pose2D, Twist2D
-from .joints import Joint, JointLimitError, JointModeError
+from .dynamics import Dynamics
+from .joints import CURRENT, POSITION, VELOCITY, Joint, JointLimitError, JointModeError
 from .names import NameMap, UnknownName
 from .profile import Profile, load_profile
 from .robot import Robot, Tick
@@ -22,12 +25,15 @@ from .sensors import ContactSensor, RangeRing
 
 __all__ = [
            "BaseGeometryError",
+           "CURRENT",
            "ContactSensor",
            "DifferentialBase",
+           "Dynamics",
            "Joint",
            "JointLimitError",
            "JointModeError",
            "NameMap",
+           "POSITION",
            "Pose2D",
            "Profile",
            "RangeRing",
@@ -35,5 +41,6 @@ __all__ = [
            "Tick",
            "Twist2D",
            "UnknownName",
+           "VELOCITY",
            "load_profile",
 ]

@@ -2,8 +2,10 @@
 next one, all in SI units through the part's own driver.
 
 A servo joint is commanded by position (``target``, rad); a wheel by velocity (``target_velocity``, rad/s),
-since the part runs in velocity mode. Targets are checked against the joint's limits when they are set, so a bad
-value fails in the controller's line that set it, naming the joint, and never reaches the bus.
+since the part runs in velocity mode. A servo switched to current mode (``robot.set_mode(name, CURRENT)``) is
+commanded by ``target_current`` (A) or ``target_torque`` (N m, through the servo's torque constant). Targets are
+checked against the joint's limits when they are set, so a bad value fails in the controller's line that set
+it, naming the joint, and never reaches the bus.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ..drivers.conversions import ConversionError
 
 POSITION = "position"
 VELOCITY = "velocity"
+CURRENT = "current"
 LIMIT_TOLERANCE = 1e-9  # a target computed to land on a limit may miss it by rounding
 
 
@@ -50,6 +53,8 @@ class Joint:
         self._target = math.nan  # rad (position mode) or rad/s (velocity mode)
         self._command_raw: int | None = None
         self._written_raw: int | None = None
+        self.current_limit_a: float | None = None  # the part's Current Limit, read when switched to current mode
+        self.torque_constant: float | None = None  # N m/A of the part's motor, when known (current mode)
 
     def __repr__(self) -> str:
         where = f"id {self.part_id}" if self.bus in ("", "main") else f"{self.bus}:{self.part_id}"
@@ -80,14 +85,12 @@ class Joint:
     @property
     def target(self) -> float:
         """Position target (rad). Setting it checks the limits now and writes it on the next bus cycle."""
-        if self.mode != POSITION:
-            raise self._wrong_mode("target")
+        self._require(POSITION, "target")
         return self._target
 
     @target.setter
     def target(self, value: float) -> None:
-        if self.mode != POSITION:
-            raise self._wrong_mode("target")
+        self._require(POSITION, "target")
         value = self._finite(value, "target")
         lo, hi = self._limits.lower, self._limits.upper
         if self.bounded and not lo - LIMIT_TOLERANCE <= value <= hi + LIMIT_TOLERANCE:
@@ -98,20 +101,56 @@ class Joint:
     @property
     def target_velocity(self) -> float:
         """Velocity target (rad/s) of a velocity-mode joint (a wheel)."""
-        if self.mode != VELOCITY:
-            raise self._wrong_mode("target_velocity")
+        self._require(VELOCITY, "target_velocity")
         return self._target
 
     @target_velocity.setter
     def target_velocity(self, value: float) -> None:
-        if self.mode != VELOCITY:
-            raise self._wrong_mode("target_velocity")
+        self._require(VELOCITY, "target_velocity")
         value = self._finite(value, "target_velocity")
         limit = self._limits.velocity
         if limit > 0 and abs(value) > limit + LIMIT_TOLERANCE:
             raise JointLimitError(f"joint {self.name}: target velocity {value:.6g} rad/s is beyond its limit "
                                   f"+-{limit:g} rad/s")
         self._command(self._role("goal_velocity"), value, value)
+
+    @property
+    def target_current(self) -> float:
+        """Current target (A) of a current-mode joint: the motor's torque is this times its torque constant."""
+        self._require(CURRENT, "target_current")
+        return self._target
+
+    @target_current.setter
+    def target_current(self, value: float) -> None:
+        self._require(CURRENT, "target_current")
+        value = self._finite(value, "target_current")
+        limit = self.current_limit_a
+        if limit is not None and abs(value) > limit + LIMIT_TOLERANCE:
+            raise JointLimitError(f"joint {self.name}: target current {value:.6g} A is beyond the part's current "
+                                  f"limit +-{limit:g} A")
+        self._command(self._role("goal_current"), value, value)
+
+    @property
+    def target_torque(self) -> float:
+        """Torque target (N m) of a current-mode joint: target_current x the part's torque constant."""
+        return self.target_current * self._torque_constant()
+
+    @target_torque.setter
+    def target_torque(self, value: float) -> None:
+        constant = self._torque_constant()
+        value = self._finite(value, "target_torque")
+        effort = self._limits.effort
+        if effort > 0 and abs(value) > effort + LIMIT_TOLERANCE:
+            raise JointLimitError(f"joint {self.name}: target torque {value:.6g} N m is beyond its effort limit "
+                                  f"+-{effort:g} N m")
+        self.target_current = value / constant
+
+    def _torque_constant(self) -> float:
+        self._require(CURRENT, "target_torque")
+        if not self.torque_constant:
+            raise JointModeError(f"joint {self.name}: the torque constant of part id {self.part_id}'s motor is not "
+                                 "known; command target_current (A) instead")
+        return self.torque_constant
 
     def check_velocity(self, value: float) -> None:
         """Raise JointLimitError if ``value`` (rad/s) is beyond the joint's velocity limit (for callers that set
@@ -144,6 +183,10 @@ class Joint:
         """(address, bytes) of a target not yet written, None when the bus already has it."""
         if self._command_raw is None or self._command_raw == self._written_raw:
             return None
+        return self.command_write()
+
+    def command_write(self) -> tuple[int, bytes]:
+        """(address, bytes) of the target, written or not (a mode switch writes it at once)."""
         spec = self._command_register
         return spec.address, self._command_raw.to_bytes(spec.size, "little", signed=spec.signed)
 
@@ -156,6 +199,9 @@ class Joint:
         if self.mode == VELOCITY:
             self.target_velocity = 0.0
             return
+        if self.mode == CURRENT:
+            self.target_current = 0.0
+            return
         spec = self._command_register
         raw = self._driver.from_si(spec.name, self._position)
         self._command_raw = raw
@@ -163,7 +209,7 @@ class Joint:
 
     @property
     def _command_register(self) -> RegisterSpec:
-        return self._role("goal_position" if self.mode == POSITION else "goal_velocity")
+        return self._role({POSITION: "goal_position", VELOCITY: "goal_velocity", CURRENT: "goal_current"}[self.mode])
 
     def register(self, role: str) -> RegisterSpec | None:
         """The register that plays ``role`` (goal_position, torque_enable, ...) for this joint, if any."""
@@ -189,8 +235,16 @@ class Joint:
             raise JointLimitError(f"joint {self.name}: {what} must be finite, not {value}")
         return value
 
+    def _require(self, mode: str, what: str) -> None:
+        if self.mode != mode:
+            raise self._wrong_mode(what)
+
     def _wrong_mode(self, what: str) -> JointModeError:
         if self.mode == VELOCITY:
             return JointModeError(f"joint {self.name} runs in velocity mode (a wheel): use .target_velocity "
                                   "(rad/s) or robot.base.drive(v, w), not .target")
-        return JointModeError(f"joint {self.name} runs in position mode: use .target (rad), not .{what}")
+        if self.mode == CURRENT:
+            return JointModeError(f"joint {self.name} runs in current mode: use .target_current (A) or "
+                                  f".target_torque (N m), not .{what}")
+        hint = " (switch it first: robot.set_mode(name, \"current\"))" if what.startswith("target_") else ""
+        return JointModeError(f"joint {self.name} runs in position mode: use .target (rad), not .{what}{hint}")

@@ -57,6 +57,7 @@ class Profile:
     buses: tuple[BusSpec, ...] = ()  # from `buses:`, main bus first; () for a one-bus profile (`bus:`)
     start_pose: tuple[float, float, float] | None = None  # odometry reset at open (map frame), None: (0, 0, 0)
     crowd: CrowdSpec | None = None  # a real-time crowd overlaid on the ring (mixed trial), None: no crowd
+    native: bool = False  # the controller is a native program under the time shim (runtime/native)
 
     def with_bus(self, url: str | None) -> Profile:
         """The same profile on another bus (``hil run --bus``); None keeps the profile's. With several buses
@@ -115,6 +116,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "start_pose": ((list,), "[x, y, yaw] in m, m, rad (the map frame): where odometry starts"),
     "crowd": ((dict,), "a mapping {endpoint: tcp://..., mode: realtime} (virtual people on the ring)"),
     "keys": ((str,), "a key directory made by `hil keys DIR` (CURVE for clock_endpoint and crowd)"),
+    "native": ((bool,), "true or false: the controller is a native program (as hil run --native)"),
 }
 
 
@@ -216,7 +218,7 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         bus_timeout_s=float(doc.get("bus_timeout_ms", 25.0)) / 1000.0, bus_retries=int(doc.get("bus_retries", 3)),
         cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),
         trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses,
-        start_pose=start_pose, crowd=crowd, keys_dir=keys_dir)
+        start_pose=start_pose, crowd=crowd, keys_dir=keys_dir, native=bool(doc.get("native", False)))
 
 
 def _semantics_path(value: str, base: Path, source: str, line: int | None) -> Path:

@@ -20,8 +20,9 @@ map frame.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -37,12 +38,13 @@ from .base import BaseGeometryError, DifferentialBase, wheel_geometry
 from .blueprint import Blueprint, resolve
 from .buses import MAIN_BUS
 from .cycle import BusCycle, BusGroup, MultiCycle
+from .dynamics import Dynamics
 from .joints import POSITION, VELOCITY, Joint
 from .multibus import mirror_other_buses, scan_profile
 from .names import NameMap
 from .profile import Profile, load_profile, profile_security
 from .sensors import SensorHandle, make_sensor, sensing_kind
-from .startup import bring_up, wind_down
+from .startup import bring_up, switch_mode, wind_down
 
 END_TOLERANCE_S = 1e-9  # a tick time within this of the end counts as the end (k / hz rounding)
 
@@ -174,6 +176,22 @@ class Robot:
         if self._base is None:
             raise BaseGeometryError(f"this robot has no drivable base: {self._base_error}")
         return self._base
+
+    @cached_property
+    def dynamics(self) -> Dynamics:
+        """The model (built from the scanned parts) at the joints as the last bus cycle read them: gravity
+        torques, inverse and forward dynamics, mass matrix, CoM, link placements and Jacobians
+        (runtime.robot.dynamics)."""
+        return Dynamics(self.model, self.joints)
+
+    def set_mode(self, names: str | Iterable[str], mode: str) -> None:
+        """Switch joints to ``mode`` now ("position" or "current"; torque goes off for the switch, as the
+        operating mode is in EEPROM): in position mode a joint holds where it is, in current mode it starts at
+        0 A and takes ``target_current`` / ``target_torque``. Every name is checked before anything is written;
+        closing the robot puts current-mode joints back in position mode."""
+        self._check_open()
+        joints = [self.joints[name] for name in ([names] if isinstance(names, str) else names)]
+        switch_mode(joints, mode, {j.name: self.virtual.parts[j.part_key].model_number for j in joints})
 
     @property
     def stats(self) -> BusStats:

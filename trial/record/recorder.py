@@ -83,6 +83,10 @@ class TrialRecorder:
         self._flushed_through_s = 0.0
         self._closed = False
         self._lock = threading.Lock()
+        self._schemas: dict[str, int] = {}  # schema name -> id, for channels in another encoding (write_encoded)
+        # called with (topic, t_s, payload) after every write(): the Foxglove channels (foxglove.py) and a live
+        # viewer (trial/view) see exactly what the log gets; they must not change the payload
+        self.listeners: list[Any] = []
         self.flush()  # the header is on disk before the first message
 
     @property
@@ -102,7 +106,25 @@ class TrialRecorder:
         if not (math.isfinite(t_s) and t_s >= 0.0):
             raise ValueError(f"{topic}: time must be finite and >= 0 s, not {t_s!r}")
         check_payload(topic, payload)
-        data = encode_json(payload)
+        self._add(topic, t_s, encode_json(payload), lambda: self._register(topic))
+        for listener in self.listeners:
+            listener(topic, t_s, payload)
+
+    def write_encoded(self, topic: str, t_s: float, data: bytes, schema: Any, message_encoding: str) -> None:
+        """Record one message already encoded (the Foxglove channels' protobuf): ``schema`` has ``name``,
+        ``encoding`` and ``data`` (a foxglove-sdk Schema), registered once per name. Listeners are not called."""
+
+        def register() -> int:
+            schema_id = self._schemas.get(schema.name)
+            if schema_id is None:
+                schema_id = self._schemas[schema.name] = self._writer.register_schema(
+                    name=schema.name, encoding=schema.encoding, data=bytes(schema.data))
+            return self._new_channel(topic, message_encoding, schema_id)
+
+        self._add(topic, float(t_s), data, register)
+
+    def _add(self, topic: str, t_s: float, data: bytes, register: Any) -> None:
+        """Under the lock: flush at a boundary, the topic's channel (``register()`` on first use), the message."""
         log_time = round(t_s * 1e9)
         with self._lock:
             if self._closed:
@@ -111,7 +133,7 @@ class TrialRecorder:
                 self._flush_to(math.floor(t_s / self.flush_every_s) * self.flush_every_s)
             channel = self._channels.get(topic)
             if channel is None:
-                channel = self._register(topic)
+                channel = register()
             sequence = self._sequence[topic]
             self._sequence[topic] = sequence + 1
             self._writer.add_message(channel, log_time=log_time, data=data, publish_time=log_time, sequence=sequence)
@@ -137,7 +159,10 @@ class TrialRecorder:
         schema = schema_for(topic)
         schema_id = self._writer.register_schema(name=schema.get("title", topic), encoding="jsonschema",
                                                  data=encode_json(schema))
-        channel = self._writer.register_channel(topic=topic, message_encoding="json", schema_id=schema_id)
+        return self._new_channel(topic, "json", schema_id)
+
+    def _new_channel(self, topic: str, message_encoding: str, schema_id: int) -> int:
+        channel = self._writer.register_channel(topic=topic, message_encoding=message_encoding, schema_id=schema_id)
         self._channels[topic] = channel
         self._sequence[topic] = 0
         return channel

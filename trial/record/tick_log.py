@@ -17,7 +17,9 @@
   ran);
 - ``/bus/stats`` once a second of log time for every bus (``bus`` says which); latency percentiles only on the
   real clock (they are wall time, which would make a simulated trial's log differ run to run);
-- ``/trial/meta`` and ``/map`` once, at t = 0.
+- ``/trial/meta``, ``/map``, ``/robot/model`` (the robot from its descriptors: robot_model.py) and, with a
+  scenario, ``/crowd/scenario`` once, at t = 0;
+- beside them the Foxglove channels (foxglove.py), made from these messages by a recorder listener.
 
 Message times are trial time: the robot's clock minus its reading when the recording started (0 for a sim
 clock), so under the simulator's clock the same trial gives the same bytes.
@@ -66,7 +68,8 @@ class TickLog:
     ground truth of an in-process world (trial/world.py), or None."""
 
     def __init__(self, out_dir: str | os.PathLike[str], robot: Any, meta: dict[str, Any],
-                 map_msg: dict[str, Any] | None = None, probe: Any = None):
+                 map_msg: dict[str, Any] | None = None, probe: Any = None, listeners: tuple = (),
+                 extra: tuple[tuple[str, dict[str, Any]], ...] = ()):
         from runtime.robot.sensors import ContactSensor, RangeRing
 
         self.robot = robot
@@ -92,10 +95,18 @@ class TickLog:
         self._closed = False
         self.rec = TrialRecorder(out_dir)
         try:
+            from .foxglove import FoxgloveChannels
+            from .robot_model import robot_model_message
+
+            # the Foxglove channels first, then whoever watches (a live viewer): both see every message
+            self.rec.listeners.extend((FoxgloveChannels(self.rec), *listeners))
             radius = self.overlay.spec.robot_radius_m if self.overlay is not None else ROBOT_RADIUS_M
             self.rec.write("/trial/meta", 0.0, {"robot_radius": radius, "clock_start_s": self.t0, **meta})
             if map_msg is not None:
                 self.rec.write("/map", 0.0, map_msg)
+            self.rec.write("/robot/model", 0.0, robot_model_message(robot))
+            for topic, payload in extra:  # the scenario's lines (trial/run.py)
+                self.rec.write(topic, 0.0, payload)
         except BaseException:
             self.rec.close()
             raise

@@ -62,6 +62,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                         "radius": {"type": "number", "description": "body radius, m (0.25 when absent)"},
                         "gaze": {"description": "where the person looks: yaw (rad) or a unit vector [gx, gy]",
                                  "oneOf": [_NUM, _POINT, {"type": "null"}]},
+                        "doing": {"type": "string", "description": "what the person does: walking, scripted, or "
+                                                                   "the objective it follows (interact, observe...)"},
+                        "name": {"type": "string", "description": "the script's name for the person ('' if none)"},
+                        "height": {"type": "number", "description": "body height, m (by person type)"},
                     },
                     "required": ["id", "x", "y", "vx", "vy"],
                 },
@@ -109,6 +113,33 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {"bus": {"type": "string", "description": "the profile's bus name (main for one bus)"}},
         "additionalProperties": {"oneOf": [_NUM, {"type": "null"}]},
+    },
+    "/robot/model": {
+        "title": "hil.RobotModel",
+        "description": "The robot as its parts describe it, once at t = 0: links (parent, the joint placing it, "
+                       "visual shapes in the link frame) and the range ring's rays, so a log alone draws the robot "
+                       "(trial/record/robot_model.py).",
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "links": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}, "parent": {"type": "integer"},
+                "joint": {"type": "object", "description": "type, axis, xyz, rpy (placement in the parent at q=0), "
+                                                          "q: the blueprint joint name giving its position or null"},
+                "visuals": {"type": "array", "items": {"type": "object"}}},
+                "required": ["name", "parent", "joint", "visuals"]}},
+            "ring": {"oneOf": [{"type": "object"}, {"type": "null"}],
+                     "description": "link, yaw (rad, ring frame), origin_radius_m, origin_z_m, min/max_range_m"},
+        },
+        "required": ["links"],
+    },
+    "/crowd/scenario": {
+        "title": "hil.Scenario",
+        "description": "The staged script of the trial, once at t = 0: its name and its lines (1-based as in "
+                       "/crowd/script's line numbers).",
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "lines": {"type": "array", "items": {"type": "string"}}},
+        "required": ["name", "lines"],
     },
     "/map": {
         "title": "hil.Map",

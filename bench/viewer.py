@@ -1,0 +1,182 @@
+"""What watching costs: the demo's real-time factor with a live viewer connected vs without, side by side in one
+run; how long a replay of a 110 s demo log takes to open; pybullet's --gui start-up against DIRECT.
+
+  python -m bench.viewer [--duration 40] [--rounds 2] [--replay-s 110] [--no-gui]
+
+Real-time factor = simulated seconds / wall seconds of the same trial (seed 0): plain; with ``hil view``
+attached (the recorder feeding the page, the scene redrawn at 10 Hz) and no browser; and with a headless Chromium
+connected and rendering it (software WebGL, on the same cores), alternated so all see the same machine load. Target: the viewer
+costs at most 10 %. The replay figure is from reading the log to the first frame drawn on the server (a browser
+connecting then receives the scene as it is); target under 3 s. The GUI figure is the time to open the robot in
+the arcade (``Robot.open``) under Xvfb with ``gui=1`` and without, in fresh processes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GUI_OPEN = """
+import json, time
+t = time.perf_counter()
+from runtime.robot import Robot
+with Robot.open({"bus": "sim://commbot?clock=sim&map=arcade&pose=-18,0,0%s", "clock": "sim"}) as robot:
+    opened = time.perf_counter() - t
+    for tick in robot.loop(hz=10):
+        if tick.time >= 1.0:
+            break
+    print(json.dumps({"open_s": opened, "first_sim_s_wall": time.perf_counter() - t - opened}))
+"""
+
+
+MODES = ("plain", "viewer", "browser")
+
+
+def _trial(duration: float, out: Path, mode: str):
+    from trial.presets import demo_spec
+    from trial.run import Trial
+
+    spec = demo_spec(duration=duration)
+    if mode == "plain":
+        result = Trial(spec=spec).run(out)
+        return result, None
+    from trial.view.app import Viewer
+    from trial.view.live import LiveTrial
+
+    viewer = Viewer(port=0, run_spec=spec)
+    live = LiveTrial("demo")
+    viewer.attach(live)
+    browser = _Browser(viewer.url if mode == "browser" else None)
+    try:
+        result = Trial(spec=spec).run(out, listeners=live.listeners, hooks=live.hooks)
+        live.finish(result)
+    finally:
+        browser.close()
+        viewer.close()
+    return result, browser.how
+
+
+class _Browser:
+    """A headless Chromium showing the page for the whole trial (when there is one)."""
+
+    def __init__(self, url: str | None):
+        self.how = "no browser (Chromium or Playwright missing): the server side only"
+        self._pw = self._context = None
+        if url is None:
+            self.how = "the page served, no browser connected"
+            return
+        if not os.path.exists("/usr/bin/chromium"):
+            return
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            return
+        self._pw = sync_playwright().start()
+        self._profile = tempfile.mkdtemp(prefix="hil-bench-chromium-")
+        self._context = self._pw.chromium.launch_persistent_context(
+            self._profile, executable_path="/usr/bin/chromium", headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--enable-unsafe-swiftshader"])
+        page = self._context.new_page()
+        page.goto(url)
+        page.wait_for_selector("#hil-sim-time", timeout=120_000)
+        self.how = "headless Chromium connected (software WebGL)"
+
+    def close(self) -> None:
+        if self._context is not None:
+            self._context.close()
+            self._pw.stop()
+            shutil.rmtree(self._profile, ignore_errors=True)
+
+
+def bench_rtf(duration: float, rounds: int) -> None:
+    print(f"demo, seed 0, {duration:g} s of sim time; plain / viewer served / viewer + headless Chromium, "
+          f"alternated {rounds}x")
+    rtfs: dict[str, list[float]] = {mode: [] for mode in MODES}
+    notes: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(rounds):
+            for mode in MODES:
+                result, note = _trial(duration, Path(tmp) / f"{k}-{mode}", mode)
+                rtf = result.sim_s / result.wall_s
+                rtfs[mode].append(rtf)
+                notes[mode] = note or ""
+                print(f"  {mode:8s} run {k + 1}: {result.sim_s:6.1f} s sim in {result.wall_s:6.1f} s wall -> "
+                      f"real-time factor {rtf:5.2f}", flush=True)
+    plain = sum(rtfs["plain"]) / rounds
+    for mode in MODES[1:]:
+        mean = sum(rtfs[mode]) / rounds
+        print(f"  {mode} ({notes[mode]}): real-time factor {mean:.2f} against {plain:.2f} plain: the viewer costs "
+              f"{100 * (1 - mean / plain):+.1f} % (target <= 10 %)")
+
+
+def bench_replay(replay_s: float) -> None:
+    from trial.presets import demo_spec
+    from trial.run import Trial
+    from trial.view.app import Viewer
+    from trial.view.timeline import Timeline
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "demo"
+        result = Trial(spec=demo_spec(duration=replay_s)).run(out)
+        size = (out / "trial.mcap").stat().st_size
+        viewer = Viewer(port=0)
+        try:
+            start = time.perf_counter()
+            timeline = Timeline.from_log(out)
+            loaded = time.perf_counter() - start
+            viewer.show_replay(timeline, json.loads((out / "metrics.json").read_text()))
+            viewer.replay_t = timeline.end_t / 2
+            while viewer._drawn is None:  # noqa: SLF001 - the loop's first frame of this timeline
+                time.sleep(0.005)
+            shown = time.perf_counter() - start
+        finally:
+            viewer.close()
+    print(f"replay of a {result.sim_s:.0f} s demo log ({size / 1e6:.1f} MB): read in {loaded:.2f} s, first frame "
+          f"drawn {shown:.2f} s after opening (target < 3 s)")
+
+
+def bench_gui() -> None:
+    xvfb = shutil.which("xvfb-run")
+    if xvfb is None:
+        print("gui: xvfb-run not installed; skipped")
+        return
+    figures = {}
+    for label, extra, prefix in (("DIRECT", "", []), ("GUI", "&gui=1", [xvfb, "-a"])):
+        proc = subprocess.run([*prefix, sys.executable, "-c", GUI_OPEN % extra], capture_output=True, text=True,
+                              timeout=900)
+        line = next((x for x in proc.stdout.splitlines() if x.startswith("{")), None)
+        if line is None:
+            print(f"gui: {label} failed: {proc.stderr[-500:]}")
+            return
+        figures[label] = json.loads(line)
+    d, g = figures["DIRECT"], figures["GUI"]
+    print(f"pybullet start-up (Robot.open in the arcade): DIRECT {d['open_s']:.1f} s, GUI under Xvfb "
+          f"{g['open_s']:.1f} s ({g['open_s'] / d['open_s']:.1f}x; 91 s before issue 13); first simulated second: "
+          f"DIRECT {d['first_sim_s_wall']:.1f} s, GUI {g['first_sim_s_wall']:.1f} s of wall time")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.viewer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=40.0, help="sim seconds per RTF trial (40)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of plain / viewer / browser (2)")
+    parser.add_argument("--replay-s", type=float, default=110.0, help="length of the replayed demo (110 s)")
+    parser.add_argument("--no-gui", action="store_true", help="skip the --gui start-up figure")
+    args = parser.parse_args(argv)
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    bench_rtf(args.duration, args.rounds)
+    bench_replay(args.replay_s)
+    if not args.no_gui:
+        bench_gui()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

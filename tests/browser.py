@@ -1,0 +1,100 @@
+"""A real browser for the viewer's tests: the system's Chromium (Debian package) driven by Playwright.
+
+Nothing is downloaded: Playwright is pointed at /usr/bin/chromium (``playwright install`` is never run), and the
+browser starts with background networking, component updates, sync and QUIC off, in a fresh profile, so every
+request it makes is one the page asked for (the tests check they all went to the viewer). Without Chromium or
+Playwright a test fails under ``CI`` and is skipped elsewhere (.ci/run installs Chromium with apt-get).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--enable-unsafe-swiftshader"]  # WebGL on the CPU (SwiftShader): headless, no GPU
+PAGE_TIMEOUT_MS = 120_000  # a loaded 2-core machine renders WebGL in software
+
+
+def need_tool(path: str, what: str) -> None:
+    if not (os.path.exists(path) or shutil.which(path)):
+        message = f"{what} ({path}) is not installed (apt-get install -y {os.path.basename(path)})"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@contextmanager
+def browser_page(width: int = 1280, height: int = 800) -> Iterator[tuple[object, list[str]]]:
+    """(page, every URL it requested) in a fresh Chromium profile."""
+    need_tool(CHROMIUM, "Chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:  # the test extra has it
+        if os.environ.get("CI"):
+            pytest.fail(f"playwright is not installed: {exc}")
+        pytest.skip(f"playwright is not installed: {exc}")
+    profile = tempfile.mkdtemp(prefix="hil-chromium-")
+    requests: list[str] = []
+    try:
+        with sync_playwright() as p:
+            context = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
+                                                           args=ARGS, viewport={"width": width, "height": height})
+            try:
+                page = context.new_page()
+                page.set_default_timeout(PAGE_TIMEOUT_MS)
+                page.on("request", lambda request: requests.append(request.url))
+                yield page, requests
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def need_viser() -> None:
+    try:
+        import viser  # noqa: F401
+    except ImportError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"viser is not installed (pip install -e '.[test,view]'): {exc}")
+        pytest.skip(f"viser is not installed: {exc}")
+
+
+def colour_pixels(png: bytes, rgb: tuple[int, ...], tolerance: int = 40) -> int:
+    """How many pixels of a screenshot lie within ``tolerance`` of ``rgb`` in every channel."""
+    import imageio.v3 as iio  # comes with viser
+    import numpy as np
+
+    image = iio.imread(png)[..., :3].astype(int)
+    return int(np.all(np.abs(image - np.array(rgb[:3])) <= tolerance, axis=2).sum())
+
+
+def number(page, selector: str) -> float:
+    return float(page.inner_text(selector).strip())
+
+
+def wait_for(predicate, timeout_s: float = 120.0, every_s: float = 0.2, what: str = "condition"):
+    """Poll ``predicate`` until it gives something truthy (returned); fail naming ``what`` after ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every_s)
+
+
+def only_local(requests: list[str], url: str) -> list[str]:
+    """The requests that went anywhere but the viewer (blob: and data: URLs are the page's own)."""
+    base = re.escape(url.rstrip("/"))
+    return [r for r in requests if not re.match(rf"^({base}|blob:{base}|data:)", r)
+            and not r.startswith(url.replace("http://", "ws://").rstrip("/"))]

@@ -1,0 +1,1 @@
+"""The browser viewer of trials (``hil view``; ``--view`` on hil trial / demo / run): trial/view/app.py."""

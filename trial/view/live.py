@@ -1,0 +1,124 @@
+"""Attaching the viewer to a running trial: its messages as they are written, and its clock under the page's control.
+
+:class:`LiveTrial` is what ``Trial.run`` is given: ``listeners`` (the recorder hands it every message it writes:
+the viewer shows exactly what the log gets) and ``hooks`` (after every bus cycle: where it finds the trial's
+clock and measures the real-time factor).
+
+Pause / step / resume act on the lockstep master (:class:`bridge.lockstep.LockstepCore`): paused, it does not
+advance time and wakes nobody, so the controller's next sleep simply waits; a step lets one advance through
+(to the next wake, one controller tick). Nothing but wall time passes while paused, so a paused trial writes
+the same log as an unpaused one (tested). A trial on the real clock, or on a clock served by another process,
+cannot be paused from here: the page says so.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+from runtime.clock.base import WALL
+
+from .timeline import Timeline
+
+RTF_WINDOW_S = 2.0  # wall seconds the real-time factor is measured over
+
+
+class SimControl:
+    """Pause, step and resume a trial on the in-process lockstep clock (bound at the trial's first bus cycle)."""
+
+    def __init__(self, start_paused: bool = False):
+        self.core: Any = None
+        self.cond: Any = None
+        self.available: bool | None = None  # None until the trial's clock is known
+        self.why_not = ""
+        self._start_paused = start_paused
+
+    def bind(self, robot: Any) -> None:
+        clock = robot.clock
+        while getattr(clock, "inner", None) is not None:  # a trial's DeadlineClock over the robot's own
+            clock = clock.inner
+        participant = getattr(clock, "participant", None)
+        core, cond = getattr(participant, "core", None), getattr(participant, "cond", None)
+        if core is None or cond is None or not hasattr(core, "pause"):
+            self.available = False
+            kind = getattr(clock, "kind", None)
+            self.why_not = ("pause needs the simulator's clock (this trial runs on the real clock)" if kind == "real"
+                            else "pause needs the simulator's clock in this process")
+            return
+        self.core, self.cond, self.available = core, cond, True
+        if self._start_paused:
+            self.pause()
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.core is not None and self.core.paused)
+
+    def pause(self) -> None:
+        if self.core is None:
+            self._start_paused = True
+            return
+        with self.cond:
+            self.core.pause()
+            self.cond.notify_all()
+
+    def resume(self) -> None:
+        self._start_paused = False
+        if self.core is None:
+            return
+        with self.cond:
+            self.core.resume()
+            self.cond.notify_all()
+
+    def step(self) -> None:
+        if self.core is None:
+            return
+        with self.cond:
+            if not self.core.paused:
+                self.core.pause()
+            self.core.step()
+            self.cond.notify_all()
+
+
+class LiveTrial:
+    """One running trial as the viewer sees it: its timeline, its clock control, its real-time factor."""
+
+    def __init__(self, label: str = "", start_paused: bool = False):
+        self.label = label
+        self.timeline = Timeline()
+        self.control = SimControl(start_paused=start_paused)
+        self.result: Any = None
+        self.error: str | None = None
+        self.done = threading.Event()
+        self._samples: deque[tuple[float, float]] = deque()  # (wall, sim) after each cycle
+        self._t0: float | None = None
+
+    @property
+    def listeners(self) -> tuple:
+        return (self.timeline.add,)
+
+    @property
+    def hooks(self) -> tuple:
+        return (self.after_cycle,)
+
+    def after_cycle(self, robot: Any) -> None:
+        if self.control.available is None:
+            self.control.bind(robot)
+            self._t0 = robot.clock.now()
+        wall, sim = WALL(), robot.clock.now() - (self._t0 or 0.0)
+        samples = self._samples
+        samples.append((wall, sim))
+        while len(samples) > 2 and wall - samples[0][0] > RTF_WINDOW_S:
+            samples.popleft()
+
+    @property
+    def rtf(self) -> float | None:
+        """Simulated seconds per wall second over the last couple of seconds (None before there is any)."""
+        samples = list(self._samples)
+        if len(samples) < 2 or self.control.paused:
+            return 0.0 if self.control.paused else None
+        (w0, s0), (w1, s1) = samples[0], samples[-1]
+        return (s1 - s0) / (w1 - w0) if w1 > w0 else None
+
+    def finish(self, result: Any = None, error: str | None = None) -> None:
+        self.result, self.error = result, error
+        self.done.set()

@@ -1,0 +1,221 @@
+"""The 3D scene of the viewer, drawn with viser from a trial's messages (trial/view/timeline.py).
+
+Map walls and the goal once; the robot as its parts describe it (``/robot/model``: each link a frame node
+carrying the descriptors' visual shapes, placed by the model's forward kinematics at the logged joint
+positions); people as cylinders sized by their body and coloured by what they do (trial/record/palette.py); the
+ring's rays from their sensors to the echo (real and virtual echoes apart in a mixed trial); the robot's path and
+the people's recent trails. Only what changed is sent: viser forwards every property set to the browser.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from trial.record.palette import (ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, VIRTUAL_ECHO_RGB, WALL_HEIGHT_M,
+                                  WALL_RGB, WALL_THICKNESS_M, doing_rgb)
+from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
+
+from .timeline import Frame
+
+MOVED = 1e-4  # a link whose frame changed less than this (m, or rotation matrix entries) is not sent again
+
+
+def rgb255(rgb) -> tuple[int, int, int]:
+    return tuple(int(round(255 * max(0.0, min(1.0, c)))) for c in rgb[:3])  # type: ignore[return-value]
+
+
+def wxyz_of(matrix: np.ndarray) -> tuple[float, float, float, float]:
+    """A rotation matrix as a unit quaternion (w, x, y, z), w >= 0."""
+    m = matrix
+    w = math.sqrt(max(0.0, 1.0 + m[0, 0] + m[1, 1] + m[2, 2])) / 2
+    x = math.copysign(math.sqrt(max(0.0, 1.0 + m[0, 0] - m[1, 1] - m[2, 2])) / 2, m[2, 1] - m[1, 2])
+    y = math.copysign(math.sqrt(max(0.0, 1.0 - m[0, 0] + m[1, 1] - m[2, 2])) / 2, m[0, 2] - m[2, 0])
+    z = math.copysign(math.sqrt(max(0.0, 1.0 - m[0, 0] - m[1, 1] + m[2, 2])) / 2, m[1, 0] - m[0, 1])
+    n = math.sqrt(w * w + x * x + y * y + z * z) or 1.0
+    return w / n, x / n, y / n, z / n
+
+
+def yaw_wxyz(yaw: float) -> tuple[float, float, float, float]:
+    return math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)
+
+
+class SceneDrawer:
+    """Owns the scene nodes of one trial on a viser server; :meth:`reset` for the next trial."""
+
+    def __init__(self, server: Any):
+        self.server = server
+        self.scene = server.scene
+        self.scene.set_up_direction("+z")
+        self._nodes: list[Any] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """Remove every node of the trial shown so far (the next one may have another map and robot)."""
+        leftovers = [getattr(self, name, None) for name in ("_rays", "_echoes", "_path", "_trails")]
+        for node in [*self._nodes, *(n for n in leftovers if n is not None),
+                     *(node for node, _ in getattr(self, "people", {}).values())]:
+            node.remove()
+        self._nodes = []
+        self.poser: LinkPoser | None = None
+        self.link_nodes: list[Any] = []
+        self.people: dict[int, tuple[Any, str]] = {}
+        self.ring: dict[str, Any] | None = None
+        self.map_msg: dict[str, Any] | None = None
+        self._rays = self._echoes = self._path = self._trails = None
+        self.robot_xy: tuple[float, float] = (0.0, 0.0)
+        self.robot_yaw = 0.0
+
+    def _keep(self, node: Any) -> Any:
+        self._nodes.append(node)
+        return node
+
+    # --- once per trial --------------------------------------------------------------------------------------
+    def draw_map(self, msg: dict[str, Any]) -> None:
+        self.map_msg = msg
+        for i, (x1, y1, x2, y2) in enumerate(msg.get("walls", [])):
+            length, yaw = math.hypot(x2 - x1, y2 - y1), math.atan2(y2 - y1, x2 - x1)
+            self._keep(self.scene.add_box(f"/map/wall_{i}", dimensions=(length, WALL_THICKNESS_M, WALL_HEIGHT_M),
+                                          color=rgb255(WALL_RGB), position=((x1 + x2) / 2, (y1 + y2) / 2,
+                                                                            WALL_HEIGHT_M / 2),
+                                          wxyz=yaw_wxyz(yaw), cast_shadow=False))
+        goal = msg.get("goal")
+        if goal is not None:
+            radius = float(msg.get("goal_radius", 0.5))
+            self._keep(self.scene.add_cylinder("/map/goal", radius=radius, height=0.02, color=rgb255(GOAL_RGB),
+                                               position=(goal[0], goal[1], 0.01), opacity=0.7))
+        start = msg.get("start")
+        if start is not None:
+            self._keep(self.scene.add_cylinder("/map/start", radius=0.3, height=0.01, color=(120, 150, 230),
+                                               position=(start[0], start[1], 0.005), opacity=0.5))
+
+    def draw_robot(self, msg: dict[str, Any]) -> None:
+        """Every link a frame node, its visual shapes children placed in the link's frame."""
+        self.poser = LinkPoser(msg)
+        self.ring = msg.get("ring")
+        scene = self.scene
+        self.robot_node = self._keep(scene.add_frame("/robot", show_axes=False))
+        self._sent: list[np.ndarray | None] = [None] * len(msg["links"])
+        for i, entry in enumerate(msg["links"]):
+            frame = self._keep(scene.add_frame(f"/robot/l{i}", show_axes=False))
+            self.link_nodes.append(frame)
+            for k, shape in enumerate(entry["visuals"]):
+                self._add_shape(f"/robot/l{i}/v{k}", shape)
+
+    def _add_shape(self, name: str, shape: dict[str, Any]) -> None:
+        m = shape_matrix(shape)
+        pos, wxyz = tuple(m[:3, 3]), wxyz_of(m[:3, :3])
+        color, size, kind = rgb255(shape["rgba"]), shape["size"], shape["kind"]
+        opacity = shape["rgba"][3] if shape["rgba"][3] < 1.0 else None
+        scene = self.scene
+        if kind == "box":
+            scene.add_box(name, dimensions=tuple(size[:3]), color=color, position=pos, wxyz=wxyz, opacity=opacity)
+        elif kind in ("cylinder", "capsule"):
+            scene.add_cylinder(name, radius=size[0], height=size[1] + (2 * size[0] if kind == "capsule" else 0.0),
+                               color=color, position=pos, wxyz=wxyz, opacity=opacity)
+        elif kind == "sphere":
+            scene.add_icosphere(name, radius=size[0], color=color, position=pos, wxyz=wxyz, opacity=opacity)
+        elif kind == "mesh" and shape.get("vertices"):
+            scene.add_mesh_simple(name, vertices=np.asarray(shape["vertices"], dtype=np.float32),
+                                  faces=np.asarray(shape["triangles"], dtype=np.uint32), color=color, position=pos,
+                                  wxyz=wxyz)
+
+    # --- every frame -----------------------------------------------------------------------------------------
+    def draw(self, frame: Frame, lines: bool = True) -> None:
+        """The scene at ``frame``; ``lines`` False leaves the paths as they are (they change slowly, and a long
+        path is the biggest message: the live page redraws them less often)."""
+        with self.server.atomic():
+            links = self._robot(frame.robot) if frame.robot is not None else None
+            self._people(frame.people)
+            self._ring(frame, links)
+            if lines:
+                self._lines(frame)
+
+    def _robot(self, state: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """Place the robot: its base node in the map, and (in the base's frame) only the links whose joints moved
+        since they were last sent; one forward kinematics per frame, shared with the ring."""
+        if self.poser is None or "x" not in state:
+            return None
+        self.robot_xy, self.robot_yaw = (state["x"], state["y"]), state["yaw"]
+        base = base_matrix(state["x"], state["y"], state["yaw"], self.poser.stand_z)
+        self.robot_node.position = tuple(base[:3, 3])
+        self.robot_node.wxyz = yaw_wxyz(state["yaw"])
+        local = self.poser.local(state.get("joints"))
+        for i, (node, m) in enumerate(zip(self.link_nodes, local)):
+            sent = self._sent[i]
+            if sent is None or float(np.abs(sent - m).max()) > MOVED:
+                node.position = tuple(m[:3, 3])
+                node.wxyz = wxyz_of(m[:3, :3])
+                self._sent[i] = m
+        return base, local
+
+    def _people(self, people: list[dict[str, Any]]) -> None:
+        seen = set()
+        for person in people:
+            pid = int(person["id"])
+            seen.add(pid)
+            height, radius = float(person.get("height", 1.7)), float(person.get("radius", 0.25))
+            doing = person.get("doing") or "walking"
+            position = (person["x"], person["y"], height / 2)
+            known = self.people.get(pid)
+            if known is None or known[1] != doing:
+                if known is not None:
+                    known[0].remove()
+                node = self.scene.add_cylinder(f"/people/p{pid}", radius=radius, height=height,
+                                               color=rgb255(doing_rgb(doing)), position=position)
+                self.people[pid] = (node, doing)
+            else:
+                known[0].position = position
+        for pid in [p for p in self.people if p not in seen]:
+            self.people.pop(pid)[0].remove()
+
+    def _ring(self, frame: Frame, placed: tuple[np.ndarray, list[np.ndarray]] | None) -> None:
+        ring, sensors = self.ring, frame.sensors
+        if ring is None or sensors is None or placed is None:
+            return
+        base, local = placed
+        link = base @ local[self.poser.index[ring["link"]]]
+        sides = [("ring", sensors.get("ring_real", sensors.get("ring")), ECHO_RGB)]
+        if "ring_virtual" in sensors:
+            sides.append(("virtual", sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB))
+        segments, colors, echoes, echo_colors = [], [], [], []
+        r0, z0, max_r = ring["origin_radius_m"], ring["origin_z_m"], ring["max_range_m"]
+        for _, ranges, rgb in sides:
+            for yaw, r in zip(ring["yaw"], ranges or []):
+                c, s = math.cos(yaw), math.sin(yaw)
+                start = link @ np.array([r0 * c, r0 * s, z0, 1.0])
+                reach = max_r if r is None else r
+                end = link @ np.array([(r0 + reach) * c, (r0 + reach) * s, z0, 1.0])
+                if r is None and rgb is not ECHO_RGB:
+                    continue  # the virtual side only shows what it saw
+                segments.append((start[:3], end[:3]))
+                colors.append((RAY_RGB if r is None else rgb,) * 2)
+                if r is not None:
+                    echoes.append(end[:3])
+                    echo_colors.append(rgb)
+        if segments:
+            self._rays = self.scene.add_line_segments("/ring/rays", np.asarray(segments, dtype=np.float32),
+                                                      np.asarray(colors, dtype=np.float32), thickness=0.015)
+        if echoes:
+            self._echoes = self.scene.add_point_cloud("/ring/echoes", np.asarray(echoes, dtype=np.float32),
+                                                      np.asarray(echo_colors, dtype=np.float32), point_size=0.07,
+                                                      point_shape="circle")
+        elif self._echoes is not None:
+            self._echoes.remove()
+            self._echoes = None
+
+    def _lines(self, frame: Frame) -> None:
+        if len(frame.path) >= 2:
+            pts = np.asarray(frame.path, dtype=np.float32)
+            seg = np.stack([pts[:-1], pts[1:]], axis=1)
+            seg = np.concatenate([seg, np.full((*seg.shape[:2], 1), 0.03, dtype=np.float32)], axis=2)
+            self._path = self.scene.add_line_segments("/paths/robot", seg, np.asarray(ROBOT_PATH_RGB, np.float32),
+                                                      thickness=0.06)
+        segs = []
+        for trail in frame.trails.values():
+            for a, b in zip(trail[:-1], trail[1:]):
+                segs.append(((a[0], a[1], 0.02), (b[0], b[1], 0.02)))
+        if segs:
+            self._trails = self.scene.add_line_segments("/paths/people", np.asarray(segs, dtype=np.float32),
+                                                        np.asarray((0.6, 0.6, 0.6), np.float32), thickness=0.03)
