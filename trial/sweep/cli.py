@@ -83,7 +83,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                         retry_failed=args.retry_failed)
     print(outcome.summary_text)
     if outcome.worst:
-        print("\nthe worst trials (open one with hil report FOLDER):")
+        print("\nthe worst trials (replay one with hil view FOLDER, or hil report FOLDER):")
         for row in outcome.worst:
             reason = row.get("error") or (f"not met: {row['not_met']}" if row.get("not_met") else "a success")
             print(f"  {outcome.out / row['folder']}  {row['status']}: {reason}")

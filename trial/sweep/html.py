@@ -38,7 +38,8 @@ def write_report(path: Path, *, title: str, source: str, rows: list[Mapping[str,
         parts.append(f"<img class='figure' alt='{_e(figure.stem)}' src='data:image/png;base64,{data}'>")
     parts += ["<h2>The worst trials</h2>",
               "<p>Failures first, then collisions the robot caused, intimate-zone entries, the closest approach. "
-              "Open one with <code>hil report FOLDER</code> (or the viewer).</p>", _worst_table(worst, out),
+              "Open one with <code>hil view FOLDER</code> (replay in the browser) or <code>hil report FOLDER</code>."
+              "</p>", _worst_table(worst, out),
               "</body></html>"]
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path

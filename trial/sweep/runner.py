@@ -1,12 +1,16 @@
 """The trial process of a sweep worker: runs one trial after another through the trial API, told what to run in
 JSON lines on stdin, answering in JSON lines.
 
-Why a process of its own rather than the Dask worker's thread: a trial maps the ``time`` module onto its clock
-for the whole process (runtime/clock/patch.py), and a Dask worker's event loop reads ``time.monotonic`` too, so a
-trial run in the worker would hand the simulator's time to the worker's heartbeats and timers. A stuck trial (a
-controller spinning without ever ticking the bus, or blocked in C) can also only be stopped by killing its
-process, which must not be the worker. So each worker thread keeps one of these (trial/sweep/worker.py): started
-once (the imports are paid once, as in a plain loop), killed and started again only when a trial overruns.
+Why a process of its own rather than the Dask worker's thread: a stuck trial (a controller spinning without
+ever ticking the bus, or blocked in C) can only be stopped by killing its process, which must not be the
+worker; a crash in C (or a controller's ``os._exit``) must take down one trial, not the worker and what it
+holds; and a trial changes process-wide state while it runs: ``sys.argv`` and ``sys.path`` for a controller
+file, ``sys.modules``, and the time patch (runtime/clock/patch.py), which keeps threads that were running before
+it on the wall clock but puts every thread started meanwhile on the trial's clock, a thread the worker starts
+then included (before the patch kept earlier threads apart, the worker's own event loop ran on simulated time
+during a trial: heartbeats and timers stalled). So each worker thread keeps one of these
+(trial/sweep/worker.py): started once (the imports are paid once, as in a plain loop), killed and started again
+only when a trial overruns or its process dies.
 
 Protocol: the process prints ``{"ready": PID}`` once it has imported what a trial needs; then, for each line
 ``{"job": {...}, "attempt": DIR}`` (a job's payload, trial/sweep/spec.py ``Job.payload``), it runs the trial into

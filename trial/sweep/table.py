@@ -31,7 +31,8 @@ from devices.yaml_source import ConfigError
 from .spec import PARAMS, Job, Sweep, format_value
 
 BASE_COLUMNS = ("trial", "condition")
-RESULT_COLUMNS = ("seed", "status", "success", "not_met", "error", "stopped", "sim_s", "wall_s", "goal_reached_at_s", "folder")
+RESULT_COLUMNS = ("seed", "status", "success", "not_met", "error", "stopped", "sim_s", "wall_s", "goal_reached_at_s",
+                  "folder")
 SKIPPED_METRICS = ("meta", "params", "collisions.events", "goal.xy")  # the spec again, thresholds, lists
 SKIPPED_SUFFIXES = (".radius_m",)  # the zones' thresholds (metrics.params has them)
 DEFAULT_SUCCESS = ("goal.reached", "collisions.robot_initiated == 0")
@@ -147,7 +148,8 @@ def make_row(job: Job, record: Mapping[str, Any], axes: tuple[str, ...], criteri
         row[axis] = condition[axis] if axis in condition else _spec_value(job, axis)
     row.update({"seed": job.seed, "status": record.get("status"), "success": None, "not_met": None,
                 "error": record.get("error"),
-                "stopped": record.get("stopped"), "sim_s": record.get("sim_s"), "wall_s": _rounded(record.get("wall_s")),
+                "stopped": record.get("stopped"), "sim_s": record.get("sim_s"),
+                "wall_s": _rounded(record.get("wall_s")),
                 "goal_reached_at_s": record.get("goal_reached_at_s"), "folder": job.folder})
     row.update(flatten_metrics(record.get("metrics")))
     has_goal = job.spec.goal is not None
