@@ -1,6 +1,6 @@
 """Where named config files are found: the user's folders first, then the ones shipped with hil.
 
-Robots, maps, crowd rates, scenarios, profiles and semantics are named by file stem (``commbot``, ``arcade``,
+Robots, maps, crowd rates, scenarios, profiles, semantics and sweeps are named by file stem (``commbot``, ``arcade``,
 ``weekday``). A name is looked up in this order, and the first folder holding it wins:
 
 1. ``./config/<kind>/`` under the current directory (a project of one's own, laid out like hil's config/);
@@ -22,7 +22,7 @@ from pathlib import Path
 from .yaml_source import ConfigError
 
 ENV_PATH = "HIL_PATH"
-KINDS = ("robots", "maps", "crowd", "scenarios", "profiles", "semantics")
+KINDS = ("robots", "maps", "crowd", "scenarios", "profiles", "semantics", "sweeps")
 
 
 @lru_cache(maxsize=1)

@@ -78,6 +78,15 @@ def _loader_for(source: str) -> type:
     return Loader
 
 
+def plain(value: Any) -> Any:
+    """A loaded value with its SourceDicts and SourceLists as plain dicts and lists (to compare, print or send)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def load_yaml_text(text: str, source: str = "<string>") -> Any:
     """Parse YAML text; syntax errors (and keys YAML cannot use, such as a list as a key) become ConfigError with
     the line."""

@@ -108,6 +108,9 @@ def register(sub) -> None:
     from .view.cli import register as register_view
 
     register_view(sub)
+    from .sweep.cli import register as register_sweep  # hil sweep (trial/sweep: many trials on Dask)
+
+    register_sweep(sub)
 
     from .record import repair
 
@@ -158,23 +161,15 @@ def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_params(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` items as a dict, each VALUE read as a YAML scalar or flow collection."""
-    from devices.yaml_source import load_yaml_text
+    from devices.yaml_source import load_yaml_text, plain
 
     params: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip().isidentifier():
             raise ValueError(f"--param {item!r}: expected KEY=VALUE with KEY a name (cruise_m_s=0.4)")
-        params[key.strip()] = _plain(load_yaml_text(value, f"--param {key}"))
+        params[key.strip()] = plain(load_yaml_text(value, f"--param {key}"))
     return params
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 _TRIAL_KEYS = ("robot", "profile", "bus", "clock", "gui", "map", "crowd", "crowd_scale", "crowd_start",

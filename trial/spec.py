@@ -223,7 +223,8 @@ def _profile(value: Any, key: str, error, base: Path | None) -> Any:
 
 
 def _crowd(value: Any, key: str, error, base: Path | None) -> tuple[str, ...]:
-    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in NONE_WORDS):
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in NONE_WORDS) or \
+            (isinstance(value, (list, tuple)) and not value):  # () is a spec's own "no crowd" (spec.but(...))
         return ()
     if value is True:
         return DEFAULT_RATES

@@ -1,0 +1,220 @@
+"""The task a Dask worker runs for one trial of a sweep: :func:`run_job` (plain data in, plain data out).
+
+Each worker thread keeps a trial process (trial/sweep/runner.py) and hands it one trial at a time. The thread
+waits for the answer at most the trial's ``timeout_s`` plus a grace (the trial ends itself at ``timeout_s`` when
+its controller still ticks: trial/sweep/runner.py ``WallWatch``); past that the process is killed (its crowd
+goes with it), the trial is a ``timeout`` row with the metrics of what its log holds, and the next trial gets a
+new process.
+
+Why this is safe in a Dask worker: the trial process is started with ``runtime.process.spawn``, whose
+PR_SET_PDEATHSIG fires when the *thread* that started it ends. Here that is the worker's executor thread that
+uses it: those threads live as long as the worker (they leave only at shutdown, or after ``secede``, which this
+task never calls), and the process belongs to that thread alone (``threading.local``), so it dies exactly when
+the worker dies or shuts down, and so does the crowd it started (its own PR_SET_PDEATHSIG). The trial process
+gets a session of its own, so the Ctrl-C a terminal sends to the sweep's process group does not reach it: the
+sweep is stopped by closing the cluster, not by trials failing half-way with a broken crowd.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .runner import TIMEOUT, record
+from .store import NOT_DONE, attempt_folder, commit, discard, read_done
+
+EVENT_TOPIC = "hil-sweep"
+STARTUP_TIMEOUT_S = 180.0  # a loaded machine may take long to import pybullet and friends
+CLOSE_TIMEOUT_S = 5.0
+LOG_DIR = "logs"
+_local = threading.local()
+_all: set[RunnerProcess] = set()  # every thread's, for close_runners
+_all_lock = threading.Lock()
+
+
+def default_grace_s(timeout_s: float) -> float:
+    """How long after ``timeout_s`` a trial that was told to end may still take to close its log and build its
+    report before its process is killed."""
+    return max(30.0, 0.25 * timeout_s)
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Run one trial (a ``Job.payload``) unless its folder already holds it done; its record."""
+    final = Path(job["folder"])
+    if not job.get("rerun"):
+        done = read_done(final, job["hash"])
+        if done is not None:  # a retry whose first attempt had finished, or another client's sweep
+            return done
+    attempt = attempt_folder(final)
+    started = time.monotonic()
+    runner = _runner(final.parents[2] / LOG_DIR)
+    _event({"event": "start", "id": job["id"], "pid": os.getpid(), "runner": runner.pid,
+            "host": socket.gethostname()})
+    grace = float(job.get("grace_s") or default_grace_s(float(job["timeout_s"])))
+    try:
+        result = runner.run(job, attempt, float(job["timeout_s"]) + grace)
+    except RunnerLost as lost:
+        _local.runner = None
+        runner.kill()
+        result = _salvaged(attempt, lost, time.monotonic() - started)
+    if result["status"] in NOT_DONE:
+        discard(attempt)
+        return result
+    return commit(attempt, final, job["hash"], result, replace=bool(job.get("rerun")))
+
+
+class RunnerLost(Exception):
+    """The trial process did not answer in time, or died."""
+
+    def __init__(self, message: str, *, overran: bool):
+        super().__init__(message)
+        self.overran = overran
+
+
+class RunnerProcess:
+    """``python -m trial.sweep.runner`` for this thread; :meth:`run` hands it one job and waits for its record."""
+
+    def __init__(self, log_dir: Path):
+        from runtime.process import spawn
+
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"runner-{socket.gethostname()}-{os.getpid()}-{threading.get_ident()}.txt"
+        self._log = open(self.log_path, "ab")
+        self.proc = spawn([sys.executable, "-m", "trial.sweep.runner"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
+        self.pid = self.proc.pid
+        self._buffer = b""
+        with _all_lock:
+            _all.add(self)
+        try:
+            ready = self._read_line(STARTUP_TIMEOUT_S, "starting")
+            if "ready" not in ready:
+                raise RunnerLost(f"the trial process said {ready!r} instead of ready", overran=False)
+        except BaseException:  # the task fails (Dask retries it); nothing of this process is left behind
+            self.kill()
+            raise
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job: dict[str, Any], attempt: Path, timeout_s: float) -> dict[str, Any]:
+        try:
+            self.proc.stdin.write((json.dumps({"job": job, "attempt": str(attempt)}) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError as exc:
+            raise RunnerLost(f"the trial process is gone ({exc})", overran=False) from None
+        return self._read_line(timeout_s, "running the trial")
+
+    def _read_line(self, timeout_s: float, doing: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RunnerLost(f"no answer within {timeout_s:.0f} s of wall time while {doing}", overran=True)
+                if not selector.select(left):
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    self.proc.wait()
+                    raise RunnerLost(f"the trial process died while {doing} ({_exit_text(self.proc.returncode)}); "
+                                     f"its last words: {self._last_words()}", overran=False)
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def _last_words(self) -> str:
+        try:
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(lines[-3:]) or "(nothing)"
+
+    def close(self) -> None:
+        """End of input: the process finishes its loop and exits (killed if it does not within a few seconds)."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(CLOSE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+    def kill(self) -> None:
+        with _all_lock:
+            _all.discard(self)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self._log.close()
+
+
+def close_runners() -> None:
+    """Close every trial process of this worker (its plugin's teardown: trial/sweep/plugin.py), so that they
+    end with the worker and are reaped by it rather than orphaned until their death signal."""
+    with _all_lock:
+        runners = list(_all)
+    for runner in runners:
+        runner.close()
+
+
+def _runner(log_dir: Path) -> RunnerProcess:
+    runner = getattr(_local, "runner", None)
+    if runner is None or not runner.alive():
+        if runner is not None:
+            runner.kill()
+        runner = _local.runner = RunnerProcess(log_dir)
+    return runner
+
+
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        import signal
+
+        return f"signal {signal.Signals(-code).name}"
+    return f"exit {code}"
+
+
+def _salvaged(attempt: Path, lost: RunnerLost, wall_s: float) -> dict[str, Any]:
+    """The record of a trial whose process was killed or died: its error, and the metrics of what its log held
+    up to the last flushed second (trial/record: a SIGKILLed log reads to its last flush)."""
+    metrics = None
+    if (attempt / "trial.mcap").is_file():
+        try:
+            from ..report.build import build_report
+
+            metrics = build_report(attempt)
+        except Exception:  # noqa: BLE001 - nothing readable: the row keeps its error
+            metrics = None
+    if lost.overran:
+        status = TIMEOUT
+        error = (f"timed out: {lost}; the trial process was killed (a controller that never ticks the bus again, "
+                 f"or stuck outside Python?)")
+    else:
+        status, error = "failed", str(lost)
+    return record(status=status, stopped="killed" if lost.overran else "died", error=error,
+                  wall_s=wall_s, metrics=metrics)
+
+
+def _event(message: dict[str, Any]) -> None:
+    """Tell the client (progress: running trials) through Dask's structured events; nothing outside a worker."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return
+    worker.log_event(EVENT_TOPIC, {**message, "worker": worker.address})
