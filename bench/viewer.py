@@ -1,12 +1,16 @@
 """What watching costs: the demo's real-time factor with a live viewer connected vs without, side by side in one
 run; how long a replay of a 110 s demo log takes to open; pybullet's --gui start-up against DIRECT.
 
-  python -m bench.viewer [--duration 40] [--rounds 2] [--replay-s 110] [--no-gui]
+  python -m bench.viewer [--duration 40] [--rounds 2] [--replay-s 110] [--no-gui] [--pin]
 
 Real-time factor = simulated seconds / wall seconds of the same trial (seed 0): plain; with ``hil view``
 attached (the recorder feeding the page, the scene redrawn at 10 Hz) and no browser; and with a headless Chromium
 connected and rendering it (software WebGL, on the same cores), alternated so all see the same machine load. Target: the viewer
-costs at most 10 %. The replay figure is from reading the log to the first frame drawn on the server (a browser
+costs at most 10 %. Beside it, the CPU the trial's own process spends per simulated second (the world, the
+controller, the recorder, the viewer's thread and its websocket; not the crowd's process, not the browser's): what
+hil itself pays for being watched. ``--pin`` puts the trial (and the crowd it starts) on CPU 0 and the browser on
+CPU 1, so that a browser rendering in software takes its own core, as one with a GPU or on another machine
+would, instead of half of the trial's two. The replay figure is from reading the log to the first frame drawn on the server (a browser
 connecting then receives the scene as it is); target under 3 s. The GUI figure is the time to open the robot in
 the arcade (``Robot.open``) under Xvfb with ``gui=1`` and without, in fresh processes.
 """
@@ -38,7 +42,13 @@ with Robot.open({"bus": "sim://commbot?clock=sim&map=arcade&pose=-18,0,0%s", "cl
 MODES = ("plain", "viewer", "browser")
 
 
-def _trial(duration: float, out: Path, mode: str):
+def _cpu_s() -> float:
+    """CPU seconds of this process so far (every thread; children not included)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _trial(duration: float, out: Path, mode: str, pin: bool = False):
     from trial.presets import demo_spec
     from trial.run import Trial
 
@@ -52,7 +62,7 @@ def _trial(duration: float, out: Path, mode: str):
     viewer = Viewer(port=0, run_spec=spec)
     live = LiveTrial("demo")
     viewer.attach(live)
-    browser = _Browser(viewer.url if mode == "browser" else None)
+    browser = _Browser(viewer.url if mode == "browser" else None, pin)
     try:
         result = Trial(spec=spec).run(out, listeners=live.listeners, hooks=live.hooks)
         live.finish(result)
@@ -65,7 +75,7 @@ def _trial(duration: float, out: Path, mode: str):
 class _Browser:
     """A headless Chromium showing the page for the whole trial (when there is one)."""
 
-    def __init__(self, url: str | None):
+    def __init__(self, url: str | None, pin: bool = False):
         self.how = "no browser (Chromium or Playwright missing): the server side only"
         self._pw = self._context = None
         if url is None:
@@ -77,17 +87,23 @@ class _Browser:
             from playwright.sync_api import sync_playwright
         except ImportError:
             return
-        self._pw = sync_playwright().start()
-        self._profile = tempfile.mkdtemp(prefix="hil-bench-chromium-")
-        self._context = self._pw.chromium.launch_persistent_context(
-            self._profile, executable_path="/usr/bin/chromium", headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--enable-unsafe-swiftshader"])
+        trial_cpus = os.sched_getaffinity(0)
+        if pin:  # the driver and Chromium inherit the affinity of the thread that starts them
+            os.sched_setaffinity(0, {1})
+        try:
+            self._pw = sync_playwright().start()
+            self._profile = tempfile.mkdtemp(prefix="hil-bench-chromium-")
+            self._context = self._pw.chromium.launch_persistent_context(
+                self._profile, executable_path="/usr/bin/chromium", headless=True,
+                args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                      "--enable-unsafe-swiftshader"])
+        finally:
+            os.sched_setaffinity(0, trial_cpus)
         page = self._context.new_page()
         page.goto(url)
         page.wait_for_selector("#hil-sim-time", timeout=120_000)
-        self.how = "headless Chromium connected (software WebGL)"
+        self.how = "headless Chromium connected (software WebGL" + (", on its own CPU)" if pin else ")")
 
     def close(self) -> None:
         if self._context is not None:
@@ -96,25 +112,35 @@ class _Browser:
             shutil.rmtree(self._profile, ignore_errors=True)
 
 
-def bench_rtf(duration: float, rounds: int) -> None:
+def bench_rtf(duration: float, rounds: int, pin: bool = False) -> None:
     print(f"demo, seed 0, {duration:g} s of sim time; plain / viewer served / viewer + headless Chromium, "
-          f"alternated {rounds}x")
+          f"alternated {rounds}x" + ("; the trial on CPU 0, the browser on CPU 1" if pin else ""))
+    if pin:
+        os.sched_setaffinity(0, {0})  # this thread; the trial's threads and its crowd process inherit it
     rtfs: dict[str, list[float]] = {mode: [] for mode in MODES}
+    cpus: dict[str, list[float]] = {mode: [] for mode in MODES}
     notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(rounds):
             for mode in MODES:
-                result, note = _trial(duration, Path(tmp) / f"{k}-{mode}", mode)
+                cpu0 = _cpu_s()
+                result, note = _trial(duration, Path(tmp) / f"{k}-{mode}", mode, pin)
+                cpu = (_cpu_s() - cpu0) / result.sim_s
                 rtf = result.sim_s / result.wall_s
                 rtfs[mode].append(rtf)
+                cpus[mode].append(cpu)
                 notes[mode] = note or ""
                 print(f"  {mode:8s} run {k + 1}: {result.sim_s:6.1f} s sim in {result.wall_s:6.1f} s wall -> "
-                      f"real-time factor {rtf:5.2f}", flush=True)
+                      f"real-time factor {rtf:5.2f}; the trial's process {1000 * cpu:5.1f} ms CPU per sim s",
+                      flush=True)
     plain = sum(rtfs["plain"]) / rounds
+    plain_cpu = sum(cpus["plain"]) / rounds
     for mode in MODES[1:]:
         mean = sum(rtfs[mode]) / rounds
+        cpu = sum(cpus[mode]) / rounds
         print(f"  {mode} ({notes[mode]}): real-time factor {mean:.2f} against {plain:.2f} plain: the viewer costs "
-              f"{100 * (1 - mean / plain):+.1f} % (target <= 10 %)")
+              f"{100 * (1 - mean / plain):+.1f} % (target <= 10 %); the trial's process "
+              f"{100 * (cpu / plain_cpu - 1):+.1f} % CPU per sim s")
 
 
 def bench_replay(replay_s: float) -> None:
@@ -169,9 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of plain / viewer / browser (2)")
     parser.add_argument("--replay-s", type=float, default=110.0, help="length of the replayed demo (110 s)")
     parser.add_argument("--no-gui", action="store_true", help="skip the --gui start-up figure")
+    parser.add_argument("--pin", action="store_true", help="the trial on CPU 0, the browser on CPU 1")
     args = parser.parse_args(argv)
+    if args.pin and len(os.sched_getaffinity(0)) < 2:
+        parser.error("--pin needs two CPUs")
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    bench_rtf(args.duration, args.rounds)
+    bench_rtf(args.duration, args.rounds, args.pin)
     bench_replay(args.replay_s)
     if not args.no_gui:
         bench_gui()
