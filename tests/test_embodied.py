@@ -75,6 +75,12 @@ def world_polls(embodied, world_s: float = POLL_WORLD_S):
         time.sleep(0.01)
 
 
+# The servo's position loop has a finite stiffness (18.9 N m/rad at the default P gain 800, issue 16), so a joint
+# under gravity settles short of its goal by load / stiffness: ~11 ticks for the elbow here. 20 ticks (0.03 rad)
+# is "arrived"; a joint that did not move at all is 500 ticks away.
+ARRIVED_TICKS = 20
+
+
 def test_sdk_moves_a_joint_with_its_dynamics(served_commbot):
     embodied, path = served_commbot
     port, ph = sdk_port(path)
@@ -90,15 +96,16 @@ def test_sdk_moves_a_joint_with_its_dynamics(served_commbot):
             position, comm, error = ph.read4ByteTxRx(port, ELBOW, XM["present_position"].address)
             assert comm == 0 and error == 0
             trace.append(position if position < 1 << 31 else position - (1 << 32))
-            if abs(trace[-1] - goal) <= 10:
+            if abs(trace[-1] - goal) <= ARRIVED_TICKS:
                 break
         joint = embodied.robot.joint(ELBOW, "horn")
         q = p.getJointState(embodied.robot.body_id, joint.index, physicsClientId=embodied.world.client)[0]
     finally:
         port.closePort()
-    assert abs(trace[-1] - goal) <= 10, f"present position {trace[-1]} never reached {goal}"
+    assert abs(trace[-1] - goal) <= ARRIVED_TICKS, f"present position {trace[-1]} never reached {goal}"
     assert len(set(trace)) > 3, "it moved through intermediate positions (joint dynamics), not in one jump"
-    assert q == pytest.approx((goal - CENTRE) * TICK_RAD, abs=12 * TICK_RAD), "the world's joint is where the bus says"
+    assert q == pytest.approx((goal - CENTRE) * TICK_RAD, abs=(ARRIVED_TICKS + 2) * TICK_RAD), \
+        "the world's joint is where the bus says"
 
 
 def test_sdk_wheel_velocity_moves_the_robot(served_commbot):

@@ -388,7 +388,8 @@ def test_hil_report_rebuilds_identical_files(tmp_path):
     assert "time to goal" in done.stdout and "1 robot-initiated, 1 person-initiated" in done.stdout
     assert (tmp_path / "metrics.json").read_bytes() == metrics_bytes
     assert (tmp_path / "topdown.png").read_bytes() == png_bytes
-    assert built["log"] == {"complete": True, "messages": 4 * 101 + 11 + 2, "stopped": None, "end_s": 10.0}
+    assert built["log"] == {"complete": True, "messages": 4 * 101 + 11 + 2, "stopped": None, "end_s": 10.0,
+                            "repaired": None}
 
     missing = subprocess.run([*hil_command(), "report", str(tmp_path / "nowhere")], cwd=REPO, capture_output=True,
                              text=True, timeout=DEADLINE_S, check=False)
