@@ -9,6 +9,7 @@ the people's recent trails. Only what changed is sent: viser forwards every prop
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -171,39 +172,58 @@ class SceneDrawer:
             self.people.pop(pid)[0].remove()
 
     def _ring(self, frame: Frame, placed: tuple[np.ndarray, list[np.ndarray]] | None) -> None:
+        """The ring's rays (to the echo, or to the range limit in grey) and its echoes, all rays at once; the
+        nodes are kept and only their points and colours sent again (a node made anew each frame cost the page
+        more than everything else it draws)."""
         ring, sensors = self.ring, frame.sensors
         if ring is None or sensors is None or placed is None:
             return
         base, local = placed
         link = base @ local[self.poser.index[ring["link"]]]
-        sides = [("ring", sensors.get("ring_real", sensors.get("ring")), ECHO_RGB)]
+        sides = [(sensors.get("ring_real", sensors.get("ring")), ECHO_RGB)]
         if "ring_virtual" in sensors:
-            sides.append(("virtual", sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB))
-        segments, colors, echoes, echo_colors = [], [], [], []
+            sides.append((sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB))
+        yaw = np.asarray(ring["yaw"], dtype=float)
         r0, z0, max_r = ring["origin_radius_m"], ring["origin_z_m"], ring["max_range_m"]
-        for _, ranges, rgb in sides:
-            for yaw, r in zip(ring["yaw"], ranges or []):
-                c, s = math.cos(yaw), math.sin(yaw)
-                start = link @ np.array([r0 * c, r0 * s, z0, 1.0])
-                reach = max_r if r is None else r
-                end = link @ np.array([(r0 + reach) * c, (r0 + reach) * s, z0, 1.0])
-                if r is None and rgb is not ECHO_RGB:
-                    continue  # the virtual side only shows what it saw
-                segments.append((start[:3], end[:3]))
-                colors.append((RAY_RGB if r is None else rgb,) * 2)
-                if r is not None:
-                    echoes.append(end[:3])
-                    echo_colors.append(rgb)
-        if segments:
-            self._rays = self.scene.add_line_segments("/ring/rays", np.asarray(segments, dtype=np.float32),
-                                                      np.asarray(colors, dtype=np.float32), thickness=0.015)
-        if echoes:
-            self._echoes = self.scene.add_point_cloud("/ring/echoes", np.asarray(echoes, dtype=np.float32),
-                                                      np.asarray(echo_colors, dtype=np.float32), point_size=0.07,
-                                                      point_shape="circle")
+        segments, colors, echoes, echo_colors = [], [], [], []
+        for ranges, rgb in sides:
+            n = min(len(ranges or ()), len(yaw))
+            if n == 0:
+                continue
+            r = np.array([np.nan if v is None else v for v in ranges[:n]], dtype=float)
+            hit = ~np.isnan(r)
+            keep = hit if rgb is not ECHO_RGB else np.ones(n, dtype=bool)  # the virtual side: only what it saw
+            c, s = np.cos(yaw[:n]), np.sin(yaw[:n])
+            ends = [r0, r0 + np.where(hit, r, max_r)]
+            points = [(np.stack([d * c, d * s, np.full(n, z0), np.ones(n)], axis=1) @ link.T)[:, :3] for d in ends]
+            segments.append(np.stack(points, axis=1)[keep])
+            rgb_each = np.where(hit[:, None], np.asarray(rgb), np.asarray(RAY_RGB))
+            colors.append(np.repeat(rgb_each[:, None, :], 2, axis=1)[keep])
+            echoes.append(points[1][hit])
+            echo_colors.append(np.tile(np.asarray(rgb), (int(hit.sum()), 1)))
+        if segments and sum(len(x) for x in segments):
+            self._rays = self._refresh(self._rays, np.concatenate(segments), np.concatenate(colors),
+                                       lambda pts, cols: self.scene.add_line_segments("/ring/rays", pts, cols,
+                                                                                      thickness=0.015))
+        if echoes and sum(len(x) for x in echoes):
+            self._echoes = self._refresh(self._echoes, np.concatenate(echoes), np.concatenate(echo_colors),
+                                         lambda pts, cols: self.scene.add_point_cloud(
+                                             "/ring/echoes", pts, cols, point_size=0.07, point_shape="circle"))
         elif self._echoes is not None:
             self._echoes.remove()
             self._echoes = None
+
+    @staticmethod
+    def _refresh(handle: Any, points: np.ndarray, colors: np.ndarray, make: Callable[[Any, Any], Any]) -> Any:
+        """``handle`` with new points and colours (0..1), or a new node when there is none or the count changed."""
+        points = points.astype(np.float32)
+        if handle is not None and handle.points.shape == points.shape:
+            handle.points = points
+            handle.colors = np.round(colors * 255).astype(np.uint8)
+            return handle
+        if handle is not None:
+            handle.remove()
+        return make(points, colors.astype(np.float32))
 
     def _lines(self, frame: Frame) -> None:
         if len(frame.path) >= 2:
