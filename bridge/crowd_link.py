@@ -139,3 +139,16 @@ class CrowdClient:
             if self._watch is not None:
                 self._watch.close()
             self._socket.close(0)
+
+
+MAX_LABEL_CHARS = 40
+
+
+def people_labels(reply: dict, key: str, people: list) -> dict[int, str]:
+    """``reply[key]`` (the crowd's ``doing`` or ``names``: a list of short strings in the people's order) as
+    id -> label; anything else a peer sends (another length, not strings) is dropped whole: labels are for
+    display and the record, never worth failing a tick."""
+    labels = reply.get(key)
+    if not isinstance(labels, list) or len(labels) != len(people) or not all(isinstance(v, str) for v in labels):
+        return {}
+    return {person.id: label[:MAX_LABEL_CHARS] for person, label in zip(people, labels)}

@@ -9,6 +9,8 @@ only worlds whose key is in ``DIR/authorized/`` get an answer (ZeroMQ refuses th
 """
 from __future__ import annotations
 
+import functools
+
 import logging
 import os
 from typing import TYPE_CHECKING, Any, Callable, Union
@@ -20,6 +22,7 @@ from bridge.envelope import EnvelopeError, pack
 from bridge.realtime import Counters
 from bridge.schema import TickPayload, TypedDecoder, WorldPayload, convert
 
+from .population import type_of_model
 from .sim import CrowdSim
 from .stepper import Stepper
 
@@ -90,7 +93,17 @@ def intents(sim: CrowdSim) -> list[Person]:
     a = sim.agents
     ids, pos, vel, gaze, radius = a.ids.tolist(), a.pos.tolist(), a.vel.tolist(), a.gaze.tolist(), a.radius.tolist()
     return [Person(ids[i], a.types[i], pos[i][0], pos[i][1], vel[i][0], vel[i][1], gaze[i][0], gaze[i][1], radius[i],
-                   HEIGHT_BY_TYPE.get(a.types[i], 1.7)) for i in range(len(ids))]
+                   body_height(a.types[i])) for i in range(len(ids))]
+
+
+@functools.lru_cache(maxsize=256)
+def body_height(type_name: str) -> float:
+    """A person's height by type; a script's model name (``boy02``) by the type it stands for (a child)."""
+    try:
+        type_name = type_of_model(type_name)
+    except KeyError:
+        pass  # a rates file's own type: the default height
+    return HEIGHT_BY_TYPE.get(type_name, 1.7)
 
 
 WALKING, SCRIPTED = "walking", "scripted"

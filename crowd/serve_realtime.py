@@ -24,7 +24,7 @@ from bridge.realtime import RealtimeCrowdServer
 from bridge.envelope import EnvelopeError
 from bridge.schema import WorldPayload, convert
 
-from .serve import ParentWatch, intents, take_world_state
+from .serve import ParentWatch, activities, intents, take_world_state
 from .sim import CrowdSim
 
 if TYPE_CHECKING:
@@ -92,8 +92,9 @@ def serve_realtime(sim: CrowdSim, endpoint: str, ready=print, security: Security
             spawned, removed = _step(sim, stepper)
             stats.steps += 1
             extra = stepper.drain() if stepper is not None else {}
+            doing, names = activities(sim)  # as in lockstep: what each does and the script's names, for the record
             server.publish(sim.time_s, {**intents_payload(sim.time_s, intents(sim), spawned, removed), **extra,
-                                        "world_t": stats.world_t})
+                                        "world_t": stats.world_t, "doing": doing, "names": names})
             due = _next_due(due, sim.dt, stats)
         return stats
     finally:

@@ -126,6 +126,8 @@ def test_a_served_script_plays_on_the_worlds_ticks_exactly_as_it_runs_alone():
     assert lines == sorted(lines)
     assert [e["t"] for e in events][:2] == [5.0, 5.0], "run 5s ended at 5 s of the world's time, then the kid came"
     assert served[60][1], "the kid is on the map after 5 s"
+    kids = [p for p in intended if p.type == "boy02"]
+    assert kids and all(p.height == pytest.approx(1.2) for p in kids), "the script's boy02 is a child's height"
 
     sim = CrowdSim(load_crowd_map("arcade"), seed=2)
     scenario = Scenario(sim, rates=[load_rates("weekday"), load_rates("weekend")])

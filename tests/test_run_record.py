@@ -176,6 +176,7 @@ def test_a_mixed_trial_logs_the_real_and_the_virtual_ring_apart_and_the_virtual_
     assert all(len(p) == 1 for p in people), "only the crowd's word: no empty message before it"
     guest = people[-1][0]
     assert guest["type"] == "man01" and math.hypot(guest["x"] - (START[0] + 2), guest["y"]) < 0.3
+    assert guest["doing"] == "scripted" and guest["name"] == "guest", "the real-time crowd says who is scripted"
     assert m["/robot/state"][0].data["x"] == pytest.approx(START[0], abs=0.01)
     meta = m["/trial/meta"][0].data
     assert meta["clock"] == "real" and meta["seed"] == 3

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bridge.crowd_link import people_labels
+
 from ..world.pedestrians import PedestrianIntent, Pedestrians
 
 if TYPE_CHECKING:
@@ -102,8 +104,8 @@ class CrowdBridge:
         self.script_events.extend(reply.get("script", ()))
         self.script_state = reply.get("script_state", self.script_state)
         self.people = {person.id: person for person in people}
-        self.doing = _labels(reply, "doing", people)
-        self.names = _labels(reply, "names", people)
+        self.doing = people_labels(reply, "doing", people)
+        self.names = people_labels(reply, "names", people)
         self.pedestrians.sync([PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius,
                                                 person.height) for person in people])
         self.ticks += 1
@@ -135,18 +137,6 @@ class CrowdBridge:
             self.client.close()
         except Exception:  # a dead crowd cannot be told goodbye
             pass
-
-
-MAX_LABEL_CHARS = 40
-
-
-def _labels(reply: dict, key: str, people: list) -> dict[int, str]:
-    """``reply[key]``, a list of short strings in the people's order, as id -> label; anything else a peer sends
-    (another length, not strings) is dropped whole: labels are for display, never worth failing a tick."""
-    labels = reply.get(key)
-    if not isinstance(labels, list) or len(labels) != len(people) or not all(isinstance(v, str) for v in labels):
-        return {}
-    return {person.id: label[:MAX_LABEL_CHARS] for person, label in zip(people, labels)}
 
 
 def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,

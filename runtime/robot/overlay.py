@@ -140,12 +140,15 @@ class CrowdOverlay:
             self.casts += 1
 
     def _take(self, payload: dict, now: float) -> None:
-        from bridge.crowd_link import intents_time, parse_people
+        from bridge.crowd_link import intents_time, parse_people, people_labels
         from bridge.envelope import EnvelopeError
         from firmware_sim.shadow import Person
 
         try:
-            people = {person.id: person._asdict() for person in parse_people(payload)}
+            parsed = parse_people(payload)
+            doing, names = people_labels(payload, "doing", parsed), people_labels(payload, "names", parsed)
+            people = {person.id: {**person._asdict(), "doing": doing.get(person.id, "walking"),
+                                  "name": names.get(person.id, "")} for person in parsed}
             shadow = [Person(pid, float(person["x"]), float(person["y"]), float(person["radius"]),
                              float(person["height"])) for pid, person in people.items()]
             crowd_time = intents_time(payload)

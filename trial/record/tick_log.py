@@ -213,6 +213,11 @@ def _person(pid: int, person: dict[str, Any]) -> dict[str, Any]:
         out["type"] = str(person["type"])
     if "radius" in person:
         out["radius"] = float(person["radius"])
+    if "height" in person:
+        out["height"] = float(person["height"])
+    for label in ("doing", "name"):  # what the crowd says each does, and a script's names (the viewer's colours)
+        if label in person:
+            out[label] = str(person[label])
     gx, gy = person.get("gx"), person.get("gy")
     out["gaze"] = [float(gx), float(gy)] if gx is not None and gy is not None else None
     return out
