@@ -27,11 +27,14 @@ BRACKET = descriptor_from_dict({
     "bodies": [{"name": "plate", "mass": 0.021, "com": [0.004, -0.002, 0.011],
                 "inertia": {"ixx": 2.1e-6, "iyy": 1.7e-6, "izz": 1.4e-6, "ixy": 2.0e-7, "ixz": -1.5e-7, "iyz": 1.0e-7},
                 "visuals": [{"box": [0.03, 0.03, 0.02], "xyz": [0, 0, 0.01]}],
-                "collisions": [{"box": [0.03, 0.03, 0.02], "xyz": [0, 0, 0.01]}]}],
+                "collisions": [{"box": [0.03, 0.03, 0.02], "xyz": [0, 0, 0.01], "rpy": [0.1, 0.2, 0.3]}]}],
     "ports": [{"name": "mount", "body": "plate", "parent": True, "xyz": [0.001, 0.0, -0.002], "rpy": [0, 0, 0.2]},
               {"name": "out", "body": "plate", "xyz": [0.0, 0.012, 0.02], "rpy": [math.pi / 2, 0, 0]},
               {"name": "side", "body": "plate", "xyz": [0.015, 0.0, 0.01], "rpy": [0, math.pi / 2, 0]}],
 })
+
+TETRA = {"vertices": [[0, 0, 0], [0.01, 0, 0], [0, 0.01, 0], [0, 0, 0.01]],
+         "triangles": [[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]]}
 
 SLIDER = descriptor_from_dict({
     "schema": 1, "name": "test_slider", "kind": "link",
@@ -40,12 +43,11 @@ SLIDER = descriptor_from_dict({
          "collisions": [{"cylinder": [0.005, 0.04], "xyz": [0.02, 0, 0.005], "rpy": [0, math.pi / 2, 0]}]},
         {"name": "carriage", "mass": 0.03, "com": [0, 0.001, 0.004],
          "inertia": {"ixx": 3e-6, "iyy": 2.5e-6, "izz": 2e-6, "ixy": -1e-7, "ixz": 5e-8, "iyz": 2e-7},
-         "visuals": [{"sphere": [0.008]}]},
+         "visuals": [{"sphere": [0.008]}], "collisions": [{"sphere": [0.008]}, {"box": [0.01, 0.01, 0.004]}]},
         {"name": "tip", "mass": 0.01, "com": [0.003, 0, 0], "inertia": {"ixx": 5e-7, "iyy": 6e-7, "izz": 7e-7},
          "collisions": [{"capsule": [0.003, 0.01]}]},
         {"name": "roller", "mass": 0.008, "com": [0, 0, 0], "inertia": {"ixx": 3e-7, "iyy": 5e-7, "izz": 3e-7},
-         "visuals": [{"mesh": {"vertices": [[0, 0, 0], [0.01, 0, 0], [0, 0.01, 0], [0, 0, 0.01]],
-                               "triangles": [[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]]}}]},
+         "visuals": [{"mesh": TETRA}], "collisions": [{"mesh": TETRA}]},
     ],
     "joints": [
         {"name": "slide", "type": "prismatic", "parent": "rail", "child": "carriage", "xyz": [0.01, 0, 0.01],

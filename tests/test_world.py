@@ -49,51 +49,13 @@ from runtime.scan import NoCache, scan_bus
 from runtime.transports import open_transport
 from runtime.transports.sim import SimTransport
 
+from model_helpers import BRACKET, SLIDER, TETRA  # the branched test chain's parts (one definition)
+
 URDF_POSE_ATOL = 1e-6
 MODEL_POSE_ATOL = 1e-9
 N_CONFIGS = 6
 
 # --- the test chain ------------------------------------------------------------------------------------------------
-
-BRACKET = descriptor_from_dict({
-    "schema": 1, "name": "test_bracket", "kind": "bracket",
-    "bodies": [{"name": "plate", "mass": 0.021, "com": [0.004, -0.002, 0.011],
-                "inertia": {"ixx": 2.1e-6, "iyy": 1.7e-6, "izz": 1.4e-6, "ixy": 2.0e-7, "ixz": -1.5e-7, "iyz": 1.0e-7},
-                "visuals": [{"box": [0.03, 0.03, 0.02], "xyz": [0, 0, 0.01]}],
-                "collisions": [{"box": [0.03, 0.03, 0.02], "xyz": [0, 0, 0.01], "rpy": [0.1, 0.2, 0.3]}]}],
-    "ports": [{"name": "mount", "body": "plate", "parent": True, "xyz": [0.001, 0.0, -0.002], "rpy": [0, 0, 0.2]},
-              {"name": "out", "body": "plate", "xyz": [0.0, 0.012, 0.02], "rpy": [math.pi / 2, 0, 0]},
-              {"name": "side", "body": "plate", "xyz": [0.015, 0.0, 0.01], "rpy": [0, math.pi / 2, 0]}],
-})
-
-TETRA = {"vertices": [[0, 0, 0], [0.01, 0, 0], [0, 0.01, 0], [0, 0, 0.01]],
-         "triangles": [[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]]}
-
-SLIDER = descriptor_from_dict({
-    "schema": 1, "name": "test_slider", "kind": "link",
-    "bodies": [
-        {"name": "rail", "mass": 0.05, "com": [0.02, 0, 0.005], "inertia": {"ixx": 4e-6, "iyy": 9e-6, "izz": 1.1e-5},
-         "collisions": [{"cylinder": [0.005, 0.04], "xyz": [0.02, 0, 0.005], "rpy": [0, math.pi / 2, 0]}]},
-        {"name": "carriage", "mass": 0.03, "com": [0, 0.001, 0.004],
-         "inertia": {"ixx": 3e-6, "iyy": 2.5e-6, "izz": 2e-6, "ixy": -1e-7, "ixz": 5e-8, "iyz": 2e-7},
-         "visuals": [{"sphere": [0.008]}], "collisions": [{"sphere": [0.008]}, {"box": [0.01, 0.01, 0.004]}]},
-        {"name": "tip", "mass": 0.01, "com": [0.003, 0, 0], "inertia": {"ixx": 5e-7, "iyy": 6e-7, "izz": 7e-7},
-         "collisions": [{"capsule": [0.003, 0.01]}]},
-        {"name": "roller", "mass": 0.008, "com": [0, 0, 0], "inertia": {"ixx": 3e-7, "iyy": 5e-7, "izz": 3e-7},
-         "visuals": [{"mesh": TETRA}], "collisions": [{"mesh": TETRA}]},
-    ],
-    "joints": [
-        {"name": "slide", "type": "prismatic", "parent": "rail", "child": "carriage", "xyz": [0.01, 0, 0.01],
-         "rpy": [0.1, 0, 0], "axis": [1, 1, 0],
-         "limits": {"lower": -0.02, "upper": 0.03, "effort": 20, "velocity": 0.5}},
-        {"name": "tip_fix", "type": "fixed", "parent": "carriage", "child": "tip", "xyz": [0, 0, 0.012],
-         "rpy": [0.3, -0.4, 1.1]},
-        {"name": "roll", "type": "continuous", "parent": "carriage", "child": "roller", "xyz": [0, -0.01, 0],
-         "axis": [0, 1, 0], "limits": {"effort": 1, "velocity": 10}},
-    ],
-    "ports": [{"name": "mount", "body": "rail", "parent": True},
-              {"name": "end", "body": "tip", "xyz": [0.006, 0, 0], "rpy": [0, math.pi / 2, 0]}],
-})
 
 # (bus ID, descriptor or catalog name, parent ID, parent's port); parents first; "XM430-W350" is a plain servo
 CHAIN = [(1, "cpc_servo", None, None), (2, BRACKET, 1, "horn"), (3, "cpc_servo", 2, "out"), (4, SLIDER, 3, "horn"),
