@@ -20,6 +20,23 @@ from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
 from .timeline import Frame
 
+def _unit_cylinder(segments: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """A cylinder of radius 1 and height 1 about z, centred at the origin: (vertices, faces), outward faces."""
+    angle = np.linspace(0.0, 2 * np.pi, segments, endpoint=False)
+    ring = np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    bottom = np.column_stack([ring, np.full(segments, -0.5)])
+    top = np.column_stack([ring, np.full(segments, 0.5)])
+    vertices = np.vstack([bottom, top, [[0, 0, -0.5], [0, 0, 0.5]]]).astype(np.float32)
+    i = np.arange(segments)
+    j = (i + 1) % segments
+    t, bc, tc = segments, 2 * segments, 2 * segments + 1
+    faces = np.vstack([np.column_stack([i, j, t + j]), np.column_stack([i, t + j, t + i]),
+                       np.column_stack([np.full(segments, tc), t + i, t + j]),
+                       np.column_stack([np.full(segments, bc), j, i])]).astype(np.uint32)
+    return vertices, faces
+
+
+UNIT_CYLINDER = _unit_cylinder()
 MOVED = 1e-4  # a link whose frame changed less than this (m, or rotation matrix entries) is not sent again
 
 
@@ -54,14 +71,15 @@ class SceneDrawer:
 
     def reset(self) -> None:
         """Remove every node of the trial shown so far (the next one may have another map and robot)."""
-        leftovers = [getattr(self, name, None) for name in ("_rays", "_echoes", "_path", "_trails")]
-        for node in [*self._nodes, *(n for n in leftovers if n is not None),
-                     *(node for node, _ in getattr(self, "people", {}).values())]:
+        leftovers = [getattr(self, name, None) for name in ("_rays", "_echoes", "_path", "_trails", "_crowd")]
+        for node in [*self._nodes, *(n for n in leftovers if n is not None)]:
             node.remove()
         self._nodes = []
         self.poser: LinkPoser | None = None
         self.link_nodes: list[Any] = []
-        self.people: dict[int, tuple[Any, str]] = {}
+        self.people: dict[int, str] = {}  # id -> what the person does, as drawn
+        self._crowd: Any = None
+        self._crowd_key: tuple = ()
         self.ring: dict[str, Any] | None = None
         self.map_msg: dict[str, Any] | None = None
         self._rays = self._echoes = self._path = self._trails = None
@@ -152,24 +170,30 @@ class SceneDrawer:
         return base, local
 
     def _people(self, people: list[dict[str, Any]]) -> None:
-        seen = set()
-        for person in people:
-            pid = int(person["id"])
-            seen.add(pid)
-            height, radius = float(person.get("height", 1.7)), float(person.get("radius", 0.25))
-            doing = person.get("doing") or "walking"
-            position = (person["x"], person["y"], height / 2)
-            known = self.people.get(pid)
-            if known is None or known[1] != doing:
-                if known is not None:
-                    known[0].remove()
-                node = self.scene.add_cylinder(f"/people/p{pid}", radius=radius, height=height,
-                                               color=rgb255(doing_rgb(doing)), position=position)
-                self.people[pid] = (node, doing)
-            else:
-                known[0].position = position
-        for pid in [p for p in self.people if p not in seen]:
-            self.people.pop(pid)[0].remove()
+        """Everyone as instances of one unit cylinder (scaled to each body, coloured by what each does): one node
+        and, while nobody comes, goes or changes what they do, one message of positions per frame (a node per
+        person cost a message, and a wake-up of the page's event loop, per person per frame)."""
+        key = tuple((int(p["id"]), p.get("doing") or "walking") for p in people)
+        if not people:
+            if self._crowd is not None:
+                self._crowd.remove()
+                self._crowd = None
+            self.people, self._crowd_key = {}, key
+            return
+        heights = np.array([float(p.get("height", 1.7)) for p in people], dtype=np.float32)
+        positions = np.array([(p["x"], p["y"], 0.0) for p in people], dtype=np.float32)
+        positions[:, 2] = heights / 2
+        if self._crowd is not None and key == self._crowd_key:
+            self._crowd.batched_positions = positions
+            return
+        radii = np.array([float(p.get("radius", 0.25)) for p in people], dtype=np.float32)
+        colors = np.array([rgb255(doing_rgb(doing)) for _, doing in key], dtype=np.uint8)
+        wxyzs = np.tile(np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32), (len(people), 1))
+        self._crowd = self.scene.add_batched_meshes_simple(
+            "/people", vertices=UNIT_CYLINDER[0], faces=UNIT_CYLINDER[1], batched_wxyzs=wxyzs,
+            batched_positions=positions, batched_scales=np.stack([radii, radii, heights], axis=1),
+            batched_colors=colors, lod="off", flat_shading=True, cast_shadow=False)
+        self.people, self._crowd_key = dict(key), key
 
     def _ring(self, frame: Frame, placed: tuple[np.ndarray, list[np.ndarray]] | None) -> None:
         """The ring's rays (to the echo, or to the range limit in grey) and its echoes, all rays at once; the
