@@ -36,7 +36,18 @@ def _unit_cylinder(segments: int = 16) -> tuple[np.ndarray, np.ndarray]:
     return vertices, faces
 
 
+def _unit_box() -> tuple[np.ndarray, np.ndarray]:
+    """A box of side 1 centred at the origin: (vertices, faces), outward faces."""
+    vertices = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (-0.5, 0.5)],
+                        dtype=np.float32)  # index = 4 * (x > 0) + 2 * (y > 0) + (z > 0)
+    faces = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5],  # -x, +x
+                      [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],  # -y, +y
+                      [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]], dtype=np.uint32)  # -z, +z
+    return vertices, faces
+
+
 UNIT_CYLINDER = _unit_cylinder()
+UNIT_BOX = _unit_box()
 MOVED = 1e-4  # a link whose frame changed less than this (m, or rotation matrix entries) is not sent again
 
 
@@ -93,12 +104,20 @@ class SceneDrawer:
     # --- once per trial --------------------------------------------------------------------------------------
     def draw_map(self, msg: dict[str, Any]) -> None:
         self.map_msg = msg
-        for i, (x1, y1, x2, y2) in enumerate(msg.get("walls", [])):
-            length, yaw = math.hypot(x2 - x1, y2 - y1), math.atan2(y2 - y1, x2 - x1)
-            self._keep(self.scene.add_box(f"/map/wall_{i}", dimensions=(length, WALL_THICKNESS_M, WALL_HEIGHT_M),
-                                          color=rgb255(WALL_RGB), position=((x1 + x2) / 2, (y1 + y2) / 2,
-                                                                            WALL_HEIGHT_M / 2),
-                                          wxyz=yaw_wxyz(yaw), cast_shadow=False))
+        walls = msg.get("walls", [])
+        if walls:  # one node of instanced unit boxes: one draw call for the whole map, not one per wall
+            w = np.asarray(walls, dtype=np.float64).reshape(-1, 4)
+            dx, dy = w[:, 2] - w[:, 0], w[:, 3] - w[:, 1]
+            length, yaw = np.hypot(dx, dy), np.arctan2(dy, dx)
+            positions = np.column_stack([(w[:, 0] + w[:, 2]) / 2, (w[:, 1] + w[:, 3]) / 2,
+                                         np.full(len(w), WALL_HEIGHT_M / 2)])
+            wxyzs = np.column_stack([np.cos(yaw / 2), np.zeros(len(w)), np.zeros(len(w)), np.sin(yaw / 2)])
+            scales = np.column_stack([length, np.full(len(w), WALL_THICKNESS_M), np.full(len(w), WALL_HEIGHT_M)])
+            self._keep(self.scene.add_batched_meshes_simple(
+                "/map/walls", vertices=UNIT_BOX[0], faces=UNIT_BOX[1], batched_wxyzs=wxyzs.astype(np.float32),
+                batched_positions=positions.astype(np.float32), batched_scales=scales.astype(np.float32),
+                batched_colors=np.tile(np.array(rgb255(WALL_RGB), dtype=np.uint8), (len(w), 1)), lod="off",
+                flat_shading=True, cast_shadow=False))
         goal = msg.get("goal")
         if goal is not None:
             radius = float(msg.get("goal_radius", 0.5))
