@@ -69,33 +69,33 @@ def _nobody(people: Any) -> None:
         raise ValueError("people must be a map of columns id, x, y, vx, vy (an empty list or map: nobody)")
 
 
-class TickPayload(Struct, frozen=True):
+class _PeopleStates(Struct, frozen=True):
+    """What the world's two messages (a lockstep tick, a real-time world message) share: the people's states,
+    checked for nobody at all the same way, read as rows."""
+
+    def __post_init__(self) -> None:
+        _nobody(self.people)  # type: ignore[attr-defined] - each message has its people field
+
+    def rows(self) -> list[tuple[int, float, float, float, float]]:
+        people = self.people  # type: ignore[attr-defined]
+        return people.rows() if isinstance(people, StateColumns) else []
+
+
+class TickPayload(_PeopleStates, frozen=True):
     """The world's lockstep tick: step the crowd to ``t`` after taking the robot and the people's states."""
 
     t: Time
     robot: Union[RobotState, None] = None
     people: Union[StateColumns, list, None] = None
 
-    def __post_init__(self) -> None:
-        _nobody(self.people)
 
-    def rows(self) -> list[tuple[int, float, float, float, float]]:
-        return self.people.rows() if isinstance(self.people, StateColumns) else []
-
-
-class WorldPayload(Struct, frozen=True):
+class WorldPayload(_PeopleStates, frozen=True):
     """The world's real-time stream message (``t`` is the world's own clock, echoed back as ``world_t``)."""
 
     session: Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
     t: EnvelopeTime = 0.0
     robot: Union[RobotState, None] = None
     people: Union[StateColumns, list, None] = None
-
-    def __post_init__(self) -> None:
-        _nobody(self.people)
-
-    def rows(self) -> list[tuple[int, float, float, float, float]]:
-        return self.people.rows() if isinstance(self.people, StateColumns) else []
 
 
 Height = Annotated[float, Meta(gt=0.0, le=10.0)]

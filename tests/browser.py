@@ -15,7 +15,8 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-import pytest
+from waiting import needs
+from waiting import wait_for as shared_wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -26,10 +27,7 @@ PAGE_TIMEOUT_MS = 120_000  # a loaded 2-core machine renders WebGL in software
 
 def need_tool(path: str, what: str) -> None:
     if not (os.path.exists(path) or shutil.which(path)):
-        message = f"{what} ({path}) is not installed (apt-get install -y {os.path.basename(path)})"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        needs(f"{what} ({path}) is not installed (apt-get install -y {os.path.basename(path)})")
 
 
 @contextmanager
@@ -39,9 +37,7 @@ def browser_page(width: int = 1280, height: int = 800) -> Iterator[tuple[object,
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:  # the test extra has it
-        if os.environ.get("CI"):
-            pytest.fail(f"playwright is not installed: {exc}")
-        pytest.skip(f"playwright is not installed: {exc}")
+        needs(f"playwright is not installed (pip install -e '.[test]'): {exc}")
     profile = tempfile.mkdtemp(prefix="hil-chromium-")
     requests: list[str] = []
     try:
@@ -63,9 +59,7 @@ def need_viser() -> None:
     try:
         import viser  # noqa: F401
     except ImportError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"viser is not installed (pip install -e '.[test,view]'): {exc}")
-        pytest.skip(f"viser is not installed: {exc}")
+        needs(f"viser is not installed (pip install -e '.[test,view]'): {exc}")
 
 
 def colour_pixels(png: bytes, rgb: tuple[int, ...], tolerance: int = 40) -> int:
@@ -83,14 +77,7 @@ def number(page, selector: str) -> float:
 
 def wait_for(predicate, timeout_s: float = 120.0, every_s: float = 0.2, what: str = "condition"):
     """Poll ``predicate`` until it gives something truthy (returned); fail naming ``what`` after ``timeout_s``."""
-    end = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every_s)
+    return shared_wait_for(predicate, what, timeout_s, step=lambda: time.sleep(every_s))
 
 
 def only_local(requests: list[str], url: str) -> list[str]:

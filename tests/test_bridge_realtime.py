@@ -17,6 +17,7 @@ import msgpack
 import pytest
 import zmq
 from conftest import hil_command
+from waiting import wait_for as shared_wait_for
 
 from bridge.envelope import pack, unpack
 from bridge.realtime import (
@@ -92,10 +93,7 @@ class CrowdProcess:
 
 def wait_for(condition, step=lambda: time.sleep(0.01), what: str = "the condition"):
     """Call ``step`` until ``condition()`` holds; fail (naming ``what``) after a generous deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        step()
+    shared_wait_for(condition, what, DEADLINE_S, step)
 
 
 def realtime_world(endpoint: str, clock: str = "real"):

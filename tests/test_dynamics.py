@@ -13,12 +13,12 @@ When ``CI`` is set, a missing Pinocchio fails these tests instead of skipping th
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
 
 from model_helpers import CHAIN, SERIAL, assembly_robot, random_state, virtual_robot
+from waiting import needs
 from runtime.model import (LOCAL, LOCAL_WORLD_ALIGNED, SE3, WORLD, ModelError, build_model, center_of_mass,
                            composite_inertia, create_data, forward_dynamics, forward_kinematics, frame_jacobian,
                            gravity_torques, mass_matrix, rnea, total_mass)
@@ -38,9 +38,7 @@ def pinocchio():
     try:
         import pinocchio as pin
     except ImportError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"Pinocchio is needed for these tests (pip install -e '.[test]'): {exc}")
-        pytest.skip(f"Pinocchio is not installed: {exc}")
+        needs(f"Pinocchio is needed for these tests (pip install -e '.[test]'): {exc}")
     return pin
 
 

@@ -19,6 +19,7 @@ import msgpack
 import pytest
 import zmq
 from conftest import SimProcess, hil_command
+from waiting import HangGuard
 
 from bridge.crowd_link import CrowdClient, tick_payload
 from bridge.envelope import VERSION, pack, unpack
@@ -112,7 +113,7 @@ def _write_draining(fd: int, data: bytes) -> None:
     the device is slower than we are (a loaded machine) the pty fills up both ways, and the device only reads on
     once its replies are taken."""
     view = memoryview(data)
-    deadline = time.monotonic() + DEADLINE_S
+    guard = HangGuard(DEADLINE_S)
     while view:
         readable, writable, _ = select.select([fd], [fd], [], 0.1)
         if readable:
@@ -122,8 +123,8 @@ def _write_draining(fd: int, data: bytes) -> None:
                 view = view[os.write(fd, view):]
             except BlockingIOError:
                 pass
-            deadline = time.monotonic() + DEADLINE_S
-        assert time.monotonic() < deadline, "the device stopped reading its line"
+            guard.renew()
+        guard.check("the device to read its line")
     while select.select([fd], [], [], 0.002)[0]:  # keep the pty from filling up with replies
         os.read(fd, 65536)
 
@@ -292,10 +293,10 @@ def test_realtime_crowd_survives_multipart_and_random_world_messages():
             return (ask(crowd.endpoint).payload["robot"] or {}).get("x") == x
 
         good = {"session": "fuzz", "t": 0.0, "robot": {"x": 3.5, "y": -1.0}, "people": []}
-        deadline = time.monotonic() + DEADLINE_S
+        guard = HangGuard(DEADLINE_S)
         seq = 1
         while not heard_robot_at(3.5):  # a new PUB's first messages may be lost before it is connected
-            assert time.monotonic() < deadline
+            guard.check("the crowd to hear the test's first world message")
             pub.send(pack("world", good, seq=seq))
             seq += 1
             time.sleep(0.02)
@@ -320,12 +321,13 @@ def test_realtime_crowd_survives_multipart_and_random_world_messages():
         # at its own pace, at most DRAIN_LIMIT messages a step; on a loaded machine that takes a while. So the
         # deadline runs from the crowd's last refusal: while it is still dropping the fuzz it is making progress.
         # Our valid messages are never dropped, so a crowd that took the fuzz but ignores the world still fails.
-        deadline, dropped = time.monotonic() + DEADLINE_S, -1
+        guard, dropped = HangGuard(DEADLINE_S), -1
         while not heard_robot_at(4.5):
             status = ask(crowd.endpoint).payload
             if status["dropped"] != dropped:
-                deadline, dropped = time.monotonic() + DEADLINE_S, status["dropped"]
-            assert time.monotonic() < deadline, ("the crowd takes a valid world message after the fuzz", str(status))
+                guard.renew()
+                dropped = status["dropped"]
+            guard.check(f"the crowd to take a valid world message after the fuzz ({status})")
             assert crowd.proc.poll() is None, crowd.stderr()[-3000:]
             seq += 10 ** 7  # newer than anything the fuzz may have sent as seq
             pub.send(pack("world", {**good, "robot": {"x": 4.5, "y": -1.0}}, seq=seq))

@@ -7,14 +7,13 @@ tests fail under CI and are skipped elsewhere (.ci/run installs it).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 
-import pytest
 
 from conftest import hil_command
+from waiting import needs
 
 TIMEOUT_S = 600  # software OpenGL on a loaded 2-core machine: slow, but it must end
 
@@ -22,10 +21,7 @@ TIMEOUT_S = 600  # software OpenGL on a loaded 2-core machine: slow, but it must
 def _xvfb_run() -> list[str]:
     path = shutil.which("xvfb-run")
     if path is None:
-        message = "xvfb-run is not installed (apt-get install -y xvfb)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        needs("xvfb-run is not installed (apt-get install -y xvfb)")
     return [path, "-a", "-s", "-screen 0 1024x768x24"]
 
 

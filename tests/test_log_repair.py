@@ -13,11 +13,11 @@ import os
 import selectors
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from conftest import hil_command
+from waiting import HangGuard
 
 from trial.record.log import read_log
 
@@ -33,11 +33,12 @@ def killed_trial(out: Path) -> bytes:
                             stdin=subprocess.DEVNULL, cwd=ROOT)
     seen = b""
     try:
-        deadline = time.monotonic() + DEADLINE_S
+        guard = HangGuard(DEADLINE_S)
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ)
             while not _logged_past(seen, KILL_AFTER_S):
-                assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")[-2000:]
+                guard.check(lambda: f"progress past {KILL_AFTER_S:g} s: {seen.decode(errors='replace')[-2000:]}")
+                assert proc.poll() is None, seen.decode(errors="replace")[-2000:]
                 if sel.select(1.0):
                     seen += os.read(proc.stdout.fileno(), 65536)
         proc.send_signal(signal.SIGKILL)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from conftest import ARCADE_WEST_HALL
 from test_bridge_realtime import CrowdProcess, free_endpoint
+from waiting import HangGuard, wait_for
 
 from bridge.realtime import CONNECTED, LOST, ask
 from devices.yaml_source import ConfigError
@@ -67,7 +68,7 @@ def test_a_scripted_pedestrian_in_front_shows_in_the_merged_ring_and_not_in_the_
             overlay, ring = robot.overlay, robot.sensors["ring"]
             assert overlay.link.state == CONNECTED
             assert tuple(robot.base.odometry) == pytest.approx(START)
-            deadline = time.monotonic() + DEADLINE_S
+            guard = HangGuard(DEADLINE_S)
             seen, fronts, real_fronts = None, [], []
             for _ in robot.loop(hz=HZ):
                 guest = next(iter(overlay.people.values()), None)
@@ -80,9 +81,8 @@ def test_a_scripted_pedestrian_in_front_shows_in_the_merged_ring_and_not_in_the_
                         seen = (guest, merged, front(ring.real_ranges, ring.angles),
                                 front(ring.virtual_ranges, ring.angles))
                         break
-                assert time.monotonic() < deadline, (f"the guest never stood {STOP_AT_M} m in front: "
-                                                     f"{overlay.people}, ring {ring.ranges}, {overlay.counters()}, "
-                                                     f"crowd {ask(crowd.endpoint).payload}")
+                guard.check(lambda: f"the guest to stand {STOP_AT_M} m in front: {overlay.people}, ring "
+                                    f"{ring.ranges}, {overlay.counters()}, crowd {ask(crowd.endpoint).payload}")
             guest, merged, real, virtual = seen
             # the guest stands at STOP_AT_M, not where the script sent them (1.5 m): the crowd reacted to the robot,
             # and the only robot it knows of is the one the runtime published (a served script's robot lines are
@@ -120,10 +120,7 @@ def test_the_crowd_lost_and_replaced_the_robot_goes_on_and_takes_the_new_crowds_
             ticks = robot.loop(hz=HZ)
 
             def run_until(condition, what: str) -> None:
-                deadline = time.monotonic() + DEADLINE_S
-                while not condition():
-                    assert time.monotonic() < deadline, f"gave up waiting for {what}: {overlay.counters()}"
-                    next(ticks)
+                wait_for(condition, lambda: f"{what}: {overlay.counters()}", DEADLINE_S, step=lambda: next(ticks))
 
             run_until(lambda: overlay.people and ring.virtual_ranges[0] is not None, "the first crowd's person")
             seen = dict(overlay.people)
@@ -297,7 +294,7 @@ def test_an_external_pose_source_is_what_the_crowd_sees_instead_of_odometry(real
         path.write_text(path.read_text().replace("seed: 3}", f"seed: 3, pose: '{source.endpoint}'}}"))
         with Robot.open(path) as robot:
             overlay = robot.overlay
-            deadline = time.monotonic() + DEADLINE_S
+            guard = HangGuard(DEADLINE_S)
             robot_seen = None
             for tick in robot.loop(hz=HZ):
                 source.publish(-10.0, 1.5, math.pi / 2, t=tick.time)  # the localization says: elsewhere, facing north
@@ -305,7 +302,7 @@ def test_an_external_pose_source_is_what_the_crowd_sees_instead_of_odometry(real
                     robot_seen = ask(crowd.endpoint).payload["robot"]
                     if robot_seen and robot_seen["x"] == pytest.approx(-10.0, abs=1e-6):
                         break
-                assert time.monotonic() < deadline, f"the external pose never reached the crowd: {robot_seen}"
+                guard.check(lambda: f"the external pose to reach the crowd: {robot_seen}")
             assert robot_seen["y"] == pytest.approx(1.5) and robot_seen["yaw"] == pytest.approx(math.pi / 2)
             assert tuple(robot.base.odometry)[:2] == pytest.approx(START[:2], abs=0.05), "odometry is still odometry"
             assert overlay.pose_source.received > 0 and overlay.pose_source.dropped == 0
@@ -329,13 +326,13 @@ def test_a_pose_source_drops_garbage_with_a_reason_and_keeps_the_newest_good_pos
     try:
         sent = [b"garbage", msgpack.packb({"v": 99, "type": "pose"}), pack("teleport", {}),
                 pack("pose", {"x": "a", "y": 0, "yaw": 0}), pack("pose", {"x": 1.0, "y": 2.0, "yaw": 0.5}, t=7.0)]
-        deadline = time.monotonic() + 10
+        guard = HangGuard(10)
         while sub.received == 0 or sub.dropped == 0:  # a PUB drops what it sends before the subscription is there
             for data in sent:
                 pub.send(data)
                 time.sleep(0.002)
                 sub.latest()
-            assert time.monotonic() < deadline, "no pose arrived"
+            guard.check("a pose")
         assert sub.latest() == (1.0, 2.0, 0.5, 7.0)
         assert sub.dropped > 0 and "pose source" in caplog.text
     finally:

@@ -5,10 +5,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from runtime.process import spawn
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_S = 60.0  # generous: a loaded machine; the test waits for an event, it does not time one
@@ -40,10 +40,7 @@ def _alive(pid: int) -> bool:
 
 
 def _wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
+    wait_for(condition, what, DEADLINE_S)
 
 
 def test_sigkill_of_hil_demo_leaves_no_crowd(tmp_path):
