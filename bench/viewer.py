@@ -39,7 +39,9 @@ with Robot.open({"bus": "sim://commbot?clock=sim&map=arcade&pose=-18,0,0%s", "cl
 """
 
 
-MODES = ("plain", "viewer", "browser")
+MODES = ("plain", "viewer", "browser", "in-process")
+WHAT = {"viewer": "the page's process, no browser", "browser": "the page's process + Chromium",
+        "in-process": "the page served from the trial's own process (before) + Chromium"}
 
 
 def _cpu_s() -> float:
@@ -48,24 +50,28 @@ def _cpu_s() -> float:
     return times.user + times.system
 
 
-def _trial(duration: float, out: Path, mode: str, pin: bool = False):
+def _trial(duration: float | None, out: Path, mode: str, pin: bool = False):
     from trial.presets import demo_spec
     from trial.run import Trial
 
-    spec = demo_spec(duration=duration)
+    spec = demo_spec() if duration is None else demo_spec(duration=duration)
     if mode == "plain":
         result = Trial(spec=spec).run(out)
         return result, None
-    from trial.view.app import Viewer
-    from trial.view.live import LiveTrial
+    if mode == "in-process":
+        from trial.view.app import Viewer
+        from trial.view.live import LiveTrial
 
-    viewer = Viewer(port=0, run_spec=spec)
-    live = LiveTrial("demo")
-    viewer.attach(live)
-    browser = _Browser(viewer.url if mode == "browser" else None, pin)
+        viewer, feed = Viewer(port=0, run_spec=spec), LiveTrial("demo")
+        viewer.attach(feed)
+    else:  # what --view does
+        from trial.view.remote import ViewerProcess
+
+        viewer = feed = ViewerProcess("127.0.0.1", 0, run_spec=spec, label="demo")
+    browser = _Browser(viewer.url if mode != "viewer" else None, pin)
     try:
-        result = Trial(spec=spec).run(out, listeners=live.listeners, hooks=live.hooks)
-        live.finish(result)
+        result = Trial(spec=spec).run(out, listeners=feed.listeners, hooks=feed.hooks)
+        feed.finish(result)
     finally:
         browser.close()
         viewer.close()
@@ -112,17 +118,18 @@ class _Browser:
             shutil.rmtree(self._profile, ignore_errors=True)
 
 
-def bench_rtf(duration: float, rounds: int, pin: bool = False) -> None:
-    print(f"demo, seed 0, {duration:g} s of sim time; plain / viewer served / viewer + headless Chromium, "
-          f"alternated {rounds}x" + ("; the trial on CPU 0, the browser on CPU 1" if pin else ""))
+def bench_rtf(duration: float | None, rounds: int, pin: bool = False, modes: tuple[str, ...] = MODES) -> None:
+    length = "the whole demo" if duration is None else f"{duration:g} s of sim time"
+    print(f"demo, seed 0, {length}; " + " / ".join(modes) + f", alternated {rounds}x"
+          + ("; the trial on CPU 0, the browser on CPU 1" if pin else ""))
     if pin:
         os.sched_setaffinity(0, {0})  # this thread; the trial's threads and its crowd process inherit it
-    rtfs: dict[str, list[float]] = {mode: [] for mode in MODES}
-    cpus: dict[str, list[float]] = {mode: [] for mode in MODES}
+    rtfs: dict[str, list[float]] = {mode: [] for mode in modes}
+    cpus: dict[str, list[float]] = {mode: [] for mode in modes}
     notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(rounds):
-            for mode in MODES:
+            for mode in modes:
                 cpu0 = _cpu_s()
                 result, note = _trial(duration, Path(tmp) / f"{k}-{mode}", mode, pin)
                 cpu = (_cpu_s() - cpu0) / result.sim_s
@@ -130,16 +137,16 @@ def bench_rtf(duration: float, rounds: int, pin: bool = False) -> None:
                 rtfs[mode].append(rtf)
                 cpus[mode].append(cpu)
                 notes[mode] = note or ""
-                print(f"  {mode:8s} run {k + 1}: {result.sim_s:6.1f} s sim in {result.wall_s:6.1f} s wall -> "
+                print(f"  {mode:10s} run {k + 1}: {result.sim_s:6.1f} s sim in {result.wall_s:6.1f} s wall -> "
                       f"real-time factor {rtf:5.2f}; the trial's process {1000 * cpu:5.1f} ms CPU per sim s",
                       flush=True)
     plain = sum(rtfs["plain"]) / rounds
     plain_cpu = sum(cpus["plain"]) / rounds
-    for mode in MODES[1:]:
+    for mode in modes[1:]:
         mean = sum(rtfs[mode]) / rounds
         cpu = sum(cpus[mode]) / rounds
-        print(f"  {mode} ({notes[mode]}): real-time factor {mean:.2f} against {plain:.2f} plain: the viewer costs "
-              f"{100 * (1 - mean / plain):+.1f} % (target <= 10 %); the trial's process "
+        print(f"  {mode} ({WHAT[mode]}; {notes[mode]}): real-time factor {mean:.2f} against {plain:.2f} plain: "
+              f"the viewer costs {100 * (1 - mean / plain):+.1f} % (target <= 10 %); the trial's process "
               f"{100 * (cpu / plain_cpu - 1):+.1f} % CPU per sim s")
 
 
@@ -191,16 +198,20 @@ def bench_gui() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.viewer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=40.0, help="sim seconds per RTF trial (40)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="sim seconds per RTF trial (default: the whole demo, ~110 s)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of plain / viewer / browser (2)")
     parser.add_argument("--replay-s", type=float, default=110.0, help="length of the replayed demo (110 s)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"which of {','.join(MODES)} to run (plain always runs; default all)")
     parser.add_argument("--no-gui", action="store_true", help="skip the --gui start-up figure")
     parser.add_argument("--pin", action="store_true", help="the trial on CPU 0, the browser on CPU 1")
     args = parser.parse_args(argv)
     if args.pin and len(os.sched_getaffinity(0)) < 2:
         parser.error("--pin needs two CPUs")
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    bench_rtf(args.duration, args.rounds, args.pin)
+    modes = ("plain", *(m for m in args.modes.split(",") if m in MODES and m != "plain"))
+    bench_rtf(args.duration, args.rounds, args.pin, modes)
     bench_replay(args.replay_s)
     if not args.no_gui:
         bench_gui()

@@ -348,3 +348,19 @@ _CHECKS: dict[str, Callable] = {
     "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,
     "gui": _flag, "name": _text,
 }
+
+
+def trial_kwargs(spec: TrialSpec) -> dict[str, Any]:
+    """The spec as plain keywords for ``make_spec`` (JSON-safe: paths as text, tuples as lists)."""
+    def jsonable(value: Any) -> Any:
+        if isinstance(value, Path):
+            return str(value)
+        if isinstance(value, Mapping):
+            return {str(k): jsonable(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [jsonable(v) for v in value]
+        return value
+
+    default = TrialSpec(controller=None).as_kwargs()
+    return {k: jsonable(v) for k, v in spec.as_kwargs().items()
+            if k == "controller" or (k != "source" and jsonable(v) != jsonable(default[k]))}

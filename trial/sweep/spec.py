@@ -41,7 +41,7 @@ from typing import Any
 from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, plain
 
 from ..spec import KEYS as TRIAL_KEYS
-from ..spec import TrialSpec, make_spec
+from ..spec import TrialSpec, make_spec, trial_kwargs
 
 FORMAT = 1  # of the done markers and the trial hash: a change here reruns every trial
 SWEEP_KEYS = {
@@ -416,22 +416,6 @@ def _folders(conditions: list[tuple[tuple[str, Any], ...]]) -> list[str]:
             name = f"{name[:MAX_FOLDER - 9]}~{digest}"
         out.append(name)
     return out
-
-
-def trial_kwargs(spec: TrialSpec) -> dict[str, Any]:
-    """The spec as plain keywords for ``make_spec`` (JSON-safe: paths as text, tuples as lists)."""
-    def jsonable(value: Any) -> Any:
-        if isinstance(value, Path):
-            return str(value)
-        if isinstance(value, Mapping):
-            return {str(k): jsonable(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [jsonable(v) for v in value]
-        return value
-
-    default = TrialSpec(controller=None).as_kwargs()
-    return {k: jsonable(v) for k, v in spec.as_kwargs().items()
-            if k == "controller" or (k != "source" and jsonable(v) != jsonable(default[k]))}
 
 
 def trial_hash(spec: TrialSpec) -> str:

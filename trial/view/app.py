@@ -199,10 +199,9 @@ class Viewer:
 
     def _finished(self, live: LiveTrial) -> None:
         if live is self.live:
-            result = live.result
-            self.metrics = result.metrics.to_dict() if result is not None and result.metrics is not None else None
+            self.metrics = live.metrics
             if self.metrics is None:
-                self.metrics = {"error": live.error or getattr(result, "error", None) or "no metrics"}
+                self.metrics = {"error": live.error or getattr(live.result, "error", None) or "no metrics"}
 
     # --- the loop --------------------------------------------------------------------------------------------
     def _loop(self) -> None:

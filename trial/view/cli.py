@@ -90,17 +90,19 @@ def _metrics_of(path: Path) -> dict[str, Any] | None:
 
 
 def run_viewed(trial: Any, out: Path, args: argparse.Namespace, progress=None):
-    """Run ``trial`` with the page attached (``--view``); the page stays up after it ends (``--view-linger``)."""
-    from .live import LiveTrial
+    """Run ``trial`` with the page attached (``--view``); the page stays up after it ends (``--view-linger``).
 
-    viewer = open_viewer(args, run_spec=trial.spec, out_root=str(out.parent))
-    live = LiveTrial(trial.spec.label, start_paused=args.view_paused)
-    viewer.attach(live)
+    The page is served from a child process (trial/view/remote.py) so that watching does not slow the trial."""
+    from .remote import ViewerProcess
+
+    viewer = ViewerProcess(args.view_host, args.view_port, run_spec=trial.spec, out_root=str(out.parent),
+                           label=trial.spec.label, start_paused=args.view_paused)
+    print(f"viewer: open {viewer.url} in a browser (serving on {args.view_host}; Ctrl-C to stop)", flush=True)
     try:
-        result = trial.run(out, progress=progress, listeners=live.listeners, hooks=live.hooks)
-        live.finish(result, result.error)
+        result = trial.run(out, progress=progress, listeners=viewer.listeners, hooks=viewer.hooks)
+        viewer.finish(result, result.error)
     except BaseException:
-        live.finish(None, "interrupted")
+        viewer.finish(None, "interrupted")
         viewer.close()
         raise
     return result, viewer

@@ -119,6 +119,12 @@ class LiveTrial:
         (w0, s0), (w1, s1) = samples[0], samples[-1]
         return (s1 - s0) / (w1 - w0) if w1 > w0 else None
 
+    @property
+    def metrics(self) -> dict[str, Any] | None:
+        """The finished trial's metrics as plain data (None before the end, or when it has none)."""
+        result = self.result
+        return result.metrics.to_dict() if result is not None and result.metrics is not None else None
+
     def finish(self, result: Any = None, error: str | None = None) -> None:
         self.result, self.error = result, error
         self.done.set()
