@@ -58,12 +58,6 @@ def _busy_jiffies() -> int:
     return user + nice + system + irq + softirq + steal
 
 
-def _process_jiffies(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
 class CpuMeter:
     """How many cores this benchmark (client + device) and everything else kept busy over an interval."""
 
@@ -84,7 +78,7 @@ class CpuMeter:
         total = 0
         for pid in self.pids:
             try:
-                total += _process_jiffies(pid)
+                total += process_jiffies(pid)
             except (OSError, IndexError, ValueError):
                 pass
         return total

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._proc import process_jiffies
+
 GUI_OPEN = """
 import json, time
 t = time.perf_counter()
@@ -62,14 +64,13 @@ def _children_cpu_s() -> float:
 
 def _proc_cpu_s(pids) -> float:
     """CPU seconds so far of these live processes (from /proc; one that ended meanwhile counts 0)."""
-    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    total = 0
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += process_jiffies(pid)
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 class _Shares:
@@ -86,9 +87,9 @@ class _Shares:
                 "Chromium": self._browser.cpu_s() if self._browser is not None else 0.0}
 
     def stop(self) -> dict[str, float]:
-        wall = time.perf_counter() - self._t0
+        """CPU seconds each used since the start, and ``wall``: the wall seconds that took."""
         now = self._now()
-        return {who: (now[who] - self._start[who]) / wall for who in now}
+        return {**{who: now[who] - self._start[who] for who in now}, "wall": time.perf_counter() - self._t0}
 
 
 def _trial(duration: float | None, out: Path, mode: str, pin: bool = False, nice: int = 0,
@@ -205,7 +206,9 @@ class _Browser:
 
 
 def _shares_text(used: dict[str, float]) -> str:
-    return " + ".join(f"{who} {100 * share:.0f}" for who, share in used.items() if share > 0.005) + " % of a core"
+    """``used`` (CPU seconds by process and the wall seconds) as shares of a core."""
+    shares = {who: cpu / used["wall"] for who, cpu in used.items() if who != "wall"}
+    return " + ".join(f"{who} {100 * share:.0f}" for who, share in shares.items() if share > 0.005) + " % of a core"
 
 
 def bench_rtf(duration: float | None, rounds: int, pin: bool = False, modes: tuple[str, ...] = MODES,
@@ -223,9 +226,8 @@ def bench_rtf(duration: float | None, rounds: int, pin: bool = False, modes: tup
         _trial(2.0, Path(tmp) / "warm-up", "plain")  # imports and first-use caches, so run 1 of plain is not slower
         for k in range(rounds):
             for mode in modes:
-                cpu0 = _cpu_s()
                 result, browser, shares = _trial(duration, Path(tmp) / f"{k}-{mode}", mode, pin, nice, privileged)
-                cpu = (_cpu_s() - cpu0) / result.sim_s
+                cpu = shares["trial"] / result.sim_s
                 rtf = result.sim_s / result.wall_s
                 rtfs[mode].append(rtf)
                 cpus[mode].append(cpu)
