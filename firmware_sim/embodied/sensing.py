@@ -56,14 +56,13 @@ class ContactFirmware(PartFirmware):
         by_register: dict[str, int] = {}
         pressed = False
         robot = self.robot
-        touching = robot.touching_links()
         for sensor, model, collisions, stops_wheels in self.sensors:
-            link = robot.link_index(self.id, sensor.body)
-            if link not in touching:
+            contacts = robot.body_contacts(self.id, sensor.body)  # the step's one query, attributed per body
+            if not contacts:
                 mask = 0  # nothing touches: skip the frame computation (the common case, every step)
             else:
-                mask = model.measure(robot.client, robot.body_id, link, collisions,
-                                     link_frame=robot.link_pose(self.id, sensor.body))
+                forces = model.forces_of(contacts, collisions, robot.link_pose(self.id, sensor.body))
+                mask = model.mask_of(forces)
             register = sensor.params["register"]
             by_register[register] = by_register.get(register, 0) | mask
             pressed |= stops_wheels and mask != 0
