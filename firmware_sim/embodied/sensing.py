@@ -49,10 +49,16 @@ class ContactFirmware(PartFirmware):
             collisions = self.descriptor.body(sensor.body).collisions
             model.check_collisions(collisions)
             self.sensors.append((sensor, model, collisions, bool(sensor.params.get("stops_wheels", False))))
+        self._bodies = frozenset((self.id, s[0].body) for s in self.sensors)
+        self._stops_wheels = any(s[3] for s in self.sensors)
+        self._quiet = False  # the registers read 0 and nothing touched the sensors last step
         world.add_post_step(self._post_step)
         return self
 
     def _post_step(self, world: World) -> None:
+        touched = self.robot.touched()  # one query and attribution per step for all the robot's parts
+        if self._quiet and self._bodies.isdisjoint(touched) and not (self._stops_wheels and self.interlock.pressed):
+            return  # nothing touches, nothing was pressed: every register already reads 0 (most steps)
         by_register: dict[str, int] = {}
         pressed = False
         robot = self.robot
@@ -68,6 +74,7 @@ class ContactFirmware(PartFirmware):
             pressed |= stops_wheels and mask != 0
         for register, mask in by_register.items():
             self.memory.set(register, mask)
+        self._quiet = not any(by_register.values())
         if any(s[3] for s in self.sensors):
             if pressed and not self.interlock.pressed:
                 self.interlock.trips += 1

@@ -179,7 +179,15 @@ class RobotBody:
     def body_contacts(self, part_id: int, body: str) -> list:
         """This step's contact points on one part body (pybullet's tuples, from the one query of
         :meth:`contact_points`), each attributed to the body it touched (:meth:`body_hit`) once per step."""
-        self.link(part_id, body)  # KeyError for a body the robot does not have
+        touched = self.touched()
+        if (part_id, body) not in touched:
+            self.link(part_id, body)  # KeyError for a body the robot does not have
+            return []
+        return touched[(part_id, body)]
+
+    def touched(self) -> dict[tuple[int, str], list]:
+        """(part ID, body) -> this step's contact points on that body, for the bodies something touches: one
+        contact query and one attribution per step for every sensor, check and log that asks."""
         contacts = self.contact_points()
         if not self._attributed:
             by_body: dict[tuple[int, str], list] = {}
@@ -195,7 +203,7 @@ class RobotBody:
                     hit = bodies[self._nearest(index, frames[index], c[5])]
                 by_body.setdefault((hit.part_id, hit.body), []).append(c)
             self._by_body, self._attributed = by_body, True
-        return self._by_body.get((part_id, body), [])
+        return self._by_body
 
     def all_contact_points(self) -> tuple:
         """The contact points of the robot and of its mirrored parts (bodyA = the robot or a mirror): who touches
