@@ -9,7 +9,8 @@ Side by side in one run, alternating rounds, same time step, same number of step
               the same with merge_fixed=False (the world before issue 24);
   bare merged the bare client below with the URDF loaded with URDF_MERGE_FIXED_LINKS as well: the best a
               pybullet user could write for this robot (pybullet 3.2.7's merge misplaces merged CoMs, bullet3
-              pull request 4683, which does not change the cost of a step);
+              pull request 4683, which does not change the cost of a step); also with deterministic pairs,
+              the one setting our world adds (measured here it costs 10-15 % of a merged step, not 2 us);
   bare        a plain pybullet DIRECT client with the same floor plane, gravity and time step, the robot loaded
               from the URDF `hil urdf --bus sim://commbot` writes (scan of the in-process bus ->
               runtime.model.to_urdf), loaded with URDF_USE_INERTIA_FROM_FILE (else pybullet recomputes the inertia
@@ -110,7 +111,7 @@ def commbot_urdf(directory: Path) -> tuple[Path, object]:
 class BareSide:
     def __init__(self, time_step_s: float, urdf: Path, model, base_link_frame, deterministic_pairs: bool = False,
                  merged: bool = False):
-        self.name = "bare + deterministic pairs" if deterministic_pairs else \
+        self.name = ("bare merged" if merged else "bare") + " + deterministic pairs" if deterministic_pairs else \
             "bare pybullet merged" if merged else "bare pybullet (hil urdf)"
         start = time.perf_counter()
         c = self.client = p.connect(p.DIRECT)
@@ -264,7 +265,8 @@ def main(argv: list[str] | None = None) -> dict:
         frame = hil.robot.base_pose()
         bares = [BareSide(dt, urdf, model, frame, deterministic_pairs=d) for d in (False, True)]
         merged = BareSide(dt, urdf, model, frame, merged=True)
-        sides = [hil, unmerged, merged, *bares]
+        merged_det = BareSide(dt, urdf, model, frame, merged=True, deterministic_pairs=True)
+        sides = [hil, unmerged, merged, merged_det, *bares]
         try:
             print(f"commbot world: {len(hil.robot.links)} bodies, {len(hil.robot.moving_joints)} moving joints, "
                   f"floor only; {steps} steps of {dt * 1e3:.3f} ms ({steps * dt:g} s simulated) per round, "
@@ -279,7 +281,8 @@ def main(argv: list[str] | None = None) -> dict:
             drift = max(abs(a - b) for a, b in zip(hil.base_position(), unmerged.base_position()))
             rtf_hil, rtf_unmerged = rtf[hil.name], rtf[unmerged.name]
             rtf_merged, rtf_bare, rtf_det = rtf[merged.name], rtf[bares[0].name], rtf[bares[1].name]
-            print(f"  RTF hil merged / bare merged: {rtf_hil / rtf_merged:.2f}x; hil merged / hil unmerged: "
+            print(f"  RTF hil merged / bare merged: {rtf_hil / rtf_merged:.2f}x; hil merged / bare merged + "
+                  f"deterministic pairs: {rtf_hil / rtf[merged_det.name]:.2f}x; hil merged / hil unmerged: "
                   f"{rtf_hil / rtf_unmerged:.2f}x; bare merged / bare: {rtf_merged / rtf_bare:.2f}x; "
                   f"hil unmerged / bare: {rtf_unmerged / rtf_bare:.2f}x; hil unmerged / bare + deterministic "
                   f"pairs: {rtf_unmerged / rtf_det:.2f}x (medians of the rounds; the merged and unmerged hil "
