@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import weakref
 
+import numpy as np
 import pybullet as p
 
 from devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
@@ -113,7 +114,7 @@ class JointServo(PartFirmware):
         """Called when an instruction addresses the part: note it for the watchdog, publish the joint state."""
         self.time_s = max(self.time_s, now_s)
         self.last_access_s = self.world.time_s
-        self._drives.due()  # its watchdog's deadline moved
+        self._drives.deadline_moved()
         self._publish()
 
     def on_written(self, names: list[str]) -> None:
@@ -308,6 +309,7 @@ class PositionDrives:
         self.servos: list[JointServo] = []
         self._next_s: float | None = None  # the next watchdog deadline; None: recompute
         self._interlocks: tuple[Interlock, ...] = ()  # the wheels' (a pressed one stops them in their hooks)
+        self._batch: _DriveBatch | None = None
 
     @classmethod
     def of(cls, world: World, robot: RobotBody) -> PositionDrives:
@@ -319,7 +321,13 @@ class PositionDrives:
         return drives
 
     def due(self) -> None:
-        """A servo's watchdog, torque, mode or latch changed: find the next deadline again before the next step."""
+        """A servo's watchdog, torque, mode, drive or latch changed: find the next deadline and the servos to
+        drive again before the next step."""
+        self._next_s = None
+        self._batch = None
+
+    def deadline_moved(self) -> None:
+        """A servo was addressed (its watchdog starts again): only the next deadline changes."""
         self._next_s = None
 
     def _always(self) -> bool:
@@ -350,15 +358,43 @@ class PositionDrives:
         self._next_s = None
 
     def step(self, world: World) -> None:
-        active = [servo for servo in self.servos if servo.driving]
-        if not active:
+        """Every driving servo's position loop (PositionDrive.command, the same arithmetic on numpy arrays: one
+        operation per step for all of them instead of a Python call per servo), one batch of motor commands."""
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = _DriveBatch([servo for servo in self.servos if servo.driving])
+        if not batch.servos:
             return
         body, client = self.robot.body_id, self.robot.client
-        indices = [servo.joint.index for servo in active]
-        states = p.getJointStates(body, indices, physicsClientId=client)
-        targets = [servo._drive.command(state[0], state[3]) for servo, state in zip(active, states)]
-        p.setJointMotorControlArray(body, indices, p.VELOCITY_CONTROL, targetVelocities=targets,
-                                    forces=[servo._drive.torque_cap for servo in active], physicsClientId=client)
+        states = p.getJointStates(body, batch.indices, physicsClientId=client)
+        targets = batch.command([s[0] for s in states], [s[3] for s in states])
+        p.setJointMotorControlArray(body, batch.indices, p.VELOCITY_CONTROL, targetVelocities=targets,
+                                    forces=batch.forces, physicsClientId=client)
+
+
+class _DriveBatch:
+    """The PositionDrives of the servos driving now, as arrays (rebuilt whenever a servo's state changes, see
+    PositionDrives.due). Each operation is the scalar PositionDrive.command's, elementwise in the same order
+    (IEEE arithmetic gives the same bits); each drive's filtered torque is written back after the step, so a
+    servo's next PositionDrive (made when its table changes) starts from it as before."""
+
+    def __init__(self, servos: list[JointServo]):
+        self.servos = servos
+        self.drives = [servo._drive for servo in servos]
+        self.indices = [servo.joint.index for servo in servos]
+        self.forces = [d.torque_cap for d in self.drives]
+        arrays = {name: np.array([getattr(d, name) for d in self.drives], dtype=float)
+                  for name in ("goal", "gain", "duty_cap", "no_load_speed", "damping", "speed_cap", "alpha", "torque")}
+        self.__dict__.update(arrays)
+
+    def command(self, q: list[float], applied: list[float]) -> list[float]:
+        torque = self.torque + self.alpha * (np.array(applied) - self.torque)
+        self.torque = torque
+        duty = np.maximum(-self.duty_cap, np.minimum(self.duty_cap, self.gain * (self.goal - np.array(q))))
+        target = duty * self.no_load_speed - torque / self.damping
+        for drive, value in zip(self.drives, torque.tolist()):
+            drive.torque = value
+        return np.maximum(-self.speed_cap, np.minimum(self.speed_cap, target)).tolist()
 
 
 def joint_registers(part: PartFirmware) -> dict[str, str]:
