@@ -34,7 +34,7 @@ from firmware_sim.assembly import load_assembly
 from firmware_sim.cpc_part import build_cpc_part
 from firmware_sim.sensors import ContactSensorModel, RangeRingModel
 from firmware_sim.world import World, build_robot, load_map
-from firmware_sim.world.frames import compose, inverse, rotation_matrix
+from firmware_sim.world.frames import compose, rotation_matrix
 from runtime.bus import BusHost
 from runtime.model import build_model, to_urdf
 from runtime.scan import NoCache, scan_bus

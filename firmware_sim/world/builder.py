@@ -1,10 +1,13 @@
 """The robot in the world, built straight from its parts' descriptors and port tables (not from a URDF file):
 the same data the host reads over the bus, so the simulated robot is the robot the host believes it has.
 
-One pybullet multibody: every body of every part is a link (the root part's base body is the multibody's base),
-parts are joined by fixed joints at the mount transforms (runtime.model's rule: the child's parent connector
-coincides with the parent's port), part joints become revolute (with limits), continuous (revolute without
-limits), prismatic (with limits) or fixed joints.
+One pybullet multibody: every body of every part (the root part's base body is the multibody's base), parts
+joined by fixed joints at the mount transforms (runtime.model's rule: the child's parent connector coincides
+with the parent's port), part joints revolute (with limits), continuous (revolute without limits), prismatic
+(with limits) or fixed. Bodies joined by fixed joints are merged into one pybullet link (merge.py; the
+``merge_fixed=False`` world keeps one link per body); every query above speaks of part bodies: ``link_pose``
+applies a body's offset in its link, ``bodies_at``/``body_hit``/``touched`` attribute a link's contacts, ray
+hits and pixels to the body touched, nearest its collision shapes.
 
 What pybullet needs beyond createMultiBody's arguments, and what this module does about it:
 - Inertia. createMultiBody takes masses and inertial frames but computes the inertia from the collision shapes;
