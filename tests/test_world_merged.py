@@ -228,7 +228,7 @@ def test_a_touch_on_a_merged_link_goes_to_the_part_touched_the_bumper():
         assert model.mask_of(forces) != 0, "the bumper feels it"
 
 
-def test_a_touch_on_the_hand_is_the_hands_not_the_forearms():
+def test_a_touch_or_a_ray_on_the_hand_is_the_hands_not_the_forearms():
     with World() as world:
         robot = build_robot(world, load_assembly("commbot").parts)
         link = robot.link(18, "palm").index
@@ -239,6 +239,13 @@ def test_a_touch_on_the_hand_is_the_hands_not_the_forearms():
         assert {c[2] for c in robot.body_contacts(18, "palm")} == {stone}
         assert {c[2] for c in robot.body_contacts(17, "link")} == {forearm}
         assert all(robot.body_hit(link, c[5]) == robot.link(18, "palm") for c in robot.body_contacts(18, "palm"))
+        for body in ((18, "palm"), (17, "link")):  # rays at each body's shape from six sides: the hits that land on
+            target = np.array(shape_centre(robot, *body))  # the merged link are that body's
+            starts = [target + 0.6 * np.array(axis) for axis in np.vstack([np.eye(3), -np.eye(3)])]
+            hits = [h for h in p.rayTestBatch([s.tolist() for s in starts], [target.tolist()] * 6,
+                                              physicsClientId=world.client) if h[0] == robot.body_id and h[1] == link]
+            assert hits, body
+            assert all(robot.body_hit(h[1], h[3]) == robot.link(*body) for h in hits), body
 
 
 def test_the_ring_reads_the_same_merged_and_unmerged():
