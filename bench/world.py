@@ -1,8 +1,16 @@
 """The commbot world: real-time factor of our world against bare pybullet stepping of the same robot.
 
 Side by side in one run, alternating rounds, same time step, same number of steps:
-  hil world   firmware_sim.world: World() + build_robot() from the parts' descriptors and port tables, stepped
-              with World.step() (hooks loop, step counter; no bus, no hooks registered);
+  hil world, merged
+              firmware_sim.world: World() + build_robot() from the parts' descriptors and port tables (each chain
+              of bodies joined by fixed joints one pybullet link, world/merge.py), stepped with World.step()
+              (hooks loop, step counter; no bus, no hooks registered);
+  hil world, one link per body
+              the same with merge_fixed=False (the world before issue 24);
+  bare merged the bare client below with the URDF loaded with URDF_MERGE_FIXED_LINKS as well: the best a
+              pybullet user could write for this robot (pybullet 3.2.7's merge misplaces merged CoMs, bullet3
+              pull request 4683, which does not change the cost of a step); also with deterministic pairs,
+              the one setting our world adds (measured here it costs 10-15 % of a merged step, not 2 us);
   bare        a plain pybullet DIRECT client with the same floor plane, gravity and time step, the robot loaded
               from the URDF `hil urdf --bus sim://commbot` writes (scan of the in-process bus ->
               runtime.model.to_urdf), loaded with URDF_USE_INERTIA_FROM_FILE (else pybullet recomputes the inertia
@@ -19,7 +27,7 @@ time / wall time; the ratio hil/bare says what our world costs beyond pybullet i
 Then the sensor ring: the cost of one measure of the commbot's range ring (firmware_sim.sensors, 12 ultrasonic
 sensors x 13 rays) in the lab map, per physics step, and the RTF with a measure after every step.
 
-    .venv/bin/python -m bench.world [--seconds 10] [--rounds 5]
+    .venv/bin/python -m bench.world [--seconds 10] [--rounds 5] [--smoke]
 """
 from __future__ import annotations
 
@@ -61,12 +69,13 @@ def hold_servos(client: int, body: int, joints: list[tuple[int, str, float, floa
 
 
 class HilSide:
-    name = "hil world (descriptors)"
-
-    def __init__(self, time_step_s: float):
+    def __init__(self, time_step_s: float, merge_fixed: bool = True):
+        self.name = "hil world, merged" if merge_fixed else "hil world, one link per body"
         start = time.perf_counter()
         self.world = World(time_step_s=time_step_s)
-        self.robot: RobotBody = build_robot(self.world, load_assembly("commbot").parts, base_xy_yaw=BASE_XY_YAW)
+        self.robot: RobotBody = build_robot(self.world, load_assembly("commbot").parts, base_xy_yaw=BASE_XY_YAW,
+                                            merge_fixed=merge_fixed)
+        self.links = p.getNumJoints(self.robot.body_id, physicsClientId=self.world.client) + 1
         self.build_s = time.perf_counter() - start
         hold_servos(self.world.client, self.robot.body_id,
                     [(j.index, self.robot.parts[j.part_id].kind, j.limits.effort, j.friction)
@@ -100,8 +109,10 @@ def commbot_urdf(directory: Path) -> tuple[Path, object]:
 
 
 class BareSide:
-    def __init__(self, time_step_s: float, urdf: Path, model, base_link_frame, deterministic_pairs: bool = False):
-        self.name = "bare + deterministic pairs" if deterministic_pairs else "bare pybullet (hil urdf)"
+    def __init__(self, time_step_s: float, urdf: Path, model, base_link_frame, deterministic_pairs: bool = False,
+                 merged: bool = False):
+        self.name = ("bare merged" if merged else "bare") + " + deterministic pairs" if deterministic_pairs else \
+            "bare pybullet merged" if merged else "bare pybullet (hil urdf)"
         start = time.perf_counter()
         c = self.client = p.connect(p.DIRECT)
         p.setPhysicsEngineParameter(fixedTimeStep=time_step_s, numSolverIterations=SOLVER_ITERATIONS,
@@ -111,7 +122,10 @@ class BareSide:
         p.setGravity(0, 0, GRAVITY_Z, physicsClientId=c)
         p.createMultiBody(0, p.createCollisionShape(p.GEOM_PLANE, physicsClientId=c), physicsClientId=c)
         flags = p.URDF_USE_INERTIA_FROM_FILE | p.URDF_MAINTAIN_LINK_ORDER | p.URDF_USE_IMPLICIT_CYLINDER
+        if merged:
+            flags |= p.URDF_MERGE_FIXED_LINKS
         self.body = p.loadURDF(str(urdf), flags=flags, physicsClientId=c)
+        self.links = p.getNumJoints(self.body, physicsClientId=c) + 1
         self.build_s = time.perf_counter() - start
         info = p.getDynamicsInfo(self.body, -1, physicsClientId=c)
         self.inertial = (info[3], info[4])  # pybullet places a base by its CoM frame
@@ -156,10 +170,10 @@ def alternate(sides: list, steps: int, rounds: int) -> dict[str, list[float]]:
     return out
 
 
-def _row(name: str, build_s: float, elapsed: list[float], steps: int, dt: float) -> tuple[str, float]:
+def _row(name: str, links: int, build_s: float, elapsed: list[float], steps: int, dt: float) -> tuple[str, float]:
     per_round = statistics.median(elapsed)
     rtf = steps * dt / per_round
-    return (f"  {name:<28} {build_s * 1e3:8.1f} {steps / per_round:11.0f} {rtf:9.1f} "
+    return (f"  {name:<30} {links:5d} {build_s * 1e3:8.1f} {steps / per_round:11.0f} {rtf:9.1f} "
             f"{per_round / steps * 1e6:10.1f} {min(elapsed) / steps * 1e6:10.1f}"), rtf
 
 
@@ -191,20 +205,45 @@ def sensor_ring_section(time_step_s: float, steps: int) -> list[str]:
             f"RTF {steps * time_step_s / both:.1f} (without: {steps * time_step_s / bare:.1f})"]
 
 
-def embodied_section(steps: int) -> list[str]:
+class _Stepper:
+    """A world to step in :func:`alternate`, named ``name``."""
+
+    def __init__(self, name, world: World):
+        self.name, self.world = name, world
+
+    def run(self, steps: int) -> None:
+        step = self.world.step
+        for _ in range(steps):
+            step()
+
+
+def embodied_section(steps: int, rounds: int = 2) -> list[str]:
     """The whole virtual robot on the simulator's clock: every part's firmware hooked into the steps (servos
-    holding, ring at 10 Hz, contact sensors every step), stepped as the lockstep master will step it."""
+    holding, ring at 10 Hz, contact sensors every step), stepped as the lockstep master will step it; merged
+    and unmerged side by side, alternating rounds."""
     from firmware_sim.embodied import embody
 
-    with embody(load_assembly("commbot"), clock="sim", map_name="lab", watchdog_s=0.0) as embodied:
-        for part in embodied.parts:
-            if hasattr(part, "joint") and part.descriptor.kind != "wheel":
-                part.memory.set("torque_enable", 1)
-                part.on_written(["torque_enable"])
-        dt = embodied.world.time_step_s
-        elapsed = timed(lambda n: [embodied.world.step() for _ in range(n)], steps)
-    return [f"  embodied commbot (firmware hooks, ring 10 Hz, contacts every step, lab map): "
-            f"{elapsed / steps * 1e6:.1f} us per step, RTF {steps * dt / elapsed:.1f}"]
+    robots = {}
+    try:
+        for merge in (True, False):
+            embodied = embody(load_assembly("commbot"), clock="sim", map_name="lab", watchdog_s=0.0,
+                              merge_fixed=merge)
+            robots[merge] = embodied
+            for part in embodied.parts:
+                if hasattr(part, "joint") and part.descriptor.kind != "wheel":
+                    part.memory.set("torque_enable", 1)
+                    part.on_written(["torque_enable"])
+        sides = [_Stepper(merge, e.world) for merge, e in robots.items()]
+        elapsed = alternate(sides, steps, rounds)
+        dt = robots[True].world.time_step_s
+    finally:
+        for embodied in robots.values():
+            embodied.close()
+    per = {merge: statistics.median(times) / steps for merge, times in elapsed.items()}
+    return [f"  embodied commbot (firmware hooks, ring 10 Hz, contacts every step, lab map): merged "
+            f"{per[True] * 1e6:.1f} us per step (RTF {dt / per[True]:.1f}), one link per body "
+            f"{per[False] * 1e6:.1f} us (RTF {dt / per[False]:.1f}): merged/unmerged cost "
+            f"{per[True] / per[False]:.2f}x"]
 
 
 # --- main ------------------------------------------------------------------------------------------------------------
@@ -213,36 +252,47 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.world", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per round (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per side (default 5)")
+    parser.add_argument("--smoke", action="store_true", help="smallest settings (0.5 s, 2 rounds): runs, prints")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.seconds, args.rounds = 0.5, 2
     dt = DEFAULT_TIME_STEP_S
     steps = max(1, round(args.seconds / dt))
 
     with tempfile.TemporaryDirectory(prefix="hil-bench-world-") as tmp:
         urdf, model = commbot_urdf(Path(tmp))
-        hil = HilSide(dt)
-        bares = [BareSide(dt, urdf, model, hil.robot.base_pose(), deterministic_pairs=d) for d in (False, True)]
+        hil, unmerged = HilSide(dt), HilSide(dt, merge_fixed=False)
+        frame = hil.robot.base_pose()
+        bares = [BareSide(dt, urdf, model, frame, deterministic_pairs=d) for d in (False, True)]
+        merged = BareSide(dt, urdf, model, frame, merged=True)
+        merged_det = BareSide(dt, urdf, model, frame, merged=True, deterministic_pairs=True)
+        sides = [hil, unmerged, merged, merged_det, *bares]
         try:
-            print(f"commbot world: {len(hil.robot.links)} links, {len(hil.robot.moving_joints)} moving joints, "
+            print(f"commbot world: {len(hil.robot.links)} bodies, {len(hil.robot.moving_joints)} moving joints, "
                   f"floor only; {steps} steps of {dt * 1e3:.3f} ms ({steps * dt:g} s simulated) per round, "
                   f"{args.rounds} alternating rounds; {os.cpu_count()} CPU cores")
-            print(f"  {'side':<28} {'build ms':>8} {'steps/s':>11} {'RTF':>9} {'us/step':>10} {'best us':>10}")
-            elapsed = alternate([hil, *bares], steps, args.rounds)
+            print(f"  {'side':<30} {'links':>5} {'build ms':>8} {'steps/s':>11} {'RTF':>9} {'us/step':>10} "
+                  f"{'best us':>10}")
+            elapsed = alternate(sides, steps, args.rounds)
             rtf = {}
-            for side in (hil, *bares):
-                row, rtf[side.name] = _row(side.name, side.build_s, elapsed[side.name], steps, dt)
+            for side in sides:
+                row, rtf[side.name] = _row(side.name, side.links, side.build_s, elapsed[side.name], steps, dt)
                 print(row)
-            drift = max(abs(a - b) for a, b in zip(hil.base_position(), bares[0].base_position()))
-            rtf_hil, rtf_bare, rtf_det = rtf[hil.name], rtf[bares[0].name], rtf[bares[1].name]
-            print(f"  RTF hil/bare: {rtf_hil / rtf_bare:.2f}x; "
-                  f"hil/bare + deterministic pairs: {rtf_hil / rtf_det:.2f}x "
-                  f"(medians of the rounds; hil's and bare's bases end {drift * 1e3:.3f} mm apart)")
+            drift = max(abs(a - b) for a, b in zip(hil.base_position(), unmerged.base_position()))
+            rtf_hil, rtf_unmerged = rtf[hil.name], rtf[unmerged.name]
+            rtf_merged, rtf_bare, rtf_det = rtf[merged.name], rtf[bares[0].name], rtf[bares[1].name]
+            print(f"  RTF hil merged / bare merged: {rtf_hil / rtf_merged:.2f}x; hil merged / bare merged + "
+                  f"deterministic pairs: {rtf_hil / rtf[merged_det.name]:.2f}x; hil merged / hil unmerged: "
+                  f"{rtf_hil / rtf_unmerged:.2f}x; bare merged / bare: {rtf_merged / rtf_bare:.2f}x; "
+                  f"hil unmerged / bare: {rtf_unmerged / rtf_bare:.2f}x; hil unmerged / bare + deterministic "
+                  f"pairs: {rtf_unmerged / rtf_det:.2f}x (medians of the rounds; the merged and unmerged hil "
+                  f"bases end {drift * 1e3:.6f} mm apart)")
         finally:
-            hil.close()
-            for bare in bares:
-                bare.close()
-    for line in sensor_ring_section(dt, min(steps, 1200)) + embodied_section(steps):
+            for side in sides:
+                side.close()
+    for line in sensor_ring_section(dt, min(steps, 1200)) + embodied_section(steps, max(2, args.rounds // 2)):
         print(line)
-    return {"rtf_hil": rtf_hil, "rtf_bare": rtf_bare, "ratio": rtf_hil / rtf_bare}
+    return {"rtf_hil": rtf_hil, "rtf_bare_merged": rtf_merged, "rtf_bare": rtf_bare, "ratio": rtf_hil / rtf_merged}
 
 
 if __name__ == "__main__":

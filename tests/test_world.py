@@ -179,8 +179,9 @@ def hold(robot, targets=None) -> None:
 # --- structure and inertia ---------------------------------------------------------------------------------------
 
 def test_commbot_is_one_multibody_with_every_body_and_the_descriptors_mass(world):
+    """Unmerged (one pybullet link per body); tests/test_world_merged.py checks the merged world against it."""
     parts = load_assembly("commbot").parts
-    robot = build_robot(world, parts)
+    robot = build_robot(world, parts, merge_fixed=False)
     descriptors = [fw.descriptor for fw in parts]
     assert len(robot.links) == sum(len(d.bodies) for d in descriptors) == 59
     assert p.getNumJoints(robot.body_id, physicsClientId=world.client) == len(robot.links) - 1
@@ -205,7 +206,7 @@ def test_commbot_is_one_multibody_with_every_body_and_the_descriptors_mass(world
 @pytest.mark.parametrize("which", ["commbot", "chain"])
 def test_every_link_has_the_descriptors_mass_com_and_full_inertia(world, which):
     parts = load_assembly("commbot").parts if which == "commbot" else chain_parts()
-    robot = build_robot(world, parts)
+    robot = build_robot(world, parts, merge_fixed=False)  # per body; the composites: tests/test_world_merged.py
     for link in robot.links:
         body = robot.parts[link.part_id].body(link.body)
         mass, _, diagonal, com, orientation = p.getDynamicsInfo(robot.body_id, link.index,
@@ -480,8 +481,9 @@ def test_hooks_run_around_each_physics_step_in_order():
 
 def state_of(robot) -> tuple:
     c, b = robot.client, robot.body_id
-    links = p.getLinkStates(b, list(range(len(robot.links) - 1)), computeLinkVelocity=True, physicsClientId=c)
-    joints = p.getJointStates(b, list(range(len(robot.links) - 1)), physicsClientId=c)
+    indices = list(range(p.getNumJoints(b, physicsClientId=c)))
+    links = p.getLinkStates(b, indices, computeLinkVelocity=True, physicsClientId=c)
+    joints = p.getJointStates(b, indices, physicsClientId=c)
     return (p.getBasePositionAndOrientation(b, physicsClientId=c), p.getBaseVelocity(b, physicsClientId=c),
             tuple(tuple(s[:2] + s[6:8]) for s in links), tuple(tuple(s[:2]) for s in joints))
 

@@ -164,11 +164,12 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
            timing: WireTiming | None = None, faults: FaultInjector | None = None,
            time_step_s: float | None = None, crowd_endpoint: str | None = None, crowd_period_s: float = 0.1,
            crowd_timeout_s: float = 10.0, security: Security | None = None,
-           crowd_mode: str = "lockstep") -> EmbodiedRobot:
+           crowd_mode: str = "lockstep", merge_fixed: bool = True) -> EmbodiedRobot:
     """``crowd_endpoint``: a served crowd (``hil crowd --serve``) ticked every ``crowd_period_s`` of world time
     (see crowd_bridge.py); its pedestrians live in this world and the ring sees them. ``security``: a
     :class:`bridge.security.Security` that CURVE-encrypts the crowd link (for a crowd served with ``--keys``); it
-    is checked before the world is built, so bad keys cost nothing."""
+    is checked before the world is built, so bad keys cost nothing. ``merge_fixed``: bodies joined by fixed joints
+    are one pybullet link (world/merge.py); False builds one link per body (for comparisons)."""
     if security is not None:
         security.check_client()
     if clock not in CLOCKS:
@@ -178,7 +179,8 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
     try:
         if map_name:
             world.add_map(load_map(map_name))
-        robot = build_robot(world, assembly.parts, base_xy_yaw, link_friction=_frictions(assembly.parts))
+        robot = build_robot(world, assembly.parts, base_xy_yaw, link_friction=_frictions(assembly.parts),
+                            merge_fixed=merge_fixed)
         interlock = Interlock()
         parts = _embody_parts(world, robot, assembly.parts, interlock, seed, watchdog_s)
     except BaseException:

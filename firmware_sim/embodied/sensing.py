@@ -49,26 +49,32 @@ class ContactFirmware(PartFirmware):
             collisions = self.descriptor.body(sensor.body).collisions
             model.check_collisions(collisions)
             self.sensors.append((sensor, model, collisions, bool(sensor.params.get("stops_wheels", False))))
+        self._bodies = frozenset((self.id, s[0].body) for s in self.sensors)
+        self._stops_wheels = any(s[3] for s in self.sensors)
+        self._quiet = False  # the registers read 0 and nothing touched the sensors last step
         world.add_post_step(self._post_step)
         return self
 
     def _post_step(self, world: World) -> None:
+        touched = self.robot.touched()  # one query and attribution per step for all the robot's parts
+        if self._quiet and self._bodies.isdisjoint(touched) and not (self._stops_wheels and self.interlock.pressed):
+            return  # nothing touches, nothing was pressed: every register already reads 0 (most steps)
         by_register: dict[str, int] = {}
         pressed = False
         robot = self.robot
-        touching = robot.touching_links()
         for sensor, model, collisions, stops_wheels in self.sensors:
-            link = robot.link_index(self.id, sensor.body)
-            if link not in touching:
+            contacts = robot.body_contacts(self.id, sensor.body)  # the step's one query, attributed per body
+            if not contacts:
                 mask = 0  # nothing touches: skip the frame computation (the common case, every step)
             else:
-                mask = model.measure(robot.client, robot.body_id, link, collisions,
-                                     link_frame=robot.link_pose(self.id, sensor.body))
+                forces = model.forces_of(contacts, collisions, robot.link_pose(self.id, sensor.body))
+                mask = model.mask_of(forces)
             register = sensor.params["register"]
             by_register[register] = by_register.get(register, 0) | mask
             pressed |= stops_wheels and mask != 0
         for register, mask in by_register.items():
             self.memory.set(register, mask)
+        self._quiet = not any(by_register.values())
         if any(s[3] for s in self.sensors):
             if pressed and not self.interlock.pressed:
                 self.interlock.trips += 1

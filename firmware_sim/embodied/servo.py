@@ -26,8 +26,10 @@ the register reads 255 until a new command arrives, which re-arms it with its pr
 """
 from __future__ import annotations
 
+import math
 import weakref
 
+import numpy as np
 import pybullet as p
 
 from devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
@@ -77,9 +79,9 @@ class JointServo(PartFirmware):
         self.stops: list[tuple[int, str]] = []  # (world step, why) of every stop, for logs and tests
         if default_watchdog_s and "bus_watchdog" in self.table and not self.memory.get("bus_watchdog"):
             self.memory.set("bus_watchdog", max(1, min(127, round(default_watchdog_s / WATCHDOG_UNIT_S))))
+        self._drives = PositionDrives.of(world, robot)  # its pre-step hook runs this servo's _pre_step when due
         self._refresh()
-        world.add_pre_step(self._pre_step)
-        PositionDrives.of(world, robot).servos.append(self)
+        self._drives.servos.append(self)
         self._command()
         return self
 
@@ -93,6 +95,7 @@ class JointServo(PartFirmware):
         self._current_torque = self._goal_torque()
         if self._mode in POSITION_MODES and "goal_position" in self.registers:
             self._drive = PositionDrive.of(self, getattr(self, "_drive", None))
+        self._drives.due()
 
     # conversions through the descriptor (raw <-> SI)
     def _si(self, role: str, raw: int) -> float:
@@ -111,6 +114,7 @@ class JointServo(PartFirmware):
         """Called when an instruction addresses the part: note it for the watchdog, publish the joint state."""
         self.time_s = max(self.time_s, now_s)
         self.last_access_s = self.world.time_s
+        self._drives.deadline_moved()
         self._publish()
 
     def on_written(self, names: list[str]) -> None:
@@ -121,9 +125,11 @@ class JointServo(PartFirmware):
                 self._refresh()
             if not (self.interlock is not None and self.interlock.pressed):
                 self.latched = False
+                self._drives.due()
             self._command()
 
     def on_reboot(self) -> None:
+        self._drives.due()
         self.latched = False
         self._refresh()
         self._command()
@@ -176,6 +182,7 @@ class JointServo(PartFirmware):
             self._stop(why)
 
     def _stop(self, why: str) -> None:
+        self._drives.due()
         self.latched = True
         self.stops.append((self.world.steps, why))
         self._command()
@@ -284,15 +291,25 @@ class PositionDrive:
 
 
 class PositionDrives:
-    """The position-mode servos of one robot body, driven in one batch before each physics step: one
-    getJointStates and one setJointMotorControlArray for all of them (two pybullet calls per servo cost about a
-    tenth of a commbot step)."""
+    """The servos of one robot body, stepped by one pre-step hook: the position-mode ones driven in one batch (one
+    getJointStates and one setJointMotorControlArray for all of them: two pybullet calls per servo cost about a
+    tenth of a commbot step), and each servo's own :meth:`JointServo._pre_step` (watchdog, interlock, current
+    mode) run only when it can do something. That is known ahead: a watchdog fires at its deadline (last access +
+    its time), the interlock acts while pressed, current mode re-applies its torque every step; otherwise the
+    per-servo hook returns without effect. So the hook keeps the next deadline, recomputed when a servo says its
+    state changed (:meth:`due`), and on the steps with nothing due runs the batch alone (19 Python calls per step
+    fewer on the commbot). On the other steps it runs exactly what the per-servo hooks did, in their order (the
+    first servo's, the batch, the others'), so a trial's bytes do not change."""
 
     _of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    EARLY_S = 1e-6  # the slow path starts this much before a deadline, so rounding never makes it late
 
     def __init__(self, robot: RobotBody):
         self.robot = robot
         self.servos: list[JointServo] = []
+        self._next_s: float | None = None  # the next watchdog deadline; None: recompute
+        self._interlocks: tuple[Interlock, ...] = ()  # the wheels' (a pressed one stops them in their hooks)
+        self._batch: _DriveBatch | None = None
 
     @classmethod
     def of(cls, world: World, robot: RobotBody) -> PositionDrives:
@@ -300,19 +317,84 @@ class PositionDrives:
         drives = cls._of.get(robot)
         if drives is None:
             drives = cls._of[robot] = cls(robot)
-            world.add_pre_step(drives.step)
+            world.add_pre_step(drives.pre_step)
         return drives
 
+    def due(self) -> None:
+        """A servo's watchdog, torque, mode, drive or latch changed: find the next deadline and the servos to
+        drive again before the next step."""
+        self._next_s = None
+        self._batch = None
+
+    def deadline_moved(self) -> None:
+        """A servo was addressed (its watchdog starts again): only the next deadline changes."""
+        self._next_s = None
+
+    def _always(self) -> bool:
+        """Whether some servo's hook acts every step (current mode, or the interlock pressed under a wheel)."""
+        for servo in self.servos:
+            if servo._torque and not servo.latched and (servo._mode == CURRENT_MODE or (
+                    servo.interlock is not None and servo.interlock.pressed)):
+                return True
+        return False
+
+    def _deadline(self) -> float:
+        deadlines = [servo.last_access_s + servo._watchdog_s for servo in self.servos
+                     if servo._torque and servo._watchdog_s and not servo.latched]
+        return min(deadlines, default=math.inf)
+
+    def pre_step(self, world: World) -> None:
+        if self._next_s is None:
+            self._next_s = -math.inf if self._always() else self._deadline()
+            self._interlocks = tuple({id(s.interlock): s.interlock for s in self.servos if s.interlock}.values())
+        if world.time_s < self._next_s - self.EARLY_S and not any(i.pressed for i in self._interlocks):
+            self.step(world)
+            return
+        servos = self.servos
+        servos[0]._pre_step(world)  # the order the per-servo hooks ran in
+        self.step(world)
+        for servo in servos[1:]:
+            servo._pre_step(world)
+        self._next_s = None
+
     def step(self, world: World) -> None:
-        active = [servo for servo in self.servos if servo.driving]
-        if not active:
+        """Every driving servo's position loop (PositionDrive.command, the same arithmetic on numpy arrays: one
+        operation per step for all of them instead of a Python call per servo), one batch of motor commands."""
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = _DriveBatch([servo for servo in self.servos if servo.driving])
+        if not batch.servos:
             return
         body, client = self.robot.body_id, self.robot.client
-        indices = [servo.joint.index for servo in active]
-        states = p.getJointStates(body, indices, physicsClientId=client)
-        targets = [servo._drive.command(state[0], state[3]) for servo, state in zip(active, states)]
-        p.setJointMotorControlArray(body, indices, p.VELOCITY_CONTROL, targetVelocities=targets,
-                                    forces=[servo._drive.torque_cap for servo in active], physicsClientId=client)
+        states = p.getJointStates(body, batch.indices, physicsClientId=client)
+        targets = batch.command([s[0] for s in states], [s[3] for s in states])
+        p.setJointMotorControlArray(body, batch.indices, p.VELOCITY_CONTROL, targetVelocities=targets,
+                                    forces=batch.forces, physicsClientId=client)
+
+
+class _DriveBatch:
+    """The PositionDrives of the servos driving now, as arrays (rebuilt whenever a servo's state changes, see
+    PositionDrives.due). Each operation is the scalar PositionDrive.command's, elementwise in the same order
+    (IEEE arithmetic gives the same bits); each drive's filtered torque is written back after the step, so a
+    servo's next PositionDrive (made when its table changes) starts from it as before."""
+
+    def __init__(self, servos: list[JointServo]):
+        self.servos = servos
+        self.drives = [servo._drive for servo in servos]
+        self.indices = [servo.joint.index for servo in servos]
+        self.forces = [d.torque_cap for d in self.drives]
+        arrays = {name: np.array([getattr(d, name) for d in self.drives], dtype=float)
+                  for name in ("goal", "gain", "duty_cap", "no_load_speed", "damping", "speed_cap", "alpha", "torque")}
+        self.__dict__.update(arrays)
+
+    def command(self, q: list[float], applied: list[float]) -> list[float]:
+        torque = self.torque + self.alpha * (np.array(applied) - self.torque)
+        self.torque = torque
+        duty = np.maximum(-self.duty_cap, np.minimum(self.duty_cap, self.gain * (self.goal - np.array(q))))
+        target = duty * self.no_load_speed - torque / self.damping
+        for drive, value in zip(self.drives, torque.tolist()):
+            drive.torque = value
+        return np.maximum(-self.speed_cap, np.minimum(self.speed_cap, target)).tolist()
 
 
 def joint_registers(part: PartFirmware) -> dict[str, str]:

@@ -84,16 +84,25 @@ class ContactSensorModel:
 
     def zone_forces(self, client: int, body_id: int, link_index: int, body_collisions: Sequence[Shape],
                     link_frame: tuple[Sequence[float], Sequence[float]] | None = None) -> dict[str, float]:
-        """Total normal force (N) on each zone now. ``link_frame``: the body frame's world (position, quaternion)
-        if the caller has it (the world's RobotBody.link_pose); by default :func:`link_frame_pose`."""
+        """Total normal force (N) on each zone now, from pybullet's contact points on one link whose only body is
+        the sensor's. ``link_frame``: the body frame's world (position, quaternion) if the caller has it (the
+        world's RobotBody.link_pose); by default :func:`link_frame_pose`."""
         self.check_collisions(body_collisions)
-        forces = {zone.name: 0.0 for zone in self.config.zones}
         contacts = pb.getContactPoints(bodyA=body_id, linkIndexA=link_index, physicsClientId=client)
+        if not contacts:
+            return {zone.name: 0.0 for zone in self.config.zones}
+        frame = link_frame if link_frame is not None else link_frame_pose(client, body_id, link_index)
+        return self.forces_of(contacts, body_collisions, frame)
+
+    def forces_of(self, contacts: Sequence, body_collisions: Sequence[Shape],
+                  body_frame: tuple[Sequence[float], Sequence[float]]) -> dict[str, float]:
+        """Total normal force (N) on each zone from ``contacts`` (pybullet's tuples, all on the sensor's body, e.g.
+        RobotBody.body_contacts), the body's frame in the world being ``body_frame``."""
+        forces = {zone.name: 0.0 for zone in self.config.zones}
         if not contacts:
             return forces
         zone_of_shape = {zone.collision: zone.name for zone in self.config.zones}
-        frame_pos, frame_orn = link_frame if link_frame is not None else link_frame_pose(client, body_id, link_index)
-        points = to_frame(np.array([c[5] for c in contacts]), frame_pos, frame_orn)
+        points = to_frame(np.array([c[5] for c in contacts]), body_frame[0], body_frame[1])
         for point, contact in zip(points, contacts):
             zone = zone_of_shape.get(nearest_shape(body_collisions, point))
             if zone is not None:
@@ -103,7 +112,10 @@ class ContactSensorModel:
     def measure(self, client: int, body_id: int, link_index: int, body_collisions: Sequence[Shape],
                 link_frame: tuple[Sequence[float], Sequence[float]] | None = None) -> int:
         """The bit mask of the zones whose total normal force exceeds the threshold (see zone_forces)."""
-        forces = self.zone_forces(client, body_id, link_index, body_collisions, link_frame)
+        return self.mask_of(self.zone_forces(client, body_id, link_index, body_collisions, link_frame))
+
+    def mask_of(self, forces: dict[str, float]) -> int:
+        """The bit mask of the zones whose total normal force (``forces``, by zone name) exceeds the threshold."""
         mask = 0
         for zone in self.config.zones:
             if forces[zone.name] > self.config.threshold_n:

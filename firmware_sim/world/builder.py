@@ -1,10 +1,13 @@
 """The robot in the world, built straight from its parts' descriptors and port tables (not from a URDF file):
 the same data the host reads over the bus, so the simulated robot is the robot the host believes it has.
 
-One pybullet multibody: every body of every part is a link (the root part's base body is the multibody's base),
-parts are joined by fixed joints at the mount transforms (runtime.model's rule: the child's parent connector
-coincides with the parent's port), part joints become revolute (with limits), continuous (revolute without
-limits), prismatic (with limits) or fixed joints.
+One pybullet multibody: every body of every part (the root part's base body is the multibody's base), parts
+joined by fixed joints at the mount transforms (runtime.model's rule: the child's parent connector coincides
+with the parent's port), part joints revolute (with limits), continuous (revolute without limits), prismatic
+(with limits) or fixed. Bodies joined by fixed joints are merged into one pybullet link (merge.py; the
+``merge_fixed=False`` world keeps one link per body); every query above speaks of part bodies: ``link_pose``
+applies a body's offset in its link, ``bodies_at``/``body_hit``/``touched`` attribute a link's contacts, ray
+hits and pixels to the body touched, nearest its collision shapes.
 
 What pybullet needs beyond createMultiBody's arguments, and what this module does about it:
 - Inertia. createMultiBody takes masses and inertial frames but computes the inertia from the collision shapes;
@@ -39,14 +42,18 @@ What pybullet needs beyond createMultiBody's arguments, and what this module doe
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pybullet as p
 
 from devices.descriptor import JointLimits, PartDescriptor
 
-from .frames import IDENTITY, Frame, compose, inverse, principal_axes
+from ..sensors.geometry import signed_distance
+from .frames import IDENTITY, Frame, compose, frame_of, inverse, principal_axes, rotation_matrix
+from .merge import LinkGroup, group_links
 from .shapes import collision_shape, lowest_z, visual_shape
 from .tree import LinkSpec, PartLike, RobotBuildError, link_specs, part_nodes
 from .world import World
@@ -58,8 +65,10 @@ LIMITED = ("revolute", "prismatic")
 
 @dataclass(frozen=True)
 class RobotLink:
-    """One body of one part as a pybullet link (``index`` -1 for the base, ``parent`` the index of the link it
-    hangs from, None for the base); ``inertial`` is its CoM frame (principal axes) in the link frame."""
+    """One body of one part and the pybullet link that carries it: ``index`` (-1 for the base; bodies merged into
+    one link share it, see merge.py), ``parent`` the index of the link that link hangs from (None for the base's
+    bodies), ``mass`` the body's own, ``inertial`` the carrying link's CoM frame (principal axes) in that link's
+    frame, ``offset`` the body's frame in that link's frame (IDENTITY for the body the link is built on)."""
 
     index: int
     part_id: int
@@ -67,6 +76,7 @@ class RobotLink:
     parent: int | None
     mass: float
     inertial: Frame
+    offset: Frame = IDENTITY
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,15 @@ class RobotBody:
         self.stand_height = 0.0  # base frame height that puts the lowest collision point on the floor at q = 0
         self._contacts_at = -1  # world step of the cached contact points
         self._contacts: tuple = ()
+        self._by_body: dict[tuple[int, str], list] = {}  # this step's contact points per body (body_contacts)
+        self._attributed = False
         self.mirrors: list[RobotBody] = []  # parts of other buses given bodies here (world/mirror.py), mount order
+        carried: dict[int, list[RobotLink]] = {}
+        for link in links:
+            carried.setdefault(link.index, []).append(link)
+        self._bodies_at = {index: tuple(bodies) for index, bodies in carried.items()}
+        self._hit_shapes = {index: _hit_shapes(bodies, parts) for index, bodies in self._bodies_at.items()
+                            if len(bodies) > 1}
 
     # --- names -> indices ------------------------------------------------------------------------------------
     def link(self, part_id: int, body: str) -> RobotLink:
@@ -121,6 +139,35 @@ class RobotBody:
     def joint_index(self, part_id: int, name: str) -> int:
         return self.joint(part_id, name).index
 
+    def bodies_at(self, index: int) -> tuple[RobotLink, ...]:
+        """The part bodies pybullet link ``index`` carries (one unless fixed bodies were merged into it)."""
+        try:
+            return self._bodies_at[index]
+        except KeyError:
+            raise KeyError(f"the robot has no pybullet link {index}") from None
+
+    def body_hit(self, index: int, point_world) -> RobotLink:
+        """The body of pybullet link ``index`` whose collision shapes lie nearest ``point_world`` (a contact point,
+        a ray hit, a pixel's surface point): the part that was touched, on a link that carries several. Smallest
+        signed distance over each body's shapes (sensors.geometry, as the contact sensors classify their zones);
+        ties go to the body built first; bodies without collision shapes are chosen only if no body has any."""
+        bodies = self.bodies_at(index)
+        if len(bodies) == 1:
+            return bodies[0]
+        return bodies[self._nearest(index, inverse(self._frame_of(index)), point_world)]
+
+    def _nearest(self, index: int, to_link: Frame, point_world) -> int:
+        local = compose(to_link, (tuple(point_world), IDENTITY[1]))[0]
+        best, best_d = 0, math.inf
+        for k, (rot_t, origin, shapes) in enumerate(self._hit_shapes[index]):
+            if not shapes:
+                continue
+            in_body = rot_t @ (np.asarray(local) - origin)
+            d = min(signed_distance(shape, in_body) for shape in shapes)
+            if d < best_d:
+                best, best_d = k, d
+        return best
+
     # --- contacts ----------------------------------------------------------------------------------------------
     def contact_points(self) -> tuple:
         """pybullet's contact points of the whole robot (bodyA = the robot) after the current step, read once per
@@ -128,16 +175,45 @@ class RobotBody:
         if self._contacts_at != self.world.steps:
             self._contacts = p.getContactPoints(bodyA=self.body_id, physicsClientId=self.client)
             self._contacts_at = self.world.steps
+            self._by_body = {}
+            self._attributed = False
         return self._contacts
+
+    def body_contacts(self, part_id: int, body: str) -> list:
+        """This step's contact points on one part body (pybullet's tuples, from the one query of
+        :meth:`contact_points`), each attributed to the body it touched (:meth:`body_hit`) once per step."""
+        touched = self.touched()
+        if (part_id, body) not in touched:
+            self.link(part_id, body)  # KeyError for a body the robot does not have
+            return []
+        return touched[(part_id, body)]
+
+    def touched(self) -> dict[tuple[int, str], list]:
+        """(part ID, body) -> this step's contact points on that body, for the bodies something touches: one
+        contact query and one attribution per step for every sensor, check and log that asks."""
+        contacts = self.contact_points()
+        if not self._attributed:
+            by_body: dict[tuple[int, str], list] = {}
+            frames: dict[int, Frame] = {}
+            for c in contacts:
+                index = c[3]
+                bodies = self._bodies_at[index]
+                if len(bodies) == 1:
+                    hit = bodies[0]
+                else:
+                    if index not in frames:
+                        frames[index] = inverse(self._frame_of(index))
+                    hit = bodies[self._nearest(index, frames[index], c[5])]
+                by_body.setdefault((hit.part_id, hit.body), []).append(c)
+            self._by_body, self._attributed = by_body, True
+        return self._by_body
 
     def all_contact_points(self) -> tuple:
         """The contact points of the robot and of its mirrored parts (bodyA = the robot or a mirror): who touches
         the robot anywhere, for checks that look at bodyB only (the pedestrians')."""
+        if not self.mirrors:
+            return self.contact_points()
         return sum((m.contact_points() for m in self.mirrors), self.contact_points())
-
-    def touching_links(self) -> set[int]:
-        """Link indices of the robot's links that touch something now."""
-        return {c[3] for c in self.contact_points()}
 
     # --- poses -------------------------------------------------------------------------------------------------
     def base_pose(self) -> Frame:
@@ -145,18 +221,25 @@ class RobotBody:
         com = p.getBasePositionAndOrientation(self.body_id, physicsClientId=self.client)
         return compose(com, inverse(self.links[0].inertial))
 
-    def link_pose(self, part_id: int, body: str) -> Frame:
-        """A body's frame (as its descriptor defines it, not its CoM frame) in the world, computed in double
-        precision from pybullet's CoM frame (getLinkState's own link frame goes through single precision)."""
-        link = self.link(part_id, body)
-        if link.index == -1:
+    def _frame_of(self, index: int) -> Frame:
+        """The world frame of pybullet link ``index`` (its own frame, not its CoM frame), in double precision from
+        pybullet's CoM frame (getLinkState's own link frame goes through single precision)."""
+        if index == -1:
             return self.base_pose()
-        state = p.getLinkState(self.body_id, link.index, computeForwardKinematics=True, physicsClientId=self.client)
-        return compose((state[0], state[1]), inverse(link.inertial))
+        inertial = self._bodies_at[index][0].inertial
+        state = p.getLinkState(self.body_id, index, computeForwardKinematics=True, physicsClientId=self.client)
+        return compose((state[0], state[1]), inverse(inertial))
+
+    def link_pose(self, part_id: int, body: str) -> Frame:
+        """A body's frame (as its descriptor defines it, not its CoM frame) in the world: its pybullet link's frame
+        with the body's offset in it applied (merged bodies share a link)."""
+        link = self.link(part_id, body)
+        frame = self._frame_of(link.index)
+        return frame if link.offset == IDENTITY else compose(frame, link.offset)
 
     def total_mass(self) -> float:
         """The multibody's mass as pybullet has it (sum over the base and every link), plus its mirrors'."""
-        own = sum(p.getDynamicsInfo(self.body_id, link.index, physicsClientId=self.client)[0] for link in self.links)
+        own = sum(p.getDynamicsInfo(self.body_id, index, physicsClientId=self.client)[0] for index in self._bodies_at)
         return own + sum(m.total_mass() for m in self.mirrors)
 
     # --- placement and joints ------------------------------------------------------------------------------------
@@ -186,88 +269,129 @@ class RobotBody:
 
 
 def build_robot(world: World, parts: Iterable[PartLike], base_xy_yaw: tuple[float, float, float] = (0.0, 0.0, 0.0),
-                link_friction: Mapping[tuple[int, str], float] | None = None) -> RobotBody:
+                link_friction: Mapping[tuple[int, str], float] | None = None, merge_fixed: bool = True) -> RobotBody:
     """Build the robot of ``parts`` (part firmware: descriptors + port tables) in ``world`` and stand it on the
     floor at ``base_xy_yaw`` (x, y in m, yaw in rad). ``link_friction`` maps (part ID, body) to a lateral
-    contact friction coefficient (pybullet's default 0.5 elsewhere). Raises RobotBuildError when the parts do not
-    form one tree."""
+    contact friction coefficient (pybullet's default 0.5 elsewhere). ``merge_fixed``: each chain of bodies joined
+    by fixed joints is one pybullet link (merge.py; False: one link per body). Raises RobotBuildError when the
+    parts do not form one tree."""
     root, nodes = part_nodes(parts)
     specs = link_specs(root, nodes)
-    body_id, links = _create(world, specs)
-    joints = _moving_joints(specs)
+    friction = dict(link_friction or {})
+    _check_friction(specs, friction)
+    groups = group_links(specs, merge_fixed, friction)
+    body_id, links = _create(world, specs, groups)
+    joints = _moving_joints(specs, groups)
     robot = RobotBody(world, body_id, root, {i: n.descriptor for i, n in nodes.items()}, links, joints)
-    _set_dynamics(robot, links, joints, specs, link_friction or {})
+    _set_dynamics(robot, specs, groups, joints, friction)
     robot.stand_height = -_lowest_point(robot, specs)
     robot.place(*base_xy_yaw)
     return robot
 
 
-def _inertial(spec: LinkSpec) -> tuple[Frame, tuple[float, float, float]]:
-    moments, orientation = principal_axes(spec.body.inertial.inertia)
-    return (tuple(float(v) for v in spec.body.inertial.com), orientation), moments
+def _check_friction(specs: list[LinkSpec], friction: Mapping[tuple[int, str], float]) -> None:
+    unknown = set(friction) - {(s.part_id, s.body.name) for s in specs}
+    if unknown:
+        raise RobotBuildError(f"link_friction names bodies the robot does not have: {sorted(unknown)}")
+
+
+def _hit_shapes(bodies: Iterable[RobotLink], parts: Mapping[int, PartDescriptor]) -> list:
+    """Per body of a merged link: (rotation^T, origin) of its offset and its collision shapes, for body_hit."""
+    out = []
+    for link in bodies:
+        origin, quat = link.offset
+        out.append((rotation_matrix(quat).T, np.asarray(origin, dtype=float),
+                    tuple(parts[link.part_id].body(link.body).collisions)))
+    return out
+
+
+def _inertial(group: LinkGroup) -> tuple[Frame, tuple[float, float, float]]:
+    moments, orientation = principal_axes(group.inertia.inertia)
+    return (tuple(float(v) for v in group.inertia.com), orientation), moments
 
 
 MAX_LINKS = 127  # pybullet's createMultiBody keeps at most this many links besides the base (silently drops the rest)
 
 
-def _create(world: World, specs: list[LinkSpec]) -> tuple[int, tuple[RobotLink, ...]]:
-    if len(specs) - 1 > MAX_LINKS:
+def _shapes(world: World, specs: list[LinkSpec], group: LinkGroup) -> tuple[int, int]:
+    """(collision shape, visual shape) of a group: every member's shapes at their poses in the group's frame."""
+    cols, col_frames, vis, vis_frames = [], [], [], []
+    for k, offset in zip(group.members, group.offsets):
+        body = specs[k].body
+        for shape in body.collisions:
+            cols.append(shape)
+            col_frames.append(frame_of(shape.pose) if offset == IDENTITY else compose(offset, frame_of(shape.pose)))
+        for shape in body.visuals:
+            vis.append(shape)
+            vis_frames.append(frame_of(shape.pose) if offset == IDENTITY else compose(offset, frame_of(shape.pose)))
+    return (collision_shape(world.client, cols, world.meshes, col_frames),
+            visual_shape(world.client, vis, world.meshes, vis_frames))
+
+
+def _create(world: World, specs: list[LinkSpec], groups: list[LinkGroup]) -> tuple[int, tuple[RobotLink, ...]]:
+    if len(groups) - 1 > MAX_LINKS:
         parts = len({s.part_id for s in specs})
-        raise RobotBuildError(f"a robot of {parts} parts has {len(specs)} bodies; pybullet builds one multibody of "
-                              f"at most {MAX_LINKS + 1} bodies (MAX_LINKS), so this robot cannot be embodied in a "
+        raise RobotBuildError(f"a robot of {parts} parts has {len(groups)} links; pybullet builds one multibody of "
+                              f"at most {MAX_LINKS + 1} links (MAX_LINKS), so this robot cannot be embodied in a "
                               f"world: serve it without one (hil sim --no-world, sim://...?world=0)")
-    c, meshes = world.client, world.meshes
-    inertial = [_inertial(s)[0] for s in specs]
-    collisions = [collision_shape(c, s.body.collisions, meshes) for s in specs]
-    visuals = [visual_shape(c, s.body.visuals, meshes) for s in specs]
-    rest = specs[1:]
+    c = world.client
+    inertial = [_inertial(g)[0] for g in groups]
+    shapes = [_shapes(world, specs, g) for g in groups]
+    rest = groups[1:]
     body_id = p.createMultiBody(
-        baseMass=specs[0].body.inertial.mass, baseCollisionShapeIndex=collisions[0], baseVisualShapeIndex=visuals[0],
+        baseMass=groups[0].inertia.mass, baseCollisionShapeIndex=shapes[0][0], baseVisualShapeIndex=shapes[0][1],
         basePosition=IDENTITY[0], baseOrientation=IDENTITY[1],
         baseInertialFramePosition=inertial[0][0], baseInertialFrameOrientation=inertial[0][1],
-        linkMasses=[s.body.inertial.mass for s in rest], linkCollisionShapeIndices=collisions[1:],
-        linkVisualShapeIndices=visuals[1:], linkPositions=[s.joint_frame[0] for s in rest],
-        linkOrientations=[s.joint_frame[1] for s in rest], linkInertialFramePositions=[f[0] for f in inertial[1:]],
+        linkMasses=[g.inertia.mass for g in rest], linkCollisionShapeIndices=[s[0] for s in shapes[1:]],
+        linkVisualShapeIndices=[s[1] for s in shapes[1:]], linkPositions=[g.joint_frame[0] for g in rest],
+        linkOrientations=[g.joint_frame[1] for g in rest], linkInertialFramePositions=[f[0] for f in inertial[1:]],
         linkInertialFrameOrientations=[f[1] for f in inertial[1:]],
-        linkParentIndices=[s.parent for s in rest],  # spec k is link k-1, and createMultiBody counts the base as 0
-        linkJointTypes=[JOINT_TYPES[s.joint.type] if s.joint else p.JOINT_FIXED for s in rest],
-        linkJointAxis=[s.joint.axis if s.joint else (0.0, 0.0, 1.0) for s in rest], physicsClientId=c)
+        linkParentIndices=[g.parent for g in rest],  # group k is link k-1, and createMultiBody counts the base as 0
+        linkJointTypes=[JOINT_TYPES[g.joint.type] if g.joint else p.JOINT_FIXED for g in rest],
+        linkJointAxis=[g.joint.axis if g.joint else (0.0, 0.0, 1.0) for g in rest], physicsClientId=c)
     if body_id < 0:
-        raise RobotBuildError(f"pybullet refused the multibody of {len(specs)} links")
-    _check_numbering(c, body_id, specs)
-    links = tuple(RobotLink(k - 1, s.part_id, s.body.name, s.parent - 1 if k else None, s.body.inertial.mass,
-                            inertial[k])
-                  for k, s in enumerate(specs))
-    return body_id, links
+        raise RobotBuildError(f"pybullet refused the multibody of {len(groups)} links")
+    _check_numbering(c, body_id, specs, groups)
+    placed: dict[int, RobotLink] = {}
+    for k, g in enumerate(groups):
+        for member, offset in zip(g.members, g.offsets):
+            spec = specs[member]
+            placed[member] = RobotLink(k - 1, spec.part_id, spec.body.name, g.parent - 1 if k else None,
+                                       spec.body.inertial.mass, inertial[k], offset)
+    return body_id, tuple(placed[k] for k in range(len(specs)))
 
 
-def _check_numbering(client: int, body_id: int, specs: list[LinkSpec]) -> None:
+def _check_numbering(client: int, body_id: int, specs: list[LinkSpec], groups: list[LinkGroup]) -> None:
     """pybullet numbers links its own way (tree.depth_first); make sure it agreed with ours, link by link."""
-    for k, spec in enumerate(specs[1:], start=1):
+    for k, group in enumerate(groups[1:], start=1):
         info = p.getJointInfo(body_id, k - 1, physicsClientId=client)
         mass = p.getDynamicsInfo(body_id, k - 1, physicsClientId=client)[0]
-        if info[16] != spec.parent - 1 or mass != spec.body.inertial.mass:
+        if info[16] != group.parent - 1 or mass != group.inertia.mass:
+            spec = specs[group.members[0]]
             raise RobotBuildError(f"pybullet numbered the links differently from the builder at link {k - 1} "
                                   f"(part {spec.part_id} body {spec.body.name!r})")
 
 
-def _moving_joints(specs: list[LinkSpec]) -> tuple[RobotJoint, ...]:
-    return tuple(RobotJoint(k - 1, s.part_id, s.joint.name, s.joint.type, s.joint.limits, s.joint.damping,
-                            s.joint.friction, bool(s.joint.registers))
-                 for k, s in enumerate(specs) if s.joint is not None and s.joint.type != "fixed")
+def _moving_joints(specs: list[LinkSpec], groups: list[LinkGroup]) -> tuple[RobotJoint, ...]:
+    out = []
+    for k, g in enumerate(groups):
+        if g.joint is not None and g.joint.type != "fixed":
+            j = g.joint
+            out.append(RobotJoint(k - 1, specs[g.members[0]].part_id, j.name, j.type, j.limits, j.damping,
+                                  j.friction, bool(j.registers)))
+    return tuple(out)
 
 
-def _set_dynamics(robot: RobotBody, links: tuple[RobotLink, ...], joints: tuple[RobotJoint, ...],
-                  specs: list[LinkSpec], friction: Mapping[tuple[int, str], float]) -> None:
+def _set_dynamics(robot: RobotBody, specs: list[LinkSpec], groups: list[LinkGroup], joints: tuple[RobotJoint, ...],
+                  friction: Mapping[tuple[int, str], float]) -> None:
+    """Inertia, friction (a group's members share one: merge.py), limits, damping, released motors."""
     c, body = robot.client, robot.body_id
-    unknown = set(friction) - {(link.part_id, link.body) for link in links}
-    if unknown:
-        raise RobotBuildError(f"link_friction names bodies the robot does not have: {sorted(unknown)}")
     p.changeDynamics(body, -1, linearDamping=0.0, angularDamping=0.0, physicsClientId=c)  # whole multibody
-    for link, spec in zip(links, specs):
-        p.changeDynamics(body, link.index, localInertiaDiagonal=_inertial(spec)[1], physicsClientId=c)
-        if (link.part_id, link.body) in friction:
-            p.changeDynamics(body, link.index, lateralFriction=float(friction[(link.part_id, link.body)]),
+    for k, group in enumerate(groups):
+        p.changeDynamics(body, k - 1, localInertiaDiagonal=_inertial(group)[1], physicsClientId=c)
+        root = specs[group.members[0]]
+        if (root.part_id, root.body.name) in friction:
+            p.changeDynamics(body, k - 1, lateralFriction=float(friction[(root.part_id, root.body.name)]),
                              physicsClientId=c)
     for joint in joints:
         if joint.type in LIMITED:

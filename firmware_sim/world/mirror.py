@@ -32,6 +32,7 @@ from devices.descriptor import PartDescriptor
 
 from .builder import RobotBody, _create, _moving_joints, _set_dynamics
 from .frames import Frame, compose, inverse
+from .merge import group_links
 from .tree import PartNode, RobotBuildError, link_specs, mount_frame, walk
 
 HOLD_FORCE_FLOOR_NM = 1.0  # position motor force for a mirrored joint whose descriptor gives no effort limit
@@ -75,8 +76,8 @@ class MirrorBody(RobotBody):
 
 
 def build_mirror(carrier: RobotBody, parts: Mapping[int, PartDescriptor], children: Mapping[int, Mapping[str, int]],
-                 root: int, mount: tuple[int, str], *, name: str = "", others: tuple[RobotBody, ...] = ()
-                 ) -> MirrorBody:
+                 root: int, mount: tuple[int, str], *, name: str = "", others: tuple[RobotBody, ...] = (),
+                 merge_fixed: bool = True) -> MirrorBody:
     """The mirror of ``parts`` (ID -> descriptor; ``children``: ID -> {own port name: child ID}, only among
     ``parts``; ``root`` hangs from port ``mount[1]`` of part ``mount[0]`` of ``carrier``) in the carrier's world.
     ``others``: the robot's other bodies (the robot, earlier mirrors), which the mirror must not collide with.
@@ -92,13 +93,14 @@ def build_mirror(carrier: RobotBody, parts: Mapping[int, PartDescriptor], childr
         raise RobotBuildError(f"{where}port {port!r} of part {mount_id} ({carrier_desc.name}) {what}")
     nodes = _nodes(parts, children, root, where)
     specs = link_specs(root, nodes)
+    groups = group_links(specs, merge_fixed)
     world = carrier.world
-    body_id, links = _create(world, specs)
+    body_id, links = _create(world, specs, groups)
     try:
-        joints = _moving_joints(specs)
+        joints = _moving_joints(specs, groups)
         mirror = MirrorBody(world, body_id, root, dict(parts), links, joints, carrier=carrier, mount=mount,
                             mount_body=port_spec.body, constraint=-1, name=name)
-        _set_dynamics(mirror, links, joints, specs, {})
+        _set_dynamics(mirror, specs, groups, joints, {})
         mirror._mount_frame = mount_frame(carrier_desc, port, parts[root])
         mirror.replace()
         mirror.constraint = _fix(carrier, mirror)
@@ -135,7 +137,8 @@ def _nodes(parts: Mapping[int, PartDescriptor], children: Mapping[int, Mapping[s
 def _fix(carrier: RobotBody, mirror: MirrorBody) -> int:
     """A JOINT_FIXED constraint from the carrier link's inertial frame to the mirror base's inertial frame."""
     link = carrier.link(mirror.mount[0], mirror.mount_body)
-    in_parent = compose(inverse(link.inertial), mirror._mount_frame)  # mirror base frame in the carrier CoM frame
+    mount = compose(link.offset, mirror._mount_frame)  # mirror base frame in the carrier's pybullet link frame
+    in_parent = compose(inverse(link.inertial), mount)  # ... and in that link's CoM frame
     in_child = inverse(mirror.links[0].inertial)  # mirror base frame in its own CoM frame
     cid = p.createConstraint(carrier.body_id, link.index, mirror.body_id, -1, p.JOINT_FIXED, (0.0, 0.0, 0.0),
                              parentFramePosition=in_parent[0], childFramePosition=in_child[0],
@@ -149,7 +152,7 @@ def _fix(carrier: RobotBody, mirror: MirrorBody) -> int:
 
 def _no_collisions(mirror: MirrorBody, others: tuple[RobotBody, ...]) -> None:
     c = mirror.client
-    for other in others:
-        for a in mirror.links:
-            for b in other.links:
-                p.setCollisionFilterPair(mirror.body_id, other.body_id, a.index, b.index, 0, physicsClientId=c)
+    for other in others:  # per pybullet link (merged bodies share one), so each pair once
+        for a in sorted({link.index for link in mirror.links}):
+            for b in sorted({link.index for link in other.links}):
+                p.setCollisionFilterPair(mirror.body_id, other.body_id, a, b, 0, physicsClientId=c)

@@ -66,11 +66,13 @@ def _arrays(shapes: Sequence[Shape], meshes: MeshFiles) -> dict:
             "meshScales": [[1.0, 1.0, 1.0]] * len(shapes)}
 
 
-def collision_shape(client: int, shapes: Sequence[Shape], meshes: MeshFiles) -> int:
-    """A compound collision shape of ``shapes`` (each at its pose in the link frame); -1 when there are none."""
+def collision_shape(client: int, shapes: Sequence[Shape], meshes: MeshFiles,
+                    frames: Sequence[Frame] | None = None) -> int:
+    """A compound collision shape of ``shapes``, each at its pose in the link frame or at ``frames[i]`` (a merged
+    link places each body's shapes through the body's offset); -1 when there are none."""
     if not shapes:
         return -1
-    frames = [frame_of(s.pose) for s in shapes]
+    frames = frames if frames is not None else [frame_of(s.pose) for s in shapes]
     shape_id = p.createCollisionShapeArray(**_arrays(shapes, meshes), collisionFramePositions=[f[0] for f in frames],
                                            collisionFrameOrientations=[f[1] for f in frames], physicsClientId=client)
     if shape_id < 0:
@@ -78,11 +80,13 @@ def collision_shape(client: int, shapes: Sequence[Shape], meshes: MeshFiles) -> 
     return shape_id
 
 
-def visual_shape(client: int, shapes: Sequence[Shape], meshes: MeshFiles) -> int:
-    """A visual shape array of ``shapes`` with their colours; -1 when there are none."""
+def visual_shape(client: int, shapes: Sequence[Shape], meshes: MeshFiles,
+                 frames: Sequence[Frame] | None = None) -> int:
+    """A visual shape array of ``shapes`` with their colours (at ``frames`` if given, as collision_shape); -1
+    when there are none."""
     if not shapes:
         return -1
-    frames = [frame_of(s.pose) for s in shapes]
+    frames = frames if frames is not None else [frame_of(s.pose) for s in shapes]
     shape_id = p.createVisualShapeArray(**_arrays(shapes, meshes), rgbaColors=[list(s.rgba) for s in shapes],
                                         visualFramePositions=[f[0] for f in frames],
                                         visualFrameOrientations=[f[1] for f in frames], physicsClientId=client)

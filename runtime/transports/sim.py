@@ -8,7 +8,8 @@ served crowd (``hil crowd --serve``) whose people walk in the world, ``crowd_tim
 long the world waits for it, ``keys=DIR`` CURVE-encrypts that link with a key directory of ``hil keys`` (for a
 crowd served with ``--keys``; bad keys fail here, before the world is built), ``crowd_mode=realtime`` streams
 with a crowd served ``--realtime`` instead of ticking it (needs ``clock=real``; ``crowd_timeout`` is then the
-silence after which the link counts as lost). Calls go straight into the
+silence after which the link counts as lost), ``merge=0`` builds one pybullet link per body instead of merging
+the bodies joined by fixed joints (firmware_sim/world/merge.py; for comparisons). Calls go straight into the
 device, so the transport knows when no more bytes can come (:attr:`idle`) and never waits for a timeout in vain.
 This is the one place the host imports firmware_sim, and it does so lazily.
 """
@@ -24,7 +25,7 @@ from .base import Transport, TransportError
 _OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "seed": int, "return_delay": int,
             "world": int, "clock": str, "map": str, "watchdog_ms": float, "pose": str, "crowd": str,
             "crowd_timeout": float, "keys": str, "gui": int,
-            "crowd_mode": str}
+            "crowd_mode": str, "merge": int}
 
 
 _KIND = {int: "an integer", float: "a number", str: "a string"}
@@ -62,7 +63,8 @@ class SimTransport(Transport):
                                        timing=timing, faults=faults, base_xy_yaw=_pose(url, options.get("pose")),
                                        crowd_endpoint=options.get("crowd"),
                                        crowd_timeout_s=options.get("crowd_timeout", 10.0), security=security,
-                                       crowd_mode=options.get("crowd_mode", "lockstep"))
+                                       crowd_mode=options.get("crowd_mode", "lockstep"),
+                                       merge_fixed=bool(options.get("merge", 1)))
                 device = self.embodied.device
             else:
                 device = VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
