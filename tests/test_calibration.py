@@ -7,6 +7,7 @@ the `hil calibrate` command in a subprocess, scipy's optimiser.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,29 @@ def test_a_calibration_for_a_part_the_robot_lacks_is_a_warning_not_applied(tmp_p
     assert len(applied) == 1 and len(warnings) == 1 and "cal.yaml:3" in warnings[0] and "serial 5" in warnings[0]
     ring = next(p for p in assembly.parts if getattr(p, "descriptor", None) and p.descriptor.name == "range_ring")
     assert next(s for s in ring.descriptor.sensors if s.name == "ring").params["dropout_width_deg"] == 3
+
+
+def test_a_trial_against_a_glancing_wall_counts_why_readings_failed(tmp_path):
+    """metrics.json's sensors.ring.invalid equals the ring firmware's own counter deltas over the trial."""
+    from firmware_sim.embodied import RangeRingFirmware
+    from trial import Trial
+
+    seen: dict[str, dict] = {}
+
+    def glance(robot):
+        """Creep towards the lab's south wall at 20 degrees to it: the front sensor sees it at ~70 degrees."""
+        ring = next(p for p in robot.bus.transport.embodied.parts if isinstance(p, RangeRingFirmware))
+        seen["start"] = ring.model.counters
+        for tick in robot.loop(hz=10):
+            robot.base.drive(0.1, 0.0)
+        seen["end"] = ring.model.counters
+
+    r = Trial(glance, map="lab", start=(-3.0, -1.8, -0.35), duration=6.0, seed=2).run(tmp_path / "glance")
+    invalid = json.loads((tmp_path / "glance" / "metrics.json").read_text())["sensors"]["ring"]["invalid"]
+    assert "end" in seen, r.error
+    # the firmware's counters after the controller's last tick; the log's last read is after the same tick
+    expected = {cause: seen["end"][cause] - seen["start"][cause] for cause in seen["end"]}
+    assert {k: v for k, v in invalid.items() if k != "total"} == expected
+    assert invalid["angle"] > 0 and invalid["total"] == sum(expected.values())
+    report = hil("report", str(tmp_path / "glance"), cwd=tmp_path)
+    assert report.returncode == 0 and "ring invalid" in report.stdout and "angle" in report.stdout, report.stdout
