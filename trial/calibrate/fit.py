@@ -185,16 +185,22 @@ def fit_dropout(obs: Observations, start: tuple[float, float] = (50.0, 5.0)) -> 
     return angle50, width, (angle50 - half[0], angle50 + half[0]), (width * math.exp(-half[1]), width * math.exp(half[1]))
 
 
+def noise_points(obs: Observations, angle50: float, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of the readings the noise fit uses, each reading's expected echo range): valid, still, and the
+    nearest ray sure to survive, so the reading is that ray's range plus noise."""
+    nearest = np.argmin(obs.ranges, axis=1)
+    rows = np.arange(len(nearest))
+    inc, expected = obs.incidence[rows, nearest], obs.ranges[rows, nearest]
+    sure = (0.5 * (1.0 + np.tanh(0.5 * (inc - angle50) / width)) < SURE_SURVIVAL) | (inc < SURE_INCIDENCE_DEG)
+    return obs.valid & obs.still & sure & np.isfinite(expected), expected
+
+
 def fit_noise(obs: Observations, angle50: float, width: float) -> tuple[float, float, float, tuple, tuple, int]:
     """(bias, a, b, a interval, b interval, points) from the readings whose true echo range is known."""
     from scipy.optimize import minimize
 
-    nearest = np.argmin(obs.ranges, axis=1)
-    rows = np.arange(len(nearest))
-    inc = obs.incidence[rows, nearest]
-    sure = (0.5 * (1.0 + np.tanh(0.5 * (inc - angle50) / width)) < SURE_SURVIVAL) | (inc < SURE_INCIDENCE_DEG)
-    use = obs.valid & obs.still & sure & np.isfinite(obs.ranges[rows, nearest])
-    r, res = obs.ranges[rows, nearest][use], (obs.measured - obs.ranges[rows, nearest])[use]
+    use, expected = noise_points(obs, angle50, width)
+    r, res = expected[use], (obs.measured - expected)[use]
     if len(r) < MIN_READINGS // 2:
         raise FitError(f"too few readings whose echo is sure for the noise fit: {len(r)} (at least "
                        f"{MIN_READINGS // 2}); stand the robot nearer the face")

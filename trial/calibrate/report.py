@@ -81,13 +81,15 @@ def plot(fit: RingFit, obs: Observations, path: Path) -> None:
     left.set(xlabel="incidence of the sensor's axis on the face (deg)", ylabel="valid fraction", ylim=(-0.05, 1.05),
              title="dropout (grey: each sensor)")
     left.legend(loc="lower left", fontsize=8)
-    nearest = np.argmin(obs.ranges, axis=1)
-    r = obs.ranges[np.arange(len(nearest)), nearest]
-    ok = obs.valid & np.isfinite(r)
-    right.plot(r[ok], (obs.measured - r)[ok] * 1000, ".", ms=2, color="C0", alpha=0.5)
+    from .fit import noise_points
+
+    ok, r = noise_points(obs, fit.angle50_deg, fit.width_deg)
+    right.plot(r[ok], (obs.measured - r)[ok] * 1000, ".", ms=2, color="C0", alpha=0.5,
+               label=f"{int(ok.sum())} readings fitted (still, nearest ray sure to echo)")
     rr = np.linspace(max(0.0, r[ok].min()), r[ok].max(), 50)
     for sign in (1, -1):
         right.plot(rr, 1000 * (fit.bias_m + sign * (fit.noise_a_m + fit.noise_b * rr)), color="C3")
+    right.legend(loc="upper left", fontsize=8)
     right.set(xlabel="expected range (m)", ylabel="residual (mm)",
               title=f"noise: sigma = {fit.noise_a_m:.4f} + {fit.noise_b:.4f} r (+-1 sigma)")
     fig.tight_layout()
