@@ -129,3 +129,34 @@ def _build(entry: SourceDict, assembly: str, children: dict[str, int]) -> PartFi
         return build_cpc_part(desc, data, sha, device_id, serial, children)
     except CpcBuildError as exc:
         raise entry.error("part", str(exc)) from None
+
+
+def calibrated(assembly: Assembly, calibration) -> tuple[Assembly, list[str], list[str]]:
+    """The assembly with every part a calibration (devices.calibration.Calibration) names built anew from its
+    calibrated descriptor: the part then stores the calibrated numbers, as a part that keeps its own
+    calibration does (reference 002's self-description), and its sensor firmware measures with them.
+
+    Returns (assembly, what was applied, warnings): an entry that matches no part of this robot is a warning,
+    not applied (a calibration for a part that is not on the bus)."""
+    from devices.calibration import apply
+    from devices.descriptor import descriptor_sha256, encode_descriptor
+
+    from .world.tree import port_children
+
+    parts, applied, used = [], [], set()
+    for part in assembly.parts:
+        desc = getattr(part, "descriptor", None)
+        entries = calibration.for_part(desc, part.serial_number) if desc is not None else ()
+        if not entries:
+            parts.append(part)
+            continue
+        new = apply(desc, entries)
+        data = encode_descriptor(new)
+        parts.append(build_cpc_part(new, data, descriptor_sha256(data), part.id, part.serial_number,
+                                    port_children(part, desc)))
+        used.update(id(e) for e in entries)
+        applied += [f"part {part.id} ({desc.name}) sensor {e.sensor}: {', '.join(sorted(e.params))}" for e in entries]
+    warnings = [f"{calibration.source}:{e.line}: calibration for {e.part}"
+                f"{'' if e.serial is None else f' serial {e.serial}'} matches no part of {assembly.name}; not applied"
+                for e in calibration.entries if id(e) not in used]
+    return Assembly(assembly.name, assembly.source, tuple(parts)), applied, warnings

@@ -108,6 +108,9 @@ def register(sub) -> None:
     from .view.cli import register as register_view
 
     register_view(sub)
+    from .calibrate.cli import register as register_calibrate  # hil calibrate (trial/calibrate: the ring's numbers)
+
+    register_calibrate(sub)
     from .sweep.cli import register as register_sweep  # hil sweep (trial/sweep: many trials on Dask)
 
     register_sweep(sub)

@@ -58,6 +58,7 @@ class Profile:
     start_pose: tuple[float, float, float] | None = None  # odometry reset at open (map frame), None: (0, 0, 0)
     crowd: CrowdSpec | None = None  # a real-time crowd overlaid on the ring (mixed trial), None: no crowd
     native: bool = False  # the controller is a native program under the time shim (runtime/native)
+    calibration: Path | None = None  # CAL.yaml (hil calibrate): an in-process virtual twin's parts carry its numbers
 
     def with_bus(self, url: str | None) -> Profile:
         """The same profile on another bus (``hil run --bus``); None keeps the profile's. With several buses
@@ -89,6 +90,9 @@ class Profile:
             return self.bus
         query = dict(parse_qsl(urlsplit(self.bus).query))
         world_clock = query.get("clock")
+        if self.calibration is not None and "calibration" not in query:
+            return replace(self, bus=_with_option(self.bus, "calibration", str(self.calibration)),
+                           calibration=None).bus_url()
         if world_clock is None:
             return self.bus + ("&" if "?" in self.bus else "?") + f"clock={self.clock}"
         if world_clock != self.clock:
@@ -96,6 +100,12 @@ class Profile:
                                                  f"profile says clock: {self.clock}; drop clock= from the URL or make "
                                                  "them agree")
         return self.bus
+
+
+def _with_option(url: str, key: str, value: str) -> str:
+    from urllib.parse import quote
+
+    return url + ("&" if "?" in url else "?") + f"{key}={quote(value, safe='/:')}"
 
 
 # key -> (types, what it must be); checked in this order
@@ -117,6 +127,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "crowd": ((dict,), "a mapping {endpoint: tcp://..., mode: realtime} (virtual people on the ring)"),
     "keys": ((str,), "a key directory made by `hil keys DIR` (CURVE for clock_endpoint and crowd)"),
     "native": ((bool,), "true or false: the controller is a native program (as hil run --native)"),
+    "calibration": ((str,), "a CAL.yaml written by `hil calibrate` (the virtual twin's parts carry its numbers)"),
 }
 
 
@@ -217,6 +228,14 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
                                 "has neither")
         if not keys_dir.is_dir():
             raise error("keys", f"keys: no such key directory {keys_dir} (create one with `hil keys DIR`)")
+    calibration = _path(doc.get("calibration"), base)
+    if calibration is not None:
+        from devices.calibration import load_calibration
+
+        if not calibration.is_file():
+            raise error("calibration", f"calibration file {calibration} does not exist (write one with "
+                                       "`hil calibrate ring` or `hil calibrate fit`)")
+        load_calibration(calibration)  # its own errors name its file:line
     semantics = None
     if "semantics" in doc:
         semantics = _semantics_path(doc["semantics"], base, source, _line(doc, "semantics"))
@@ -228,7 +247,8 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         bus_timeout_s=float(doc.get("bus_timeout_ms", 25.0)) / 1000.0, bus_retries=int(doc.get("bus_retries", 3)),
         cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),
         trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses,
-        start_pose=start_pose, crowd=crowd, keys_dir=keys_dir, native=bool(doc.get("native", False)))
+        start_pose=start_pose, crowd=crowd, keys_dir=keys_dir, native=bool(doc.get("native", False)),
+        calibration=calibration)
 
 
 def _check_urls(doc: Mapping, buses: tuple[BusSpec, ...], source: str, bus_override: str | None) -> None:

@@ -6,7 +6,8 @@ parts lives in a pybullet world (``world=0`` turns it off): ``clock=real|sim``, 
 ``seed`` also seeds the sensors, ``gui=1`` opens the pybullet viewer (needs a display), ``pose=x,y,yaw`` places the robot (m, m, rad), ``crowd=tcp://...`` connects a
 served crowd (``hil crowd --serve``) whose people walk in the world, ``crowd_timeout`` (s, default 10) is how
 long the world waits for it, ``keys=DIR`` CURVE-encrypts that link with a key directory of ``hil keys`` (for a
-crowd served with ``--keys``; bad keys fail here, before the world is built), ``crowd_mode=realtime`` streams
+crowd served with ``--keys``; bad keys fail here, before the world is built), ``calibration=CAL.yaml`` builds the parts it names with its calibrated sensor numbers (devices/calibration.py),
+``crowd_mode=realtime`` streams
 with a crowd served ``--realtime`` instead of ticking it (needs ``clock=real``; ``crowd_timeout`` is then the
 silence after which the link counts as lost), ``merge=0`` builds one pybullet link per body instead of merging
 the bodies joined by fixed joints (firmware_sim/world/merge.py; for comparisons). Calls go straight into the
@@ -25,7 +26,7 @@ from .base import Transport, TransportError
 _OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "seed": int, "return_delay": int,
             "world": int, "clock": str, "map": str, "watchdog_ms": float, "pose": str, "crowd": str,
             "crowd_timeout": float, "keys": str, "gui": int,
-            "crowd_mode": str, "merge": int}
+            "crowd_mode": str, "merge": int, "calibration": str}
 
 
 _KIND = {int: "an integer", float: "a number", str: "a string"}
@@ -52,7 +53,7 @@ class SimTransport(Transport):
                 faults = FaultInjector(seed=options.get("seed", 0), bit_flip_rate=options.get("bitflip", 0.0),
                                        drop_rate=options.get("drop", 0.0))
             security = _security(url, options)
-            assembly = load_assembly(name)
+            assembly = _calibrate(url, load_assembly(name), options.get("calibration"))
             self.embodied = None
             if options.get("world", 1) and all(hasattr(part, "descriptor") for part in assembly.parts):
                 from firmware_sim.embodied import embody
@@ -101,6 +102,26 @@ class SimTransport(Transport):
     @property
     def idle(self) -> bool:
         return not self._pending and self.device.next_release_s() is None
+
+
+def _calibrate(url: str, assembly, path: str | None):
+    """The assembly with a CAL.yaml's numbers in its parts (``calibration=PATH``: the virtual twin of a calibrated
+    robot); an entry for a part this robot lacks is a warning on stderr, not applied."""
+    if not path:
+        return assembly
+    import sys
+
+    from devices.calibration import load_calibration
+    from devices.yaml_source import ConfigError
+    from firmware_sim.assembly import calibrated
+
+    try:
+        assembly, _, warnings = calibrated(assembly, load_calibration(path))
+    except (ConfigError, OSError) as exc:
+        raise TransportError(0, f"{url}: calibration: {exc}") from None
+    for warning in warnings:
+        print(f"hil: warning: {warning}", file=sys.stderr)
+    return assembly
 
 
 def _sleep(seconds: float) -> None:

@@ -107,6 +107,7 @@ class TickLog:
             self.rec.write("/robot/model", 0.0, robot_model_message(robot))
             for topic, payload in extra:  # the scenario's lines (trial/run.py)
                 self.rec.write(topic, 0.0, payload)
+            self._write_faults(0.0)
         except BaseException:
             self.rec.close()
             raise
@@ -174,6 +175,19 @@ class TickLog:
                                           "crowd_t": self.overlay.crowd_time_s})
             self.people_seen += bool(self._people)
 
+    def _write_faults(self, t: float) -> None:
+        """The rings' cause counters (one bus read each), when the ring declares them."""
+        from runtime.robot.sensors import RangeRing
+
+        counts = {}
+        for name, sensor in self.robot.sensors.items():
+            if isinstance(sensor, RangeRing):
+                found = ring_fault_counters(self.robot, sensor)
+                if found is not None:
+                    counts[name] = found
+        if counts:
+            self.rec.write("/robot/sensor_faults", t, {"sensors": counts})
+
     def _write_stats(self, t: float) -> None:
         for name, stats in self.robot.bus_stats.items():
             counters = stats.as_dict()
@@ -191,11 +205,25 @@ class TickLog:
             self.robot.after_cycle.remove(self.after_cycle)
         try:
             if self.sets:
+                self._write_faults(self.t)
                 self._write_stats(self.t)
         except Exception:  # noqa: BLE001, S110 - a bus that failed its stats must not cost the log its footer
             pass
         finally:
             self.rec.close()
+
+
+def ring_fault_counters(robot: Any, ring: Any) -> dict[str, int] | None:
+    """A ring part's invalid-reading counters by cause, read over its bus (None: it declares none)."""
+    desc = robot.virtual.parts[ring.part_key].descriptor
+    sensor = next((s for s in desc.sensors if s.kind == "range_ring" and s.params.get("invalid_counters")), None)
+    if sensor is None or ring.host is None:
+        return None
+    out = {}
+    for cause, register in sorted(sensor.params["invalid_counters"].items()):
+        spec = desc.register(register)
+        out[cause] = int.from_bytes(ring.host.read(ring.part_id, spec.address, spec.size), "little")
+    return out
 
 
 def _first_ring(robot: Any, ring_type: type) -> Any:

@@ -114,6 +114,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {"bus": {"type": "string", "description": "the profile's bus name (main for one bus)"}},
         "additionalProperties": {"oneOf": [_NUM, {"type": "null"}]},
     },
+    "/robot/sensor_faults": {
+        "title": "hil.SensorFaults",
+        "description": "Why sensors' readings failed: each range ring's own invalid-reading counters by cause "
+                       "(no_hit, range, angle, noise: cumulative since the part powered on), read over the bus at "
+                       "the trial's start and end; the metrics count the difference (issue 25).",
+        "type": "object",
+        "properties": {"sensors": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}}},
+        "required": ["sensors"],
+    },
     "/robot/model": {
         "title": "hil.RobotModel",
         "description": "The robot as its parts describe it, once at t = 0: links (parent, the joint placing it, "

@@ -66,6 +66,11 @@ def format_metrics(metrics: dict[str, Any]) -> str:
                      f"(< {zone['radius_m']} m)")
     lines.append(f"collisions          {c['robot_initiated']} robot-initiated, {c['person_initiated']} "
                  f"person-initiated ({c['source']})")
+    for name, sensor in (metrics.get("sensors") or {}).items():
+        invalid = sensor.get("invalid")
+        if invalid:
+            causes = ", ".join(f"{cause} {n}" for cause, n in invalid.items() if cause != "total")
+            lines.append(f"{name + ' invalid':<19} {invalid['total']} readings ({causes})")
     log = metrics.get("log")
     if log is not None and not log["complete"]:
         lines.append(f"log                 cut short at {log['end_s']} s: {log['stopped']}")

@@ -70,7 +70,28 @@ def compute_metrics(messages: Mapping[str, Sequence[LogMessage]], *, still_speed
     out["time_to_goal_s"] = goal_t
     out["time_not_moving_s"] = robot.time_not_moving(still_speed_mps, goal_t)
     out.update(_people_metrics(robot, tracks, messages, robot_radius, contact_margin_m))
+    out["sensors"] = sensor_faults(messages)
     return _rounded(out)
+
+
+def sensor_faults(messages: Mapping[str, Sequence[LogMessage]]) -> dict[str, Any]:
+    """Why readings failed, per sensor: the ring's own cause counters over the trial (last minus first
+    ``/robot/sensor_faults``), and how many of its readings the host saw invalid, per sensor of the ring."""
+    faults = messages.get("/robot/sensor_faults", ())
+    out: dict[str, Any] = {}
+    if faults:
+        first, last = faults[0].data["sensors"], faults[-1].data["sensors"]
+        for name, end in last.items():
+            start = first.get(name, {})
+            invalid = {cause: int(n) - int(start.get(cause, 0)) for cause, n in sorted(end.items())}
+            invalid["total"] = sum(invalid.values())
+            out[name] = {"invalid": invalid}
+    readings = [m.data.get("ring") or [] for m in messages.get("/robot/sensors", ())]
+    if readings and readings[0]:
+        ring = out.setdefault("ring", {})
+        ring["readings"] = len(readings)
+        ring["invalid_per_sensor"] = [sum(r[k] is None for r in readings if k < len(r)) for k in range(len(readings[0]))]
+    return out
 
 
 def metrics_json(metrics: Mapping[str, Any]) -> str:

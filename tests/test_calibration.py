@@ -1,0 +1,168 @@
+"""hil calibrate (issue 25): a virtual robot with hidden ring numbers stands in for the real one; the calibration
+run on it recovers them, the twin built from the fit agrees with it bin by bin, and the catalog twin does not.
+
+Real parts: the commbot's virtual bus in process with its pybullet world (the rig as its map), the ring firmware
+measuring with the hidden numbers (given by a profile's `calibration:`), the host reading the ring over the bus,
+the `hil calibrate` command in a subprocess, scipy's optimiser.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trial.calibrate.log import META, RING, CalibrationLogError, CalibrationWriter, read_log
+from trial.calibrate.rig import load_rig
+
+HIDDEN = {"dropout_angle50_deg": 52.0, "dropout_width_deg": 4.0, "noise_sigma_m": [0.01, 0.02]}
+RIG = """\
+start: [0.0, 0.0, 0.0]
+walls:
+  - {name: front, from: [1.0, -4.0], to: [1.0, 4.0], surface: resin}
+  - {name: back, from: [-2.6, -4.0], to: [-2.6, 4.0], surface: resin}
+turn: {rate_deg_s: 15, turns: 1.0, step_deg: 6}
+"""
+
+
+def hil(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hil", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def profile(folder: Path, name: str, seed: int, calibration: str | None) -> str:
+    text = f"bus: sim://commbot?seed={seed}\nclock: sim\nsemantics: commbot\n"
+    if calibration:
+        text += f"calibration: {calibration}\n"
+    (folder / f"{name}.yaml").write_text(text)
+    return f"{name}.yaml"
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("calibrate")
+    (folder / "rig.yaml").write_text(RIG)
+    (folder / "hidden.yaml").write_text(yaml.safe_dump(
+        {"schema": 1, "parts": [{"part": "range_ring", "sensor": "ring", "params": HIDDEN}]}))
+    real = hil("calibrate", "ring", "--profile", profile(folder, "real", 7, "hidden.yaml"), "--rig", "rig.yaml",
+               "--out", "real", cwd=folder)
+    assert real.returncode == 0, real.stderr[-3000:]
+    return folder, real
+
+
+def test_the_run_recovers_the_hidden_numbers(calibrated):
+    folder, run = calibrated
+    cal = yaml.safe_load((folder / "real" / "CAL.yaml").read_text())
+    (entry,) = cal["parts"]
+    assert (entry["part"], entry["sensor"]) == ("range_ring", "ring") and isinstance(entry["serial"], int)
+    params = entry["params"]
+    assert abs(params["dropout_angle50_deg"] - 52.0) <= 2.0, params
+    assert abs(params["dropout_width_deg"] - 4.0) <= 1.5, params
+    a, b = params["noise_sigma_m"]
+    assert abs(a - 0.01) <= 0.25 * 0.01 and abs(b - 0.02) <= 0.25 * 0.02, params
+    lo, hi = entry["fit"]["angle50_ci_deg"]
+    assert lo < params["dropout_angle50_deg"] < hi
+    assert (folder / "real" / "calibration.png").stat().st_size > 10_000
+    assert "angle50" in run.stdout and "reference 003" in run.stdout
+
+
+def test_the_twin_with_the_fit_agrees_and_the_catalog_twin_does_not(calibrated):
+    folder, _ = calibrated
+    for name, cal in (("twin", "real/CAL.yaml"), ("catalog", None)):
+        run = hil("calibrate", "ring", "--profile", profile(folder, name, 11, cal), "--rig", "rig.yaml",
+                  "--out", name, cwd=folder)
+        assert run.returncode == 0, run.stderr[-3000:]
+    twin = hil("calibrate", "check", "real/calibration.mcap", "twin/calibration.mcap", "--rig", "rig.yaml",
+               cwd=folder)
+    assert twin.returncode == 0 and "pass:" in twin.stdout, twin.stdout[-3000:]
+    catalog = hil("calibrate", "check", "real/calibration.mcap", "catalog/calibration.mcap", "--rig", "rig.yaml",
+                  cwd=folder)
+    assert catalog.returncode == 1 and "FAIL" in catalog.stdout, catalog.stdout[-3000:]
+
+
+def _log(path: Path, meta: dict | None, samples: list[dict]) -> Path:
+    writer = CalibrationWriter(path)
+    if meta is not None:
+        writer.write(META, 0.0, meta)
+    for k, sample in enumerate(samples):
+        writer.write(RING, 0.1 * k, sample)
+    writer.close()
+    return path
+
+
+def test_fit_refuses_logs_it_cannot_fit_in_one_line(calibrated, tmp_path):
+    folder, _ = calibrated
+    meta = read_log(folder / "real" / "calibration.mcap").meta
+    sample = {"t": 0.0, "x": 0.0, "y": 0.0, "yaw": 0.0, "ranges": [None] * 12, "still": True}
+    cases = {
+        "no ring readings": _log(tmp_path / "empty.mcap", meta, []),
+        "without yaw": _log(tmp_path / "noyaw.mcap", meta, [{k: v for k, v in sample.items() if k != "yaw"}]),
+        "has no range ring": _log(tmp_path / "other.mcap", {"robot": "servo_chain", "ring": None}, [sample]),
+        "not a calibration log": _log(tmp_path / "trial.mcap", None, [sample]),
+    }
+    for expected, path in cases.items():
+        with pytest.raises(CalibrationLogError, match=expected):
+            read_log(path)
+        run = hil("calibrate", "fit", str(path), "--rig", str(folder / "rig.yaml"), "--out", str(tmp_path / "c.yaml"),
+                  cwd=tmp_path)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode == 2 and expected in lines[-1] and str(path) in lines[-1], run.stderr
+
+
+def test_a_bad_rig_or_calibration_is_refused_at_file_and_line(tmp_path):
+    from devices.calibration import load_calibration
+    from devices.yaml_source import ConfigError
+
+    rig = tmp_path / "rig.yaml"
+    rig.write_text("start: [0, 0, 0]\nwalls:\n  - {from: [0.1, -1], to: [0.1, 1]}\n")
+    with pytest.raises(ConfigError, match=r"rig.yaml:2: .*within 0.3 m of the start"):
+        load_rig(rig)
+    rig.write_text("start: [0, 0, 0]\nwalls: []\n")
+    with pytest.raises(ConfigError, match=r"rig.yaml:2: .*walls is empty"):
+        load_rig(rig)
+    cal = tmp_path / "cal.yaml"
+    cal.write_text("schema: 1\nparts:\n  - part: range_ring\n    sensor: ring\n    params: {dropout_angel50_deg: 5}\n")
+    with pytest.raises(ConfigError, match=r"cal.yaml:5: .*unknown param 'dropout_angel50_deg'"):
+        load_calibration(cal)
+
+
+def test_a_calibration_for_a_part_the_robot_lacks_is_a_warning_not_applied(tmp_path):
+    from devices.calibration import load_calibration
+    from firmware_sim import load_assembly
+    from firmware_sim.assembly import calibrated
+
+    cal = tmp_path / "cal.yaml"
+    cal.write_text("schema: 1\nparts:\n  - {part: range_ring, serial: 5, sensor: ring, params: {dropout_width_deg: 2}}\n"
+                   "  - {part: range_ring, sensor: ring, params: {dropout_width_deg: 3}}\n")
+    assembly, applied, warnings = calibrated(load_assembly("commbot"), load_calibration(cal))
+    assert len(applied) == 1 and len(warnings) == 1 and "cal.yaml:3" in warnings[0] and "serial 5" in warnings[0]
+    ring = next(p for p in assembly.parts if getattr(p, "descriptor", None) and p.descriptor.name == "range_ring")
+    assert next(s for s in ring.descriptor.sensors if s.name == "ring").params["dropout_width_deg"] == 3
+
+
+def test_a_trial_against_a_glancing_wall_counts_why_readings_failed(tmp_path):
+    """metrics.json's sensors.ring.invalid equals the ring firmware's own counter deltas over the trial."""
+    from firmware_sim.embodied import RangeRingFirmware
+    from trial import Trial
+
+    seen: dict[str, dict] = {}
+
+    def glance(robot):
+        """Creep towards the lab's south wall at 20 degrees to it: the front sensor sees it at ~70 degrees."""
+        ring = next(p for p in robot.bus.transport.embodied.parts if isinstance(p, RangeRingFirmware))
+        seen["start"] = ring.model.counters
+        for tick in robot.loop(hz=10):
+            robot.base.drive(0.1, 0.0)
+        seen["end"] = ring.model.counters
+
+    r = Trial(glance, map="lab", start=(-3.0, -1.8, -0.35), duration=6.0, seed=2).run(tmp_path / "glance")
+    invalid = json.loads((tmp_path / "glance" / "metrics.json").read_text())["sensors"]["ring"]["invalid"]
+    assert "end" in seen, r.error
+    # the firmware's counters after the controller's last tick; the log's last read is after the same tick
+    expected = {cause: seen["end"][cause] - seen["start"][cause] for cause in seen["end"]}
+    assert {k: v for k, v in invalid.items() if k != "total"} == expected
+    assert invalid["angle"] > 0 and invalid["total"] == sum(expected.values())
+    report = hil("report", str(tmp_path / "glance"), cwd=tmp_path)
+    assert report.returncode == 0 and "ring invalid" in report.stdout and "angle" in report.stdout, report.stdout

@@ -1,0 +1,91 @@
+"""``hil calibrate ring | fit | check``: the ring's numbers from a scan of a rig (trial/calibrate)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DESCRIPTION = """\
+Calibrate the range ring of a robot against a rig (reference 003: a virtual sensor must measure what the real one
+would). The rig file says what stands where (a flat wall at a measured distance, a corner, a box) and the robot's
+start pose against it; the robot turns in place slowly (and drives back and forth where the rig asks).
+
+  hil calibrate ring --profile real --rig rig.yaml --out cal/      # record cal/calibration.mcap, fit, write CAL.yaml
+  hil calibrate fit cal/calibration.mcap --rig rig.yaml --out CAL.yaml   # the fit alone (a log from the robot)
+  hil calibrate check real.mcap twin.mcap --rig rig.yaml           # does the twin read what the real ring reads?
+
+A profile's `calibration: CAL.yaml` makes its virtual twin carry the fitted numbers."""
+
+
+def register(sub) -> None:
+    cal = sub.add_parser("calibrate", help="fit the range ring's dropout and noise from a scan of a rig",
+                         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = cal.add_subparsers(dest="verb", required=True)
+    ring = verbs.add_parser("ring", help="run the calibration on the robot a profile opens, then fit")
+    ring.add_argument("--profile", required=True, help="the robot (real, mixed or virtual)")
+    ring.add_argument("--bus", help="replace the profile's bus URL")
+    ring.add_argument("--rig", required=True, type=Path)
+    ring.add_argument("--out", required=True, type=Path, help="a folder (calibration.mcap, CAL.yaml, "
+                                                              "calibration.png) or a CAL.yaml path")
+    ring.set_defaults(func=cmd_ring)
+    fit = verbs.add_parser("fit", help="fit a recorded calibration.mcap")
+    fit.add_argument("log", type=Path)
+    fit.add_argument("--rig", required=True, type=Path)
+    fit.add_argument("--out", required=True, type=Path, help="the CAL.yaml to write (calibration.png beside it)")
+    fit.set_defaults(func=cmd_fit)
+    check = verbs.add_parser("check", help="compare a real and a twin calibration log bin by bin (+-10 pp)")
+    check.add_argument("real", type=Path)
+    check.add_argument("twin", type=Path)
+    check.add_argument("--rig", required=True, type=Path)
+    check.set_defaults(func=cmd_check)
+
+
+def _outputs(out: Path) -> tuple[Path, Path]:
+    """(folder, CAL.yaml path) from --out (a folder, or a .yaml file)."""
+    if out.suffix in (".yaml", ".yml"):
+        return out.parent, out
+    return out, out / "CAL.yaml"
+
+
+def cmd_ring(args) -> int:
+    from .rig import load_rig
+    from .run import calibrate_ring
+
+    rig = load_rig(args.rig)
+    folder, cal = _outputs(args.out)
+    log = calibrate_ring(args.profile, rig, folder, bus=args.bus,
+                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return _fit_and_write(log, rig, cal)
+
+
+def cmd_fit(args) -> int:
+    from .rig import load_rig
+
+    folder, cal = _outputs(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    return _fit_and_write(args.log, load_rig(args.rig), cal)
+
+
+def _fit_and_write(log_path: Path, rig, cal: Path) -> int:
+    from .fit import fit_ring, observations
+    from .log import read_log
+    from .report import plot, summary, write_cal
+
+    log = read_log(log_path)
+    fit = fit_ring(log, rig)
+    write_cal(fit, log, rig, cal, log_path)
+    picture = cal.with_name("calibration.png")
+    plot(fit, observations(log, rig), picture)
+    print(summary(fit))
+    print(f"wrote {cal} and {picture}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .log import read_log
+    from .report import check
+    from .rig import load_rig
+
+    ok, lines = check(read_log(args.real), read_log(args.twin), load_rig(args.rig))
+    print("\n".join(lines))
+    return 0 if ok else 1

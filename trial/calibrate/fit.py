@@ -1,0 +1,266 @@
+"""The fit: the ring's dropout, noise and range limits from a calibration log and its rig (reference 003).
+
+Per reading of each sensor, the rig's geometry and the logged pose give every ray's expected range and incidence
+(geometry.py). The part's model (firmware_sim/sensors/range_ring.py) is what is fitted, so the numbers mean
+what the firmware does with them: each ray that meets a face within range survives unless it drops out with
+probability logistic((incidence - angle50) / width); the sensor reads the nearest surviving echo plus Gaussian
+noise sigma = a + b r. Hence:
+
+- dropout (angle50, width) by maximum likelihood of valid/invalid over every reading: P(valid) = 1 - prod over
+  the sensor's rays meeting a face of p_drop(incidence) (scipy.optimize, Nelder-Mead on angle50 and log width),
+  with 95 % intervals from the likelihood's curvature (a numerical Hessian);
+- reference 003's threshold beside it: the incidence below which 80 % of the valid readings lie;
+- noise (bias, a, b) by maximum likelihood of the residuals of readings whose nearest ray surely survived
+  (its dropout probability < 1 %), so the true range of the echo is known;
+- the minimum and maximum range seen; the valid fraction per 5-degree bin of the axis ray's incidence.
+
+Named, not fitted: too few readings (MIN_READINGS), a bin with too few points (reported as such), a pose that
+drifts off the rig (odometry farther than MAX_DRIFT_M from the start while turning), readings that contradict the
+rig (a valid echo where no ray meets a face, more than MAX_CONTRADICTING of them).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .geometry import expected_rays, ray_pattern
+from .log import CalibrationLog
+from .rig import Rig
+
+BIN_DEG = 5.0
+MIN_BIN_POINTS = 20
+MIN_READINGS = 200
+MAX_DRIFT_M = 0.05
+MAX_CONTRADICTING = 0.02
+SURE_INCIDENCE_DEG = 15.0  # ...or its incidence below this (a wide dropout transition leaves few sure rays)
+SURE_SURVIVAL = 0.01  # the nearest ray's dropout probability below this: its echo is the reading's true range
+
+
+class FitError(ValueError):
+    """The data cannot give the numbers (named: what and how much)."""
+
+
+@dataclass
+class Observations:
+    """One row per (reading, sensor) that the rig explains."""
+
+    sensor: np.ndarray  # sensor index
+    valid: np.ndarray  # bool
+    still: np.ndarray  # bool: taken with the robot still (the pose exact; the noise fit uses only these)
+    measured: np.ndarray  # m (nan when invalid)
+    ranges: np.ndarray  # (n, rays) expected range of each ray (inf: meets no face within max range)
+    incidence: np.ndarray  # (n, rays) deg
+    axis_incidence: np.ndarray  # deg (nan when the axis ray meets no face)
+    dropped_drift: int = 0
+    contradicting: int = 0
+    no_face: int = 0
+
+
+@dataclass
+class RingFit:
+    angle50_deg: float
+    width_deg: float
+    angle50_ci: tuple[float, float]
+    width_ci: tuple[float, float]
+    angle80_deg: float
+    noise_a_m: float
+    noise_b: float
+    noise_a_ci: tuple[float, float]
+    noise_b_ci: tuple[float, float]
+    bias_m: float
+    min_range_m: float
+    max_range_m: float
+    readings: int
+    noise_points: int
+    bins: list[dict[str, Any]] = field(default_factory=list)  # pooled valid fraction per axis-incidence bin
+    per_sensor: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def params(self) -> dict[str, Any]:
+        """What CAL.yaml sets in the twin (devices/calibration.py CALIBRATED_PARAMS)."""
+        return {"dropout_angle50_deg": round(self.angle50_deg, 3), "dropout_width_deg": round(self.width_deg, 3),
+                "noise_sigma_m": [round(self.noise_a_m, 5), round(self.noise_b, 5)]}
+
+
+def observations(log: CalibrationLog, rig: Rig) -> Observations:
+    meta = log.meta["ring"]
+    params = meta["params"]
+    origins, dirs, per = ray_pattern(params, meta.get("sensor", "ring"))
+    n_sensors = len(params["yaw_deg"])
+    min_r, max_r = float(params["min_range_m"]), float(params["max_range_m"])
+    rows: dict[str, list] = {k: [] for k in ("sensor", "valid", "still", "measured", "ranges", "incidence", "axis")}
+    drift = contradicting = no_face = 0
+    for sample in log.samples:
+        if math.hypot(sample["x"], sample["y"]) > MAX_DRIFT_M:
+            drift += 1
+            continue
+        t, inc = expected_rays(rig, (sample["x"], sample["y"], sample["yaw"]), meta["ring_in_base"], origins, dirs)
+        t = np.where(t <= max_r, t, np.inf)
+        ranges = sample["ranges"]
+        if len(ranges) != n_sensors:
+            raise FitError(f"a reading has {len(ranges)} ranges but the ring has {n_sensors} sensors")
+        for k in range(n_sensors):
+            rt, ri = t[k * per:(k + 1) * per], inc[k * per:(k + 1) * per]
+            measured = ranges[k]
+            if not np.isfinite(rt).any():
+                if measured is not None:
+                    contradicting += 1  # an echo where the rig has nothing
+                else:
+                    no_face += 1
+                continue
+            rows["sensor"].append(k)
+            rows["valid"].append(measured is not None)
+            rows["still"].append(bool(sample.get("still", True)))
+            rows["measured"].append(math.nan if measured is None else float(measured))
+            rows["ranges"].append(np.where(rt >= min_r, rt, np.inf))
+            rows["incidence"].append(ri)
+            rows["axis"].append(ri[0] if np.isfinite(rt[0]) else math.nan)
+    n = len(rows["sensor"])
+    total = n + contradicting + no_face
+    if drift > 0.1 * len(log.samples):
+        raise FitError(f"the pose drifted off the rig: {drift} of {len(log.samples)} readings were taken more than "
+                       f"{MAX_DRIFT_M} m from the start (odometry); was the robot held in place, or its wheels "
+                       "slipping?")
+    if total and contradicting > MAX_CONTRADICTING * total:
+        raise FitError(f"{contradicting} of {total} readings contradict the rig: a valid echo where no ray meets a "
+                       f"face of {rig.source} (something stands where the rig has nothing, or the start pose is "
+                       "wrong)")
+    if n < MIN_READINGS:
+        raise FitError(f"too few readings that see the rig: {n} (at least {MIN_READINGS}); turn more slowly or "
+                       "for more turns")
+    return Observations(np.array(rows["sensor"]), np.array(rows["valid"]), np.array(rows["still"], dtype=bool),
+                        np.array(rows["measured"]),
+                        np.array(rows["ranges"]), np.array(rows["incidence"]), np.array(rows["axis"], dtype=float),
+                        drift, contradicting, no_face)
+
+
+def _p_valid(obs: Observations, angle50: float, width: float) -> np.ndarray:
+    x = (np.nan_to_num(obs.incidence, nan=90.0) - angle50) / width
+    drop = 0.5 * (1.0 + np.tanh(0.5 * x))
+    drop = np.where(np.isfinite(obs.ranges), drop, 1.0)  # a ray that meets nothing cannot echo
+    return 1.0 - np.prod(drop, axis=1)
+
+
+def _dropout_nll(theta: np.ndarray, obs: Observations) -> float:
+    angle50, width = theta[0], math.exp(theta[1])
+    p = np.clip(_p_valid(obs, angle50, width), 1e-12, 1 - 1e-12)
+    return -float(np.sum(np.where(obs.valid, np.log(p), np.log1p(-p))))
+
+
+def _hessian(f, x: np.ndarray, step: np.ndarray) -> np.ndarray:
+    n = len(x)
+    h = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            ei, ej = np.eye(n)[i] * step[i], np.eye(n)[j] * step[j]
+            h[i, j] = (f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej) + f(x - ei - ej)) / (4 * step[i] * step[j])
+    return h
+
+
+def _intervals(f, x: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """95 % half-widths from the inverse Hessian of the negative log-likelihood (nan where it is not definite)."""
+    try:
+        cov = np.linalg.inv(_hessian(f, x, step))
+        return 1.96 * np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    except np.linalg.LinAlgError:
+        return np.full(len(x), np.nan)
+
+
+def fit_dropout(obs: Observations, start: tuple[float, float] = (50.0, 5.0)) -> tuple[float, float, tuple, tuple]:
+    from scipy.optimize import minimize
+
+    f = lambda th: _dropout_nll(th, obs)  # noqa: E731
+    best = None
+    for a50 in (start[0] - 15, start[0], start[0] + 15):
+        res = minimize(f, np.array([a50, math.log(start[1])]), method="Nelder-Mead",
+                       options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 2000})
+        if best is None or res.fun < best.fun:
+            best = res
+    angle50, log_w = best.x
+    half = _intervals(f, best.x, np.array([0.05, 0.01]))
+    width = math.exp(log_w)
+    return angle50, width, (angle50 - half[0], angle50 + half[0]), (width * math.exp(-half[1]), width * math.exp(half[1]))
+
+
+def noise_points(obs: Observations, angle50: float, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of the readings the noise fit uses, each reading's expected echo range): valid, still, and the
+    nearest ray sure to survive, so the reading is that ray's range plus noise."""
+    nearest = np.argmin(obs.ranges, axis=1)
+    rows = np.arange(len(nearest))
+    inc, expected = obs.incidence[rows, nearest], obs.ranges[rows, nearest]
+    sure = (0.5 * (1.0 + np.tanh(0.5 * (inc - angle50) / width)) < SURE_SURVIVAL) | (inc < SURE_INCIDENCE_DEG)
+    return obs.valid & obs.still & sure & np.isfinite(expected), expected
+
+
+def fit_noise(obs: Observations, angle50: float, width: float) -> tuple[float, float, float, tuple, tuple, int]:
+    """(bias, a, b, a interval, b interval, points) from the readings whose true echo range is known."""
+    from scipy.optimize import minimize
+
+    use, expected = noise_points(obs, angle50, width)
+    r, res = expected[use], (obs.measured - expected)[use]
+    if len(r) < MIN_READINGS // 2:
+        raise FitError(f"too few readings whose echo is sure for the noise fit: {len(r)} (at least "
+                       f"{MIN_READINGS // 2}); stand the robot nearer the face")
+
+    def nll(theta):
+        bias, a, b = theta
+        sigma = a + b * r
+        if np.any(sigma <= 1e-6) or a < 0 or b < 0:
+            return 1e12
+        return float(np.sum(np.log(sigma) + 0.5 * ((res - bias) / sigma) ** 2))
+
+    x0 = np.array([float(np.mean(res)), max(float(np.std(res)) / 2, 1e-3), 0.005])
+    best = minimize(nll, x0, method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-8, "maxiter": 4000})
+    bias, a, b = best.x
+    half = _intervals(nll, best.x, np.array([1e-4, 1e-4, 1e-4]))
+    return bias, a, b, (a - half[1], a + half[1]), (b - half[2], b + half[2]), int(len(r))
+
+
+def angle80(obs: Observations) -> float:
+    """Reference 003's threshold: the axis incidence below which 80 % of the valid readings lie."""
+    valid = obs.axis_incidence[obs.valid & np.isfinite(obs.axis_incidence)]
+    return float(np.percentile(valid, 80)) if len(valid) else math.nan
+
+
+def valid_bins(obs: Observations, mask: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Valid fraction per 5-degree bin of the axis ray's incidence (bins with too few points say so)."""
+    mask = np.ones(len(obs.valid), bool) if mask is None else mask
+    out = []
+    for lo in np.arange(0.0, 90.0, BIN_DEG):
+        sel = mask & (obs.axis_incidence >= lo) & (obs.axis_incidence < lo + BIN_DEG)
+        n = int(sel.sum())
+        out.append({"lo_deg": float(lo), "n": n, "valid": (float(obs.valid[sel].mean()) if n else None),
+                    "enough": n >= MIN_BIN_POINTS})
+    return out
+
+
+def fit_ring(log: CalibrationLog, rig: Rig) -> RingFit:
+    obs = observations(log, rig)
+    angle50, width, a_ci, w_ci = fit_dropout(obs)
+    bias, a, b, na_ci, nb_ci, points = fit_noise(obs, angle50, width)
+    measured = obs.measured[obs.valid]
+    fit = RingFit(angle50, width, a_ci, w_ci, angle80(obs), a, b, na_ci, nb_ci, bias,
+                  float(measured.min()), float(measured.max()), len(obs.valid), points, valid_bins(obs))
+    for k in sorted(set(obs.sensor.tolist())):
+        sel = obs.sensor == k
+        sub = Observations(obs.sensor[sel], obs.valid[sel], obs.still[sel], obs.measured[sel], obs.ranges[sel], obs.incidence[sel],
+                           obs.axis_incidence[sel])
+        entry: dict[str, Any] = {"sensor": k, "readings": int(sel.sum()), "bins": valid_bins(sub)}
+        try:
+            s50, sw, s50_ci, _ = fit_dropout(sub, (angle50, width))
+            entry.update(angle50_deg=s50, width_deg=sw, angle50_ci=list(s50_ci))
+        except (ValueError, FloatingPointError) as exc:
+            entry["note"] = f"not fitted: {exc}"
+        fit.per_sensor.append(entry)
+    thin = [b for b in fit.bins if 0 < b["n"] < MIN_BIN_POINTS]
+    if thin:
+        fit.notes.append(f"{len(thin)} bins have fewer than {MIN_BIN_POINTS} points (not judged): "
+                         + ", ".join(f"{b['lo_deg']:.0f}-{b['lo_deg'] + BIN_DEG:.0f} deg ({b['n']})" for b in thin))
+    if obs.contradicting:
+        fit.notes.append(f"{obs.contradicting} readings contradict the rig (an echo where it has no face); left out")
+    if obs.dropped_drift:
+        fit.notes.append(f"{obs.dropped_drift} readings taken off the rig's start (drift) were left out")
+    return fit

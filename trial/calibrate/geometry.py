@@ -1,0 +1,59 @@
+"""Where every ray of the ring should have met the rig: its range and incidence angle, from the logged pose.
+
+The ray pattern is the ring firmware's own (firmware_sim.sensors.RangeRingModel: the axis ray and the cone's
+rays of each sensor, in the ring frame), built from the descriptor params the log carries, so the fit judges
+the same rays the part casts. A face is a vertical plane through a floor segment; a ray meets the nearest face
+it crosses within the segment's ends.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .rig import Rig
+
+
+def ray_pattern(sensor_params: dict, sensor_name: str = "ring") -> tuple[np.ndarray, np.ndarray, int]:
+    """(origins, directions) of every ray in the ring frame, sensor-major, and rays per sensor."""
+    from devices.descriptor.schema import Sensor
+    from firmware_sim.sensors import RangeRingModel
+
+    model = RangeRingModel(Sensor(sensor_name, "range_ring", "ring", dict(sensor_params)), seed=0)
+    return model.origins_local, model.directions_local, model.rays_per_sensor
+
+
+def _yaw_matrix(yaw: float) -> np.ndarray:
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def expected_rays(rig: Rig, odometry: tuple[float, float, float], ring_in_base: dict,
+                  origins: np.ndarray, dirs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(range m, incidence deg) of every ray at this odometry pose (inf / nan where it meets no face)."""
+    sx, sy, syaw = rig.start
+    ox, oy, oyaw = odometry
+    c, s = math.cos(syaw), math.sin(syaw)
+    base_xy = np.array([sx + c * ox - s * oy, sy + s * ox + c * oy, 0.0])
+    r_base = _yaw_matrix(syaw + oyaw)
+    r_ring = np.asarray(ring_in_base["rotation"], dtype=float)
+    t_ring = np.asarray(ring_in_base["translation"], dtype=float)
+    world_o = (origins @ r_ring.T + t_ring) @ r_base.T + base_xy
+    world_d = dirs @ r_ring.T @ r_base.T
+    best = np.full(len(origins), np.inf)
+    incidence = np.full(len(origins), np.nan)
+    for face in rig.faces:
+        a, b = np.array(face.a), np.array(face.b)
+        along = b - a
+        normal = np.array([-along[1], along[0]]) / np.linalg.norm(along)
+        denom = world_d[:, :2] @ normal
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = ((a - world_o[:, :2]) @ normal) / denom
+            hit = world_o[:, :2] + t[:, None] * world_d[:, :2]
+            u = ((hit - a) @ along) / (along @ along)
+        ok = (t > 0) & (u >= 0) & (u <= 1) & np.isfinite(t)
+        nearer = ok & (t < best)
+        best = np.where(nearer, t, best)
+        cos_inc = np.clip(np.abs(denom), 0.0, 1.0)
+        incidence = np.where(nearer, np.degrees(np.arccos(cos_inc)), incidence)
+    return best, incidence

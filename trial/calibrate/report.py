@@ -1,0 +1,130 @@
+"""What a fit writes: CAL.yaml (devices/calibration.py reads it back), calibration.png, and the agreement check."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .fit import MIN_BIN_POINTS, Observations, RingFit, observations, valid_bins
+from .log import CalibrationLog
+from .rig import Rig
+
+AGREEMENT_PP = 10.0
+
+
+def write_cal(fit: RingFit, log: CalibrationLog, rig: Rig, path: Path, log_path: Path) -> None:
+    import yaml
+
+    ring = log.meta["ring"]
+    entry = {"part": ring["part"], "serial": ring["serial"], "sensor": ring["sensor"], "params": fit.params(),
+             "fit": {"angle50_ci_deg": [round(v, 3) for v in fit.angle50_ci],
+                     "width_ci_deg": [round(v, 3) for v in fit.width_ci],
+                     "angle80_deg": round(fit.angle80_deg, 3), "noise_a_ci_m": [round(v, 5) for v in fit.noise_a_ci],
+                     "noise_b_ci": [round(v, 5) for v in fit.noise_b_ci], "bias_m": round(fit.bias_m, 5),
+                     "min_range_seen_m": round(fit.min_range_m, 4), "max_range_seen_m": round(fit.max_range_m, 4),
+                     "readings": fit.readings, "noise_points": fit.noise_points}}
+    if entry["serial"] is None:
+        del entry["serial"]
+    doc = {"schema": 1, "robot": log.meta.get("robot", ""), "rig": str(rig.source), "log": str(log_path),
+           "parts": [entry]}
+    doc = _python(doc)
+    path.write_text("# written by hil calibrate: the twin of this robot loads it through a profile's "
+                    "`calibration:`\n" + yaml.safe_dump(doc, sort_keys=False))
+
+
+def _python(value: Any) -> Any:
+    """numpy scalars as Python numbers (YAML's safe dumper knows only those)."""
+    if isinstance(value, dict):
+        return {k: _python(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_python(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def summary(fit: RingFit) -> str:
+    lines = [f"dropout: angle50 {fit.angle50_deg:.2f} deg (95 % {fit.angle50_ci[0]:.2f}..{fit.angle50_ci[1]:.2f}), "
+             f"width {fit.width_deg:.2f} deg ({fit.width_ci[0]:.2f}..{fit.width_ci[1]:.2f}); 80 % of valid readings "
+             f"below {fit.angle80_deg:.1f} deg (reference 003)",
+             f"noise: sigma = {fit.noise_a_m:.4f} + {fit.noise_b:.4f} r m (a {fit.noise_a_ci[0]:.4f}..{fit.noise_a_ci[1]:.4f},"
+             f" b {fit.noise_b_ci[0]:.4f}..{fit.noise_b_ci[1]:.4f}), bias {1000 * fit.bias_m:+.1f} mm "
+             f"({fit.noise_points} readings)",
+             f"range seen: {fit.min_range_m:.3f}..{fit.max_range_m:.3f} m; {fit.readings} readings fitted"]
+    return "\n".join(lines + [f"note: {n}" for n in fit.notes])
+
+
+def plot(fit: RingFit, obs: Observations, path: Path) -> None:
+    """Valid fraction per bin with the fitted model, per sensor and pooled; noise residuals against range."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .fit import _p_valid
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    model = _p_valid(obs, fit.angle50_deg, fit.width_deg)
+    centres = [b["lo_deg"] + 2.5 for b in fit.bins]
+    for entry in fit.per_sensor:
+        ys = [b["valid"] if b["enough"] else np.nan for b in entry["bins"]]
+        left.plot(centres, ys, color="0.75", lw=0.8)
+    left.plot(centres, [b["valid"] if b["enough"] else np.nan for b in fit.bins], "o", color="C0",
+              label="measured (all sensors)")
+    predicted = [float(model[(obs.axis_incidence >= b["lo_deg"]) & (obs.axis_incidence < b["lo_deg"] + 5)].mean())
+                 if b["enough"] else np.nan for b in fit.bins]
+    left.plot(centres, predicted, "-", color="C3", label=f"fit: angle50 {fit.angle50_deg:.1f}, width "
+                                                        f"{fit.width_deg:.1f} deg")
+    left.axvline(fit.angle80_deg, color="C2", ls="--", label=f"80 % of valid below {fit.angle80_deg:.1f} deg")
+    left.set(xlabel="incidence of the sensor's axis on the face (deg)", ylabel="valid fraction", ylim=(-0.05, 1.05),
+             title="dropout (grey: each sensor)")
+    left.legend(loc="lower left", fontsize=8)
+    from .fit import noise_points
+
+    ok, r = noise_points(obs, fit.angle50_deg, fit.width_deg)
+    right.plot(r[ok], (obs.measured - r)[ok] * 1000, ".", ms=2, color="C0", alpha=0.5,
+               label=f"{int(ok.sum())} readings fitted (still, nearest ray sure to echo)")
+    rr = np.linspace(max(0.0, r[ok].min()), r[ok].max(), 50)
+    for sign in (1, -1):
+        right.plot(rr, 1000 * (fit.bias_m + sign * (fit.noise_a_m + fit.noise_b * rr)), color="C3")
+    right.legend(loc="upper left", fontsize=8)
+    right.set(xlabel="expected range (m)", ylabel="residual (mm)",
+              title=f"noise: sigma = {fit.noise_a_m:.4f} + {fit.noise_b:.4f} r (+-1 sigma)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def check(real: CalibrationLog, twin: CalibrationLog, rig: Rig) -> tuple[bool, list[str]]:
+    """Per sensor and 5-degree bin, the real against the twin's valid fraction; passes when every bin with enough
+    data on both sides is within AGREEMENT_PP."""
+    a, b = observations(real, rig), observations(twin, rig)
+    lines, ok, judged = [], True, 0
+    for k in sorted(set(a.sensor.tolist()) | set(b.sensor.tolist())):
+        for ra, rb in zip(valid_bins(a, a.sensor == k), valid_bins(b, b.sensor == k)):
+            if not (ra["n"] >= MIN_BIN_POINTS and rb["n"] >= MIN_BIN_POINTS):
+                continue
+            judged += 1
+            diff = 100 * (rb["valid"] - ra["valid"])
+            bad = abs(diff) > AGREEMENT_PP
+            ok &= not bad
+            lines.append(f"sensor {k:2d} {ra['lo_deg']:4.0f}-{ra['lo_deg'] + 5:.0f} deg: real {100 * ra['valid']:5.1f} % "
+                         f"twin {100 * rb['valid']:5.1f} % ({diff:+5.1f} pp){'  FAIL' if bad else ''}")
+    if not judged:
+        return False, ["no bin has enough readings on both sides to judge"]
+    lines += _noise_lines(a, b)
+    lines.append(f"{'pass' if ok else 'FAIL'}: {judged} bins judged, tolerance +-{AGREEMENT_PP:.0f} pp")
+    return ok, lines
+
+
+def _noise_lines(a: Observations, b: Observations) -> list[str]:
+    out = []
+    for name, obs in (("real", a), ("twin", b)):
+        nearest = np.argmin(obs.ranges, axis=1)
+        r = obs.ranges[np.arange(len(nearest)), nearest]
+        res = (obs.measured - r)[obs.valid & np.isfinite(r) & (obs.axis_incidence < 30)]
+        out.append(f"noise ({name}): residual sd {1000 * float(np.std(res)) if len(res) else math.nan:.1f} mm over "
+                   f"{len(res)} readings below 30 deg")
+    return out
