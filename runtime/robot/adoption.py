@@ -21,15 +21,17 @@ from ..bus import BusError
 from ..drivers import TrustStore, load_part_driver
 from ..model import build_model
 from ..scan import DescriptorCache, NoCache, VirtualRobot, scan_bus
-from .presence import CHANGED, NEW, QUARANTINED, PartEvent
+from .part_events import CHANGED, NEW, QUARANTINED, PartEvent
 
 if TYPE_CHECKING:
     from .presence import Presence
     from .robot import Robot
 
 
-def adopt(robot: Robot, presence: Presence, bus: str, wire_ids: Sequence[int], changed: bool = False) -> None:
-    """Scan again and rebuild for the parts at ``wire_ids`` (new IDs, or ``changed``: another part at known IDs)."""
+def adopt(robot: Robot, presence: Presence, bus: str, wire_ids: Sequence[int], changed: bool = False, *,
+          builders: tuple = ()) -> None:
+    """Scan again and rebuild for the parts at ``wire_ids`` (new IDs, or ``changed``: another part at known IDs).
+    ``builders``: see :func:`_rebuild`."""
     if len(robot.buses) > 1:
         robot.notes.append(f"bus {bus}: new part(s) at id {', '.join(map(str, wire_ids))} left alone: parts are "
                            "adopted while running on one-bus robots only")
@@ -53,7 +55,7 @@ def adopt(robot: Robot, presence: Presence, bus: str, wire_ids: Sequence[int], c
                    and (virtual.parts[i].sha256, virtual.parts[i].model_number)
                    != (old.parts[i].sha256, old.parts[i].model_number)}
     new_ids = {i for i in wanted if i in virtual.parts and i not in old.parts}
-    _rebuild(robot, presence, virtual, changed_ids | new_ids)
+    _rebuild(robot, presence, virtual, changed_ids | new_ids, builders)
     for wire in sorted(new_ids | changed_ids):
         part = robot.virtual.parts[wire]
         kind = CHANGED if wire in changed_ids else NEW
@@ -89,12 +91,13 @@ def _with_lost(scanned: VirtualRobot, old: VirtualRobot, lost: set[int]) -> Virt
                         problems=problems, buses=old.buses)
 
 
-def _rebuild(robot: Robot, presence: Presence, virtual: VirtualRobot, fresh: set[int]) -> None:
-    """Everything Robot.open built from the tree, again; handles of parts not in ``fresh`` kept."""
+def _rebuild(robot: Robot, presence: Presence, virtual: VirtualRobot, fresh: set[int], builders: tuple) -> None:
+    """Everything Robot.open built from the tree, again; handles of parts not in ``fresh`` kept. ``builders``:
+    robot.py's (_make_joints, _make_sensors, _make_base, _make_cycle), handed in (robot.py imports this module)."""
     from .blueprint import resolve
     from .buses import MAIN_BUS
     from .names import NameMap
-    from .robot import _make_base, _make_cycle, _make_joints, _make_sensors
+    _make_joints, _make_sensors, _make_base, _make_cycle = builders
     from .sensors import sensing_kind
     from .startup import bring_up
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from devices.control_table import TABLES_BY_MODEL
@@ -33,14 +32,13 @@ from devices.protocol import ProtocolError
 
 from ..bus import BusError, BusHost, BusTimeout
 from .joints import VELOCITY, Joint
+from .part_events import BACK, EVENT_KINDS, LOST, PartEvent
 from .startup import MODE_FOR
 
 if TYPE_CHECKING:
     from .cycle import BusCycle
     from .robot import Robot
 
-LOST, BACK, NEW, CHANGED, QUARANTINED = "lost", "back", "new", "changed", "quarantined"
-EVENT_KINDS = (LOST, BACK, NEW, CHANGED, QUARANTINED)
 PING_FALLBACK_S = 1.0  # with no spare time in any tick, still one ping per this much clock time
 # what the runtime re-writes into a servo that comes back (read from it at open): EEPROM settings first (torque is
 # off), then RAM; the operating mode comes from the joint's mode, the goal from its held target
@@ -48,21 +46,6 @@ REARM_REGISTERS = ("drive_mode", "return_delay_time", "current_limit", "velocity
                    "min_position_limit", "velocity_i_gain", "velocity_p_gain", "position_d_gain", "position_i_gain",
                    "position_p_gain", "feedforward_2nd_gain", "feedforward_1st_gain", "bus_watchdog",
                    "profile_acceleration", "profile_velocity")
-
-
-@dataclass(frozen=True)
-class PartEvent:
-    """A part lost, back, new, changed (another part at a known ID) or quarantined, at clock time ``time_s``."""
-
-    kind: str
-    part_id: int  # robot-wide ID (the bus ID on a one-bus robot)
-    bus: str
-    time_s: float
-    names: tuple[str, ...]  # blueprint names of its joints and sensors
-    detail: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "names": list(self.names)}
 
 
 class BusWatch:
@@ -112,6 +95,7 @@ class Presence:
         self.on_change: list[Callable[[PartEvent], None]] = []
         self.settings: dict[int, list[tuple[int, bytes]]] = {}  # part key -> (address, bytes) to re-arm with
         self.watches: dict[str, BusWatch] = {}
+        self.adopter: Callable[..., None] | None = None  # runtime.robot.adoption.adopt, given by Robot.open
         self._held_noted: set[str] = set()
         self._next = 0  # round robin over the lost parts
         now = robot.clock.now()
@@ -214,8 +198,7 @@ class Presence:
         return now - self._last_ping_s >= PING_FALLBACK_S
 
     def _rescan(self) -> None:
-        from .adoption import adopt  # a new part rebuilds the robot: that module's work
-
+        adopt = self.adopter  # a new part rebuilds the robot: adoption.py's work
         robot = self.robot
         for bus, host in robot.buses.items():
             replies = _quiet(host, lambda: host.ping_replies(quiet_s=0.005, max_wait_s=0.05)) or []
@@ -226,7 +209,7 @@ class Presence:
                 key = known.get(wire)
                 if key is not None and key in self.lost:
                     self._found(key, model)
-            if fresh:
+            if fresh and adopt is not None:
                 adopt(robot, self, bus, fresh)
 
     def _found(self, key: int, model_number: int) -> None:
@@ -237,10 +220,10 @@ class Presence:
         if same is None:
             return  # it answered the ping but not the header read: try again on a later cycle
         if not same:
-            from .adoption import adopt
-
+            if self.adopter is None:
+                return
             del self.lost[key]
-            adopt(robot, self, part.bus or "main", [part.wire_id], changed=True)
+            self.adopter(robot, self, part.bus or "main", [part.wire_id], changed=True)
             return
         try:
             self._rearm(key)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -42,7 +42,9 @@ from .dynamics import Dynamics
 from .joints import POSITION, VELOCITY, Joint
 from .multibus import mirror_other_buses, scan_profile
 from .names import NameMap
-from .presence import PartEvent, Presence, attach_presence
+from .adoption import adopt
+from .part_events import PartEvent
+from .presence import Presence, attach_presence
 from .profile import Profile, load_profile, profile_security
 from .sensors import SensorHandle, make_sensor, sensing_kind
 from .startup import bring_up, switch_mode, wind_down
@@ -127,6 +129,7 @@ class Robot:
                         drivers=drivers, notes=notes, buses=hosts)
             robot.semantics = semantics
             robot.presence = attach_presence(robot)
+            robot.presence.adopter = partial(adopt, builders=(_make_joints, _make_sensors, _make_base, _make_cycle))
             robot.mirrored = mirror_other_buses(robot)
             _start_mixed(robot, base, base_error, undo)
             undo.pop_all()
