@@ -107,7 +107,7 @@ def _rebuild(robot: Robot, presence: Presence, virtual: VirtualRobot, fresh: set
     drivers = {pid: (robot.drivers[pid] if pid in robot.drivers and pid not in fresh
                      else load_part_driver(part.wire_id, part.descriptor, trust))
                for pid, part in virtual.parts.items()}
-    blueprint = resolve(robot.semantics, virtual, lambda part: sensing_kind(part.descriptor) is not None)
+    blueprint = resolve(robot.semantics, virtual, lambda part: sensing_kind(part.descriptor) is not None, strict=False)
     joints = _make_joints(virtual, model, drivers, blueprint, robot.buses)
     sensors = _make_sensors(virtual, model, drivers, blueprint, robot.buses)
     old_joints = {(j.part_key, j.part_joint): j for j in robot.joints.values()}
@@ -135,10 +135,15 @@ def _rebuild(robot: Robot, presence: Presence, virtual: VirtualRobot, fresh: set
     halted = robot._base.halted if robot._base is not None else None
     odometry = robot._base.odometry if robot._base is not None else None
     if any(j.mode == "velocity" for j in brought) or robot._base is None:
-        robot._base, robot._base_error = _make_base(model, robot.joints)
-        if robot._base is not None and odometry is not None:
-            robot._base.reset_odometry(*odometry)
-            robot._base.halt(halted)
+        base, error = _make_base(model, robot.joints)
+        if base is not None:
+            robot._base, robot._base_error = base, error
+            if odometry is not None:
+                robot._base.reset_odometry(*odometry)
+                robot._base.halt(halted)
+        elif robot._base is not None:  # a wheel where no wheel can steer: the base keeps the wheels it had
+            robot.notes.append(f"the new wheel part does not make a drivable base ({error}); the base keeps its "
+                               "wheels")
     robot._cycle = _make_cycle(robot.buses, robot.joints, robot.sensors)
     presence.attach([(MAIN_BUS, robot.bus, robot._cycle)])
     if brought:

@@ -70,7 +70,18 @@ def compute_metrics(messages: Mapping[str, Sequence[LogMessage]], *, still_speed
     out["time_to_goal_s"] = goal_t
     out["time_not_moving_s"] = robot.time_not_moving(still_speed_mps, goal_t)
     out.update(_people_metrics(robot, tracks, messages, robot_radius, contact_margin_m))
+    out["parts"] = part_event_counts(messages.get("/robot/parts", ()))
     return _rounded(out)
+
+
+def part_event_counts(events: Sequence[LogMessage]) -> dict[str, int]:
+    """How many parts were lost, back, new, changed, quarantined during the run (``/robot/parts``, issue 26)."""
+    counts = dict.fromkeys(("lost", "back", "new", "changed", "quarantined"), 0)
+    for message in events:
+        kind = message.data.get("kind") if isinstance(message.data, dict) else None
+        if kind in counts:
+            counts[kind] += 1
+    return counts
 
 
 def metrics_json(metrics: Mapping[str, Any]) -> str:

@@ -1,0 +1,91 @@
+"""``faults:`` in a trial (issue 26): the virtual commbot's parts unplugged, plugged, rebooted and swapped at
+simulated times; the run goes on, the log records /robot/parts and the metrics count them; bad input is refused
+at file:line before the trial starts."""
+from __future__ import annotations
+
+import pytest
+
+from devices.yaml_source import ConfigError
+from trial import Trial
+from trial.record.log import read_log
+from trial.spec import load_trial_file
+
+HZ = 50.0
+
+
+def elbow_controller(robot):
+    robot.params_seen = []
+    elbow = robot.joints["right_arm.elbow"]
+    trace = robot.trace = []
+    for tick in robot.loop(hz=HZ):
+        elbow.target = 0.5
+        trace.append((tick.time, elbow.available))
+
+
+def test_an_elbow_unplugged_and_plugged_in_a_trial_goes_on_and_is_logged_and_counted(tmp_path):
+    seen = {}
+
+    def controller(robot):
+        elbow_controller(robot)
+        seen["trace"] = robot.trace
+        seen["torque"] = robot.bus.transport.device.part(26).memory.get("torque_enable")
+
+    result = Trial(controller, robot="commbot", duration=10,
+                   faults=[{"at": 5, "unplug": "right_arm.elbow"}, {"at": 8, "plug": "right_arm.elbow"}]).run(
+        tmp_path / "t")
+    assert result.ok and result.stopped == "duration", result.error
+    trace = seen["trace"]
+    lost_at = next(t for t, available in trace if not available)
+    back_at = next(t for t, available in trace if t > lost_at and available)
+    assert 5.0 <= lost_at <= 5.0 + 3 / HZ + 0.01
+    assert 8.0 <= back_at <= 9.0
+    assert seen["torque"] == 1
+    log = read_log(tmp_path / "t" / "trial.mcap")
+    kinds = [m.data["kind"] for m in log.messages["/robot/parts"]]
+    assert kinds == ["lost", "back"]
+    import json
+    metrics = json.loads((tmp_path / "t" / "metrics.json").read_text())
+    assert metrics["parts"] == {"lost": 1, "back": 1, "new": 0, "changed": 0, "quarantined": 0}
+
+
+def test_a_swap_in_a_trial_file_changes_the_model(tmp_path):
+    seen = {}
+
+    def controller(robot):
+        for _ in robot.loop(hz=HZ):
+            pass
+        seen["name"] = robot.virtual.parts[28].descriptor.name
+        seen["missing"] = robot.blueprint.missing_joints
+
+    result = Trial(controller, robot="commbot", duration=3,
+                   faults=[{"at": 1, "unplug": 28}, {"at": 1.5, "swap": 28, "with": "camera"}]).run(tmp_path / "s")
+    assert result.ok, result.error
+    assert seen["name"] == "camera"
+    assert "right_arm.hand" in seen["missing"]
+    log = read_log(tmp_path / "s" / "trial.mcap")
+    assert [m.data["kind"] for m in log.messages["/robot/parts"]] == ["lost", "changed"]
+    assert len(log.messages["/robot/model"]) == 2
+
+
+@pytest.mark.parametrize("faults, what", [
+    ("[{at: 50, unplug: right_arm.elbow}]", "past the trial's duration"),
+    ("[{at: 2, plug: right_arm.elbow}]", "not unplugged before"),
+    ("[{at: 2, swap: 28, with: nothing}]", "no catalog part 'nothing'"),
+    ("[{at: 2, reboot: 28, wobble: 1}]", "unknown key 'wobble'"),
+])
+def test_bad_faults_are_refused_at_file_and_line(tmp_path, faults, what):
+    path = tmp_path / "t.yaml"
+    path.write_text(f"controller: x.py\nduration: 10\nfaults:\n  {faults}\n")
+    (tmp_path / "x.py").write_text("")
+    with pytest.raises(ConfigError) as caught:
+        load_trial_file(path)
+    assert what in str(caught.value) and f"{path}:" in str(caught.value)
+
+
+def test_a_part_the_robot_lacks_is_refused_before_the_first_tick(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("controller: x.py\nduration: 10\nfaults:\n  - {at: 2, unplug: left_arm.tail}\n")
+    (tmp_path / "x.py").write_text("for _ in robot.loop(hz=50):\n    raise SystemExit('must not run')\n")
+    with pytest.raises(ConfigError) as caught:
+        Trial(spec=load_trial_file(path)).run(tmp_path / "out")
+    assert f"{path}:4" in str(caught.value) and "no such part" in str(caught.value)
