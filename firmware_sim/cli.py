@@ -16,7 +16,7 @@ from devices.map_format import MAX_COORDINATE_M
 from .assembly import load_assembly
 from .bus_device import VirtualBusDevice
 from .faults import FaultInjector
-from .serve import serve_pty, serve_tcp
+from .serve import serve_pty, serve_serial, serve_tcp
 from .timing import WireTiming
 
 MAX_OPTION_S = 3600.0  # --watchdog-ms, --stall-timeout
@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal; prints its path")
     where.add_argument("--tcp", type=int, metavar="PORT", help="serve on TCP (0 picks a free port)")
+    where.add_argument("--serial", metavar="PATH", help="serve on a physical serial port (its --baud: the port's "
+                                                       "speed, default 1000000; the wire times itself)")
     parser.add_argument("--host", default="127.0.0.1", help="TCP address to bind (default loopback only)")
     timing = parser.add_argument_group("wire-timing emulation (off unless asked)")
     timing.add_argument("--baud", type=int, help="emulate wire time at this baud rate")
@@ -62,7 +64,8 @@ def build_device(args: argparse.Namespace) -> VirtualBusDevice:
     """The device the arguments describe: embodied in a world when the parts describe themselves."""
     _check_durations(args)
     assembly = load_assembly(args.assembly)
-    timing = WireTiming.parse(args.baud, args.latency_ms, return_delay=not args.no_return_delay)
+    timing = None if getattr(args, "serial", None) else WireTiming.parse(args.baud, args.latency_ms,
+                                                                          return_delay=not args.no_return_delay)
     faults = None
     if args.bitflip or args.drop:
         faults = FaultInjector(seed=args.seed, bit_flip_rate=args.bitflip, drop_rate=args.drop)
@@ -112,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.pty:
             serve_pty(device, stop, ready)
+        elif args.serial:
+            serve_serial(device, stop, ready, args.serial, args.baud or 1_000_000)
         else:
             serve_tcp(device, stop, ready, port=args.tcp, host=args.host)
     finally:
