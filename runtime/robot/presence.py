@@ -13,7 +13,7 @@ in the same cycle. After ``lost_after_misses`` consecutive misses (the profile's
 
 After each cycle (:meth:`Presence.after_cycle`, called by ``Robot.cycle``) at most one ping goes out, and only in
 the cycle's spare time (what is left of the tick, when the loop knows it; an in-process bus costs no time) or,
-when there never is any, at most once per :data:`PING_FALLBACK_S`: the lost IDs in turn, and every ``rescan_s``
+when there never is any, at most once per :data:`PING_FALLBACK_S` and within :data:`PING_BUDGET`: the lost IDs in turn, and every ``rescan_s``
 a broadcast ping for parts plugged in since (runtime.robot.adoption). A lost part that answers with the same
 descriptor (CPC hash, or model number for a plain servo) is re-armed as the runtime had set it -- torque off,
 the limits, gains, watchdog and profile registers read from it at open, its operating mode, the held target,
@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from .cycle import BusCycle
     from .robot import Robot
 
-PING_FALLBACK_S = 1.0  # with no spare time in any tick, still one ping per this much clock time
+PING_FALLBACK_S = 1.0  # with no spare time in any tick, still one ping per this much clock time, at least
+PING_BUDGET = 0.02  # ... and per this share of clock time at most: a ping that waits 0.225 s (a process peer on a
+# pty) goes out every 11 s, one on a wire (25 ms) every 1.25 s; the loop keeps >= 98 % of its rate
 # what the runtime re-writes into a servo that comes back (read from it at open): EEPROM settings first (torque is
 # off), then RAM; the operating mode comes from the joint's mode, the goal from its held target
 REARM_REGISTERS = ("drive_mode", "return_delay_time", "current_limit", "velocity_limit", "max_position_limit",
@@ -195,7 +197,7 @@ class Presence:
                     for h in hosts), default=0.0)
         if cost == 0.0 or (spare_s is not None and spare_s >= cost):
             return True
-        return now - self._last_ping_s >= PING_FALLBACK_S
+        return now - self._last_ping_s >= max(PING_FALLBACK_S, cost / PING_BUDGET)
 
     def _rescan(self) -> None:
         adopt = self.adopter  # a new part rebuilds the robot: adoption.py's work
