@@ -55,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     world.add_argument("--no-world", action="store_true",
                        help="no physics: servos follow a first-order response (the only mode for plain servos)")
     faults = parser.add_argument_group("fault injection (off unless asked)")
+    faults.add_argument("--faults", metavar="FILE", help="a YAML list of timed faults (unplug, plug, reboot, swap, "
+                                                         "noise; as a trial's faults:) run on the world's time")
+    faults.add_argument("--semantics", metavar="FILE", help="blueprint names for --faults (e.g. "
+                                                            "config/semantics/commbot.yaml)")
     faults.add_argument("--bitflip", type=float, default=0.0, help="probability of a flipped bit, per bit")
     faults.add_argument("--drop", type=float, default=0.0, help="probability of a dropped reply, per reply")
     faults.add_argument("--seed", type=int, default=0, help="seed of the fault injector and of the sensors' noise")
@@ -105,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     clock_server = _clock_server(device, args, security)
+    _arm_faults(device, args)
 
     def ready(where: str) -> None:
         print(where, flush=True)
@@ -123,6 +128,20 @@ def run(args: argparse.Namespace) -> int:
         if clock_server is not None:
             clock_server.close()
     return 0
+
+
+def _arm_faults(device: VirtualBusDevice, args: argparse.Namespace) -> None:
+    """--faults FILE: checked (file:line) and bound to the device's parts before serving starts."""
+    if not getattr(args, "faults", None):
+        return
+    from .fault_plan import assembly_resolver, load_fault_file
+
+    embodied = getattr(device, "embodied", None)
+    if embodied is None:
+        raise ValueError("hil sim: --faults runs on the world's time: it needs a world (not --no-world)")
+    plan = load_fault_file(args.faults)
+    plan.bind(assembly_resolver(device.parts, args.semantics))
+    plan.attach(embodied.world, device, args.seed)
 
 
 def _clock_security(args: argparse.Namespace):

@@ -197,3 +197,45 @@ class FaultPlan:
         elif kind == "swap":
             hotplug.swap(device, device_id, action.new_part)
         self.done.append((t, f"{kind} {action.target}" + (f" with {action.new_part}" if action.new_part else "")))
+
+
+def load_fault_file(path: str, duration_s: float | None = None) -> FaultPlan:
+    """``hil sim --faults FILE``: a YAML list of the same entries (or a mapping with ``faults:``), checked at
+    file:line."""
+    from devices.yaml_source import load_yaml_file
+
+    doc = load_yaml_file(path)
+    entries = doc.get("faults") if isinstance(doc, dict) else doc
+    line = getattr(doc, "line", None)
+    lines = getattr(entries, "line_of", None)
+    return FaultPlan(parse_faults(entries, str(path), line, duration_s, lines))
+
+
+def assembly_resolver(parts: Any, semantics_path: str | None = None) -> Callable[[Any], int | None]:
+    """Name -> bus ID on a served device: a bus ID, a tree path (port names from the root, as ``hil scan``
+    shows them) or, with a semantics file, a blueprint name (its target's tree path)."""
+    from devices.yaml_source import load_yaml_file
+
+    parts = list(parts)
+    ids = {p.id for p in parts}
+    parent_of = {child: (p.id, port) for p in parts for port, child in hotplug._children(p).items()}
+    paths = {}
+    for p in parts:
+        names, cur = [], p.id
+        while cur in parent_of:
+            cur, port = parent_of[cur]
+            names.append(port)
+        paths["/".join(reversed(names)) or "root"] = p.id
+    names: dict[str, str] = {}
+    if semantics_path:
+        doc = load_yaml_file(semantics_path) or {}
+        for group in ("joints", "sensors"):
+            for name, target in (doc.get(group) or {}).items():
+                names[str(name)] = str(target).split(":")[0]
+
+    def resolve(name: Any) -> int | None:
+        if isinstance(name, int):
+            return name if name in ids else None
+        return paths.get(names.get(name, name))
+
+    return resolve

@@ -89,3 +89,38 @@ def test_a_part_the_robot_lacks_is_refused_before_the_first_tick(tmp_path):
     with pytest.raises(ConfigError) as caught:
         Trial(spec=load_trial_file(path)).run(tmp_path / "out")
     assert f"{path}:4" in str(caught.value) and "no such part" in str(caught.value)
+
+
+def test_hil_sim_runs_a_fault_file_on_its_world(tmp_path):
+    """``hil sim commbot --pty --faults FILE``: the right elbow (by blueprint name) stops answering at 1 s."""
+    import subprocess
+
+    from conftest import SimProcess
+    from runtime.bus import BusHost
+    from runtime.transports import open_transport
+    from waiting import wait_for
+
+    from devices.config_path import resolve as resolve_config
+
+    faults = tmp_path / "faults.yaml"
+    faults.write_text("- {at: 1.0, unplug: right_arm.elbow}\n")
+    semantics = resolve_config("commbot", "semantics", "semantics")
+    sim = SimProcess("--pty", "--faults", str(faults), "--semantics", str(semantics), assembly="commbot")
+    try:
+        with BusHost(open_transport(sim.where), retries=0) as bus:
+            def elbow_silent():
+                try:
+                    bus.ping(26)
+                    return False
+                except Exception:  # noqa: BLE001 - BusTimeout: unplugged
+                    return True
+            wait_for(elbow_silent, what="id 26 unplugged by the fault file")
+            assert bus.ping(30)[0] == 1020, "the others still answer"
+    finally:
+        sim.stop()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- {at: 1.0, plug: 26}\n")
+    from conftest import hil_command
+    done = subprocess.run([*hil_command(), "sim", "commbot", "--pty", "--faults", str(bad)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and f"{bad}:1" in done.stderr and "not unplugged" in done.stderr

@@ -21,7 +21,7 @@ from runtime.transports.base import PEER_PROCESS_LATENCY_S
 from runtime.transports.serial_port import check_latency_timer
 from runtime.transports.usb_port import resolve_usb_url
 from conftest import hil_command
-from tests.waiting import wait_for
+from waiting import wait_for
 
 
 def port(device, serial, location, vid=0x0403, pid=0x6014):
