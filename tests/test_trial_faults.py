@@ -124,3 +124,20 @@ def test_hil_sim_runs_a_fault_file_on_its_world(tmp_path):
     done = subprocess.run([*hil_command(), "sim", "commbot", "--pty", "--faults", str(bad)], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode != 0 and f"{bad}:1" in done.stderr and "not unplugged" in done.stderr
+
+
+def test_noise_for_two_seconds_garbles_replies_and_the_run_goes_on(tmp_path):
+    seen = {}
+
+    def controller(robot):
+        for _ in robot.loop(hz=HZ):
+            robot.joints["head.neck_yaw"].target = 0.2
+        seen["crc"] = robot.stats.crc_errors
+        seen["lost"] = list(robot.parts_lost)
+        seen["yaw"] = robot.joints["head.neck_yaw"].position
+
+    result = Trial(controller, robot="commbot", duration=5, seed=3,
+                   faults=[{"at": 1, "noise": {"bitflip": 1e-4, "for_s": 2}}]).run(tmp_path / "n")
+    assert result.ok, result.error
+    assert seen["crc"] > 0, "the noise reached the host"
+    assert seen["yaw"] == pytest.approx(0.2, abs=0.05)

@@ -30,7 +30,7 @@ from devices.control_table import TABLES_BY_MODEL
 from devices.control_table.cpc import CPC_BASE, CPC_HEADER_LEN, CpcHeaderError, parse_cpc_header
 from devices.protocol import ProtocolError
 
-from ..bus import BusError, BusHost, BusTimeout
+from ..bus import BusError, BusHost, BusTimeout, CorruptReply
 from .joints import VELOCITY, Joint
 from .part_events import BACK, EVENT_KINDS, LOST, PartEvent
 from .startup import MODE_FOR
@@ -65,6 +65,10 @@ class BusWatch:
             try:
                 blocks = self.host.bulk_read(items, fast=True)
                 break
+            except CorruptReply:
+                # every attempt garbled (a noisy line): nobody is missing, this cycle just has no new values
+                self.presence.corrupt_cycles += 1
+                return {}
             except BusTimeout as exc:
                 silent = set(exc.missing_ids) or {i for i, _, _ in items}
                 missed |= silent
@@ -94,6 +98,7 @@ class Presence:
         self.lost: dict[int, PartEvent] = {}  # part key -> its "lost" event
         self.events: list[PartEvent] = []
         self.counts: dict[str, int] = dict.fromkeys(EVENT_KINDS, 0)
+        self.corrupt_cycles = 0  # cycles whose read stayed garbled after the retries (kept the previous values)
         self.on_change: list[Callable[[PartEvent], None]] = []
         self.settings: dict[int, list[tuple[int, bytes]]] = {}  # part key -> (address, bytes) to re-arm with
         self.watches: dict[str, BusWatch] = {}

@@ -120,6 +120,7 @@ class Robot:
                 clock = clock(host.transport)
             undo.callback(clock.close)
             notes = _notes(virtual, drivers, blueprint)
+            notes += [n for h in hosts.values() for n in getattr(h.transport, "notes", ())]  # e.g. the latency timer
             for group in _groups(cycle, host, joints):
                 notes += bring_up(group.host, group.joints, group.cycle)
             if base is not None:
