@@ -175,3 +175,21 @@ def test_new_part_on_a_free_port_is_adopted_with_its_driver_only_when_trusted(tm
         else:
             assert "not run" in driver.message and "not run" in new[0].detail
         del start
+
+
+def test_a_new_part_that_fails_its_checks_is_quarantined(tmp_path):
+    with Robot.open(profile(tmp_path, rescan_s=0.5)) as robot:
+        dev = device(robot)
+        run(robot, 0.2)
+        hotplug.unplug(dev, 37)
+        hotplug.swap(dev, 37, "head_mount")
+        run(robot, 1.5)
+        part = hotplug.add(dev, 61, "camera", 37, "head")
+        sha = part.memory.get("descriptor_sha256")
+        part.memory.set("descriptor_sha256", sha ^ 1)  # the header's hash no longer matches the descriptor bytes
+        run(robot, 1.5)
+        events = [e for e in robot.part_events if e.part_id == 61]
+        assert [e.kind for e in events] == ["quarantined"] and "hash mismatch" in events[0].detail
+        assert 61 not in robot.virtual.parts and 61 in robot.virtual.quarantined
+        run(robot, 1.5)
+        assert len([e for e in robot.part_events if e.part_id == 61]) == 1, "reported once, not at every rescan"

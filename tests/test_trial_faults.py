@@ -141,3 +141,20 @@ def test_noise_for_two_seconds_garbles_replies_and_the_run_goes_on(tmp_path):
     assert result.ok, result.error
     assert seen["crc"] > 0, "the noise reached the host"
     assert seen["yaw"] == pytest.approx(0.2, abs=0.05)
+
+
+def test_faults_as_sweep_cases(tmp_path):
+    from trial.sweep.spec import load_sweep
+
+    (tmp_path / "c.py").write_text("")
+    path = tmp_path / "s.yaml"
+    path.write_text("controller: c.py\nduration: 20\ncases:\n"
+                    "  - {faults: []}\n"
+                    "  - {faults: [{at: 5, unplug: right_arm.elbow}, {at: 8, plug: right_arm.elbow}]}\n")
+    sweep = load_sweep(path)
+    assert [len(job.spec.faults) for job in sweep.jobs] == [0, 2]
+    assert sweep.jobs[1].spec.faults[0]["unplug"] == "right_arm.elbow"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("controller: c.py\nduration: 20\ncases:\n  - {faults: [{at: 50, reboot: 32}]}\n")
+    with pytest.raises(ConfigError, match="past the trial's duration"):
+        load_sweep(bad)
