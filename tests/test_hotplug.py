@@ -193,3 +193,14 @@ def test_a_new_part_that_fails_its_checks_is_quarantined(tmp_path):
         assert 61 not in robot.virtual.parts and 61 in robot.virtual.quarantined
         run(robot, 1.5)
         assert len([e for e in robot.part_events if e.part_id == 61]) == 1, "reported once, not at every rescan"
+
+
+@pytest.mark.parametrize("key, value", [("lost_after_misses", 0), ("rescan_s", -1), ("lost_after_misses", 2.5)])
+def test_presence_settings_are_checked_in_the_profile(tmp_path, key, value):
+    from devices.yaml_source import ConfigError
+    from runtime.robot import load_profile
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f"bus: sim://commbot\nclock: sim\n{key}: {value}\n")
+    with pytest.raises(ConfigError, match=f"p.yaml:3: {key}"):
+        load_profile(path)
