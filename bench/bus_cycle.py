@@ -32,6 +32,7 @@ from devices.control_table import XM430_W350
 from devices.protocol import HEADER, encode_fast_reply, encode_request
 from devices.protocol import requests as rq
 from firmware_sim.timing import wire_time_s
+from bench._proc import process_jiffies
 from bench._pty_process import PtyProcess, hil_command
 from runtime.bus import BusHost
 from runtime.transports import open_transport
@@ -331,10 +332,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per client and setting (default 2)")
     parser.add_argument("--rounds", type=int, default=4, help="alternating slices per comparison (default 4)")
     parser.add_argument("--serve-canned", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--lost-part", action="store_true", help="only section (f): the Robot's loop with one part "
+                                                                 "lost vs none (issue 26)")
     args = parser.parse_args(argv)
     if args.serve_canned:
         serve_canned()
         return {}
+    if args.lost_part:
+        return {"lost_part": lost_part_row(args.seconds, args.rounds)}
     seconds, rounds = args.seconds, args.rounds
     results: dict = {}
     sizes = cycle_bytes()
@@ -402,12 +407,27 @@ def main(argv: list[str] | None = None) -> dict:
           f"ours/SDK {sdk_us / ours_us:.2f}x")
     results["client_cpu_us"] = {"ours": ours_us, "sdk": sdk_us, "ratio": sdk_us / ours_us}
 
+    results["lost_part"] = lost_part_row(seconds, rounds)
     pty, b1 = results["pty"], results[1_000_000]
     print(f"  targets: ours/SDK >= 2x on the pty: {pty['ratio']:.2f}x ({'met' if pty['ratio'] >= 2 else 'missed'}); "
           f"ours >= 80% of the 1 Mbaud limit: {b1['ours_pct']:.1f}% ({'met' if b1['ours_pct'] >= 80 else 'missed'})")
     if max(r["others_cores"] for r in (pty, b1)) > 0.25:
         print("  note: other processes were busy during this run; the figures above are depressed and noisy")
     return results
+
+
+def lost_part_row(seconds: float, rounds: int) -> dict[str, float]:
+    """(f) the Robot's back-to-back loop on the commbot (pty, no world) with the right elbow lost vs none."""
+    import tempfile
+
+    from bench._lost_part import lost_part_rates
+
+    with tempfile.TemporaryDirectory() as cache:
+        rates = lost_part_rates(seconds, max(1, rounds // 2), cache)
+    ratio = rates["one lost"] / rates["none lost"]
+    print(f"  (f) Robot loop, commbot pty, no world  none lost {rates['none lost']:7.0f}/s, one part lost "
+          f"{rates['one lost']:7.0f}/s: {100 * ratio:.1f}% (target >= 90%: {'met' if ratio >= 0.9 else 'missed'})")
+    return {**rates, "ratio": ratio}
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ class VirtualBusDevice:
         self.counters = {"packets": 0, "crc_errors": 0, "malformed": 0, "replies": 0, "incomplete": 0,
                          "oversized": 0, "internal_errors": 0}
         self._by_id: dict[int, list[PartFirmware]] = {}
+        self.silent_until: dict[int, float] = {}  # unplugged or booting parts (hotplug.py): ID -> device time
         self._index()
 
     # topology
@@ -61,11 +62,22 @@ class VirtualBusDevice:
     def _present(self, device_id: int) -> list[PartFirmware]:
         if self.faults is not None and device_id in self.faults.vanished:
             return []
+        if self.silent_until and self._silent(device_id):
+            return []
         return self._by_id.get(device_id, [])
+
+    def _silent(self, device_id: int) -> bool:
+        until = self.silent_until.get(device_id)
+        if until is None:
+            return False
+        if self.clock() < until:
+            return True
+        del self.silent_until[device_id]  # booted
+        return False
 
     def _all_present(self) -> list[PartFirmware]:
         vanished = self.faults.vanished if self.faults is not None else ()
-        return sorted((p for p in self.parts if p.id not in vanished), key=lambda p: p.id)
+        return sorted((p for p in self.parts if p.id not in vanished and not self._silent(p.id)), key=lambda p: p.id)
 
     # byte interface
     def tick(self, now: float | None = None, max_steps: int | None = None) -> bool:

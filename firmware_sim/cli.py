@@ -16,7 +16,7 @@ from devices.map_format import MAX_COORDINATE_M
 from .assembly import load_assembly
 from .bus_device import VirtualBusDevice
 from .faults import FaultInjector
-from .serve import serve_pty, serve_tcp
+from .serve import serve_pty, serve_serial, serve_tcp
 from .timing import WireTiming
 
 MAX_OPTION_S = 3600.0  # --watchdog-ms, --stall-timeout
@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal; prints its path")
     where.add_argument("--tcp", type=int, metavar="PORT", help="serve on TCP (0 picks a free port)")
+    where.add_argument("--serial", metavar="PATH", help="serve on a physical serial port (its --baud: the port's "
+                                                       "speed, default 1000000; the wire times itself)")
     parser.add_argument("--host", default="127.0.0.1", help="TCP address to bind (default loopback only)")
     timing = parser.add_argument_group("wire-timing emulation (off unless asked)")
     timing.add_argument("--baud", type=int, help="emulate wire time at this baud rate")
@@ -53,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     world.add_argument("--no-world", action="store_true",
                        help="no physics: servos follow a first-order response (the only mode for plain servos)")
     faults = parser.add_argument_group("fault injection (off unless asked)")
+    faults.add_argument("--faults", metavar="FILE", help="a YAML list of timed faults (unplug, plug, reboot, swap, "
+                                                         "noise; as a trial's faults:) run on the world's time")
+    faults.add_argument("--semantics", metavar="FILE", help="blueprint names for --faults (e.g. "
+                                                            "config/semantics/commbot.yaml)")
     faults.add_argument("--bitflip", type=float, default=0.0, help="probability of a flipped bit, per bit")
     faults.add_argument("--drop", type=float, default=0.0, help="probability of a dropped reply, per reply")
     faults.add_argument("--seed", type=int, default=0, help="seed of the fault injector and of the sensors' noise")
@@ -62,7 +68,8 @@ def build_device(args: argparse.Namespace) -> VirtualBusDevice:
     """The device the arguments describe: embodied in a world when the parts describe themselves."""
     _check_durations(args)
     assembly = load_assembly(args.assembly)
-    timing = WireTiming.parse(args.baud, args.latency_ms, return_delay=not args.no_return_delay)
+    timing = None if getattr(args, "serial", None) else WireTiming.parse(args.baud, args.latency_ms,
+                                                                          return_delay=not args.no_return_delay)
     faults = None
     if args.bitflip or args.drop:
         faults = FaultInjector(seed=args.seed, bit_flip_rate=args.bitflip, drop_rate=args.drop)
@@ -102,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     clock_server = _clock_server(device, args, security)
+    _arm_faults(device, args)
 
     def ready(where: str) -> None:
         print(where, flush=True)
@@ -112,12 +120,28 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.pty:
             serve_pty(device, stop, ready)
+        elif args.serial:
+            serve_serial(device, stop, ready, args.serial, args.baud or 1_000_000)
         else:
             serve_tcp(device, stop, ready, port=args.tcp, host=args.host)
     finally:
         if clock_server is not None:
             clock_server.close()
     return 0
+
+
+def _arm_faults(device: VirtualBusDevice, args: argparse.Namespace) -> None:
+    """--faults FILE: checked (file:line) and bound to the device's parts before serving starts."""
+    if not getattr(args, "faults", None):
+        return
+    from .fault_plan import assembly_resolver, load_fault_file
+
+    embodied = getattr(device, "embodied", None)
+    if embodied is None:
+        raise ValueError("hil sim: --faults runs on the world's time: it needs a world (not --no-world)")
+    plan = load_fault_file(args.faults)
+    plan.bind(assembly_resolver(device.parts, args.semantics))
+    plan.attach(embodied.world, device, args.seed)
 
 
 def _clock_security(args: argparse.Namespace):

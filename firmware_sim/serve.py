@@ -98,6 +98,19 @@ def serve_pty(device: VirtualBusDevice, stop: threading.Event, ready: Callable[[
         endpoint.close()
 
 
+def serve_serial(device: VirtualBusDevice, stop: threading.Event, ready: Callable[[str], None], path: str,
+                 baud: int) -> None:
+    """Serve on a physical serial port (``hil sim --serial /dev/ttyUSB1 --baud 1000000``): the robot's own computer
+    drives the virtual body through its real adapter. pyserial opens and configures the port (raw 8N1, exclusive);
+    the wire's own timing applies, so no timing is emulated on top."""
+    import serial
+
+    with serial.Serial(path, baudrate=baud, timeout=0, exclusive=True) as port:
+        os.set_blocking(port.fileno(), False)
+        ready(path)
+        serve_fd(device, port.fileno(), stop, on_closed=lambda: True)
+
+
 def serve_tcp(device: VirtualBusDevice, stop: threading.Event, ready: Callable[[str], None], port: int = 0,
               host: str = "127.0.0.1") -> None:
     """Serve one client at a time on TCP (loopback unless ``host`` says otherwise)."""

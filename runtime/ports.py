@@ -35,8 +35,12 @@ class SerialAdapter:
         return []
 
 
+def latency_timer_path(device: str, sysfs_root: Path = Path("/sys")) -> Path:
+    return sysfs_root / "bus" / "usb-serial" / "devices" / Path(device).name / "latency_timer"
+
+
 def read_latency_timer(device: str, sysfs_root: Path = Path("/sys")) -> int | None:
-    path = sysfs_root / "bus" / "usb-serial" / "devices" / Path(device).name / "latency_timer"
+    path = latency_timer_path(device, sysfs_root)
     try:
         return int(path.read_text().strip())
     except (OSError, ValueError):
@@ -61,20 +65,46 @@ def list_adapters(lister: Callable[[], Iterable] = _default_lister,
     return sorted(adapters, key=lambda a: a.device)
 
 
-def usb_identity(vid: int, pid: int) -> dict | None:
-    """bcdDevice, bus and address of the matching USB device via pyusb; None without a libusb backend."""
-    try:
-        import usb.core
+def _usb_devices(vid: int, pid: int) -> list:
+    import usb.core
 
-        found = usb.core.find(idVendor=vid, idProduct=pid)
+    return list(usb.core.find(find_all=True, idVendor=vid, idProduct=pid) or ())
+
+
+def usb_identity(vid: int, pid: int, location: str | None = None, serial: str | None = None,
+                 finder: Callable[[int, int], list] = _usb_devices) -> dict | None:
+    """bcdDevice, bus and address of *this* adapter's USB device via pyusb (two adapters of one VID:PID are told
+    apart by their USB location, pyserial's ``BUS-PORT.PORT:CONFIG.IFACE``, else by serial number); None without
+    a libusb backend or a match."""
+    try:
+        found = finder(vid, pid)
     except Exception:  # pyusb raises NoBackendError (and others) when libusb is absent: degrade, do not fail
         return None
-    if found is None:
+    where = location.split(":")[0] if location else None
+    match = None
+    for dev in found:
+        ports = getattr(dev, "port_numbers", None) or ()
+        if where is not None and f"{dev.bus}-{'.'.join(map(str, ports))}" == where:
+            match = dev
+            break
+        if serial is not None and _serial_of(dev) == serial:
+            match = dev
+            break
+    if match is None and len(found) == 1 and where is None:
+        match = found[0]
+    if match is None:
         return None
-    return {"bcd_device": f"{found.bcdDevice:04x}", "bus": found.bus, "address": found.address}
+    return {"bcd_device": f"{match.bcdDevice:04x}", "bus": match.bus, "address": match.address}
 
 
-def format_adapters(adapters: list[SerialAdapter], identity: Callable[[int, int], dict | None] = usb_identity) -> str:
+def _serial_of(dev) -> str | None:
+    try:
+        return dev.serial_number
+    except Exception:  # noqa: BLE001 - reading strings needs permission on the device node
+        return None
+
+
+def format_adapters(adapters: list[SerialAdapter], identity: Callable[..., dict | None] = usb_identity) -> str:
     if not adapters:
         return "no serial ports found (a virtual device: hil sim servo_chain --pty)"
     lines = []
@@ -84,7 +114,7 @@ def format_adapters(adapters: list[SerialAdapter], identity: Callable[[int, int]
                      f"  serial={a.serial_number or '-'}  location={a.location or '-'}"
                      + (f"  latency_timer={a.latency_timer_ms} ms" if a.latency_timer_ms is not None else ""))
         if a.vid is not None and a.pid is not None:
-            usb = identity(a.vid, a.pid)
+            usb = identity(a.vid, a.pid, a.location, a.serial_number)
             if usb:
                 lines.append(f"    usb bus {usb['bus']} address {usb['address']} bcdDevice {usb['bcd_device']}")
         lines += [f"    WARNING: {w}" for w in a.warnings]

@@ -28,7 +28,7 @@ def test_ftdi_latency_timer_above_1ms_is_warned(tmp_path):
     assert [a.device for a in adapters] == ["/dev/ttyUSB0", "/dev/ttyUSB1"]
     assert adapters[0].latency_timer_ms == 16 and adapters[0].warnings
     assert adapters[1].latency_timer_ms == 1 and not adapters[1].warnings
-    text = format_adapters(adapters, identity=lambda vid, pid: {"bus": 1, "address": 7, "bcd_device": "0600"})
+    text = format_adapters(adapters, identity=lambda vid, pid, *where: {"bus": 1, "address": 7, "bcd_device": "0600"})
     assert "0403:6014" in text and "U2D2" in text and "serial=FT123" in text
     assert "usb bus 1 address 7 bcdDevice 0600" in text
     assert text.count("WARNING") == 1 and "ttyUSB0/latency_timer" in text

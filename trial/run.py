@@ -60,6 +60,18 @@ class Trial:
                     hooks, listeners).go()
 
 
+def _part_id(robot: Any, name: Any) -> int | None:
+    """The bus ID of a part named by blueprint joint or sensor name, tree path or ID; None if there is none."""
+    if isinstance(name, int):
+        return name if name in robot.virtual.parts else None
+    for handles in (robot.joints, robot.sensors):
+        try:
+            return handles[name].part_id
+        except KeyError:
+            pass
+    return next((pid for pid in robot.virtual.parts if robot.virtual.path(pid) == name), None)
+
+
 class _Run:
     """The state of one run of a trial, from start to report."""
 
@@ -91,6 +103,12 @@ class _Run:
 
             self.robot = robot = Robot.open(robot_profile(spec, task, endpoint, clock == "real"))
         except BaseException:
+            self._stop_crowd()
+            raise
+        try:
+            self._arm_faults(robot)
+        except BaseException:
+            robot.close()
             self._stop_crowd()
             raise
         for note in robot.notes:
@@ -142,6 +160,24 @@ class _Run:
         return result
 
     # --- pieces -----------------------------------------------------------------------------------------------
+    def _arm_faults(self, robot: Any) -> None:
+        """``faults:`` bound to the opened robot's parts (a name it lacks: ConfigError at its line, before the first
+        tick) and run at their times in its world (firmware_sim/fault_plan.py)."""
+        spec = self.spec
+        if not spec.faults:
+            return
+        from devices.yaml_source import ConfigError
+        from firmware_sim.fault_plan import FaultPlan, parse_faults
+
+        embodied = getattr(robot.bus.transport, "embodied", None)
+        if embodied is None:
+            raise ConfigError(spec.source, None, "faults: act on the virtual robot in this process (robot:, or a "
+                                                 "sim:// bus); this trial's bus is " + robot.bus.transport.url)
+        plan = FaultPlan(parse_faults(spec.faults, spec.source, None, spec.duration))
+        plan.bind(lambda name: _part_id(robot, name))
+        plan.attach(embodied.world, embodied.device, spec.seed)
+        self.faults = plan
+
     def _start_log(self, task: Task, probe: WorldProbe | None, controller, clock) -> Any:
         from .record.tick_log import TickLog
         from .versions import versions

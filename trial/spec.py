@@ -70,6 +70,7 @@ class TrialSpec:
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     gui: bool = False
     name: str = ""  # a label for summaries and sweeps; default: the controller's name
+    faults: tuple = ()  # what happens to the virtual robot's parts, and when (firmware_sim/fault_plan.py)
     source: str = "<python>"  # where the spec came from (a trial file's path), for messages
 
     @property
@@ -132,6 +133,8 @@ KEYS: dict[str, str] = {
     "params": "a mapping of the controller's parameters (robot.params)",
     "gui": "true: the pybullet viewer (needs a display)",
     "name": "a label for summaries and sweeps",
+    "faults": "a list of {at: S, unplug|plug|reboot: PART} / {at: S, swap: PART, with: CATALOG_PART} / "
+              "{at: S, noise: {bitflip: P, for_s: S}} acting on the virtual robot (a part by name, tree path or ID)",
 }
 
 
@@ -156,11 +159,22 @@ def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mappin
     for key, value in values.items():
         checked[key] = _CHECKS[key](value, key, error, base)
     spec = replace(spec, **checked)
+    spec = _checked_faults(spec, lines)
     if spec.profile is not None and "robot" in values:
         raise error("robot", "give robot: (the virtual robot of an assembly) or profile:, not both")
     if spec.bus is not None and spec.profile is None:
         raise error("bus", "bus: replaces a profile's bus; with robot: the bus is the virtual robot in this process")
     return spec
+
+
+def _checked_faults(spec: TrialSpec, lines: Mapping[str, int]) -> TrialSpec:
+    """``faults:`` checked as a whole against the duration (file:line), kept as plain entries with their lines."""
+    if not spec.faults:
+        return spec
+    from firmware_sim.fault_plan import parse_faults, stored_faults
+
+    parse_faults(spec.faults, spec.source, lines.get("faults"), spec.duration)
+    return replace(spec, faults=stored_faults(spec.faults))
 
 
 def load_trial_file(path: str | Path, **overrides: Any) -> TrialSpec:
@@ -346,7 +360,7 @@ _CHECKS: dict[str, Callable] = {
     "scenario": _optional_name, "start": _point((2, 3)), "goal": _point((2,)),
     "goal_radius": _number(0.0, 100.0, low_open=True), "end_on_goal": _flag, "after_goal_s": _number(0.0, 3600.0),
     "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,
-    "gui": _flag, "name": _text,
+    "gui": _flag, "name": _text, "faults": lambda value, key, error, base: tuple(value or ()),
 }
 
 

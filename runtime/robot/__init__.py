@@ -13,12 +13,16 @@
     cycle.py       one bus cycle: one write for the changed targets, one Fast Bulk Read for everything (per bus)
     startup.py     modes, goal = present, torque on; wheels to 0 at the end; switching modes (set_mode)
     robot.py       Robot.open / loop / close
+    presence.py    parts lost after K missed cycles, pinged in spare time, re-armed when back (issue 26)
+    adoption.py    parts new or changed while running: scanned, model/names/handles rebuilt
+    part_events.py PartEvent (lost, back, new, changed, quarantined)
     runner.py      `hil run CONTROLLER.py --profile P`
 """
 from .base import BaseGeometryError, DifferentialBase, Pose2D, Twist2D
 from .dynamics import Dynamics
 from .joints import CURRENT, POSITION, VELOCITY, Joint, JointLimitError, JointModeError
 from .names import NameMap, UnknownName
+from .part_events import PartEvent
 from .profile import Profile, load_profile
 from .robot import Robot, Tick
 from .sensors import ContactSensor, RangeRing
@@ -33,6 +37,7 @@ __all__ = [
            "JointLimitError",
            "JointModeError",
            "NameMap",
+           "PartEvent",
            "POSITION",
            "Pose2D",
            "Profile",

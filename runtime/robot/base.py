@@ -94,6 +94,7 @@ class DifferentialBase:
         self._last: np.ndarray | None = None
         self._pose = Pose2D(0.0, 0.0, 0.0)
         self._twist = Twist2D(0.0, 0.0)
+        self.halted: str | None = None  # why the base is stopped (a wheel part lost: presence.py), None: it drives
 
     def __repr__(self) -> str:
         return (f"DifferentialBase({len(self.wheels)} wheels, track {self.track_width:.3f} m, "
@@ -132,11 +133,20 @@ class DifferentialBase:
             except JointLimitError as exc:
                 raise JointLimitError(f"base.drive(v={v:g}, w={w:g}): {exc} (straight-line top speed "
                                       f"{self.max_speed:.3f} m/s)") from None
+        if self.halted:
+            speeds = [0.0] * len(self.wheels)  # a wheel is lost: the others must not turn the robot on the spot
         for wheel, speed in zip(self.wheels, speeds):
             wheel.joint.target_velocity = speed
 
     def stop(self) -> None:
         self.drive(0.0, 0.0)
+
+    def halt(self, why: str | None) -> None:
+        """Stop every wheel now and keep them at 0 whatever drive() asks, for ``why``; None lets it drive again."""
+        self.halted = why
+        if why:
+            for wheel in self.wheels:
+                wheel.joint.target_velocity = 0.0
 
     @property
     def odometry(self) -> Pose2D:

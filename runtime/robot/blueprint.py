@@ -50,8 +50,10 @@ def joint_default_name(robot: VirtualRobot, part_id: int, joint: str) -> str:
 
 
 def resolve(semantics: Semantics | None, robot: VirtualRobot,
-            is_sensing: Callable[[ScannedPart], bool]) -> Blueprint:
-    """Bind names to the scanned robot: the semantics file's where given, tree paths elsewhere."""
+            is_sensing: Callable[[ScannedPart], bool], strict: bool = True) -> Blueprint:
+    """Bind names to the scanned robot: the semantics file's where given, tree paths elsewhere. ``strict=False``
+    (a part swapped while running, runtime/robot/adoption.py): a name that does not fit the part now at its path
+    is missing, with the reason, instead of a ConfigError."""
     parts = [p for p, _ in robot.walk()]
     by_path = {robot.path(p.id): p for p in parts}
     by_serial = {p.serial_number: p for p in parts if p.serial_number is not None}
@@ -64,13 +66,23 @@ def resolve(semantics: Semantics | None, robot: VirtualRobot,
             out.missing_joints[entry.name] = _missing(entry)
             out.problems.append(f"{entry.where}: joint {entry.name}: no part at {entry.target} in this scan")
             continue
-        key = (part.id, _joint_of(entry, part))
+        try:
+            key = (part.id, _joint_of(entry, part))
+        except ConfigError as exc:
+            if strict:
+                raise
+            out.missing_joints[entry.name] = f"does not fit the part now at {entry.target}: {exc}"
+            out.problems.append(str(exc))
+            continue
         _claim(joint_names, key, entry, "joint")
     for entry in semantics.sensors if semantics else ():
         part = _find(entry.target, by_path, by_serial)
         if part is None:
             out.missing_sensors[entry.name] = _missing(entry)
             out.problems.append(f"{entry.where}: sensor {entry.name}: no part at {entry.target} in this scan")
+            continue
+        if not is_sensing(part) and not strict:
+            out.missing_sensors[entry.name] = f"the part now at {entry.target} has no sensor to read"
             continue
         if not is_sensing(part):
             raise entry.error(f"{entry.target} is part id {part.id} ({part.descriptor.name}, {part.kind}), which has "

@@ -46,10 +46,14 @@ class BusCycle:
         # one slot per part: the smallest block covering every register that part reports
         self.read_items = tuple((part_id, lo, hi - lo) for part_id, (lo, hi) in spans.items())
         self._base = {part_id: lo for part_id, (lo, _) in spans.items()}
+        self.lost: set[int] = set()  # IDs presence.py counts as lost: left out of the read, their targets held
+        self.watch = None  # presence.BusWatch: reads counting missed replies (None: a silence raises BusTimeout)
 
     def write(self) -> int:
         """Send the targets that changed; returns the number of transactions (0 when nothing changed)."""
         pending = [(w, item) for w in self.writers if (item := w.pending_write()) is not None]
+        if self.lost:
+            pending = self._hold_lost(pending)
         transactions = 0
         while pending:
             batch, pending = _one_per_part(pending)  # a BulkWrite may list each ID once
@@ -64,11 +68,19 @@ class BusCycle:
             transactions += 1
         return transactions
 
+    def _hold_lost(self, pending: list) -> list:
+        """Targets of lost parts stay pending (sent when the part is back); the watch notes them once."""
+        held = [w for w, _ in pending if w.part_id in self.lost]
+        if held and self.watch is not None:
+            self.watch.held(self, held)
+        return [(w, item) for w, item in pending if w.part_id not in self.lost]
+
     def read(self) -> None:
         """One Fast Bulk Read of every reader's registers; each reader takes its values from its part's block."""
-        if not self.read_items:
+        items = self.read_items if not self.lost else tuple(i for i in self.read_items if i[0] not in self.lost)
+        if not items:
             return
-        blocks = self.bus.bulk_read(self.read_items, fast=True)
+        blocks = self.bus.bulk_read(items, fast=True) if self.watch is None else self.watch.read(self, items)
         for part_id, block in blocks.items():
             base = self._base[part_id]
             for reader in self._readers[part_id]:

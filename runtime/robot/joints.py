@@ -55,6 +55,8 @@ class Joint:
         self._written_raw: int | None = None
         self.current_limit_a: float | None = None  # the part's Current Limit, read when switched to current mode
         self.torque_constant: float | None = None  # N m/A of the part's motor, when known (current mode)
+        self.available = True  # False while its part is lost (runtime/robot/presence.py): position and velocity
+        # are then the last ones read, and targets are held until the part is back and re-armed
 
     def __repr__(self) -> str:
         where = f"id {self.part_id}" if self.bus in ("", "main") else f"{self.bus}:{self.part_id}"

@@ -59,6 +59,8 @@ class Profile:
     crowd: CrowdSpec | None = None  # a real-time crowd overlaid on the ring (mixed trial), None: no crowd
     native: bool = False  # the controller is a native program under the time shim (runtime/native)
     calibration: Path | None = None  # CAL.yaml (hil calibrate): an in-process virtual twin's parts carry its numbers
+    lost_after_misses: int = 3  # consecutive bus cycles a part may miss before it counts as lost (presence.py)
+    rescan_s: float = 2.0  # clock seconds between broadcast pings for parts plugged in while running; 0: never
 
     def with_bus(self, url: str | None) -> Profile:
         """The same profile on another bus (``hil run --bus``); None keeps the profile's. With several buses
@@ -128,16 +130,22 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "keys": ((str,), "a key directory made by `hil keys DIR` (CURVE for clock_endpoint and crowd)"),
     "native": ((bool,), "true or false: the controller is a native program (as hil run --native)"),
     "calibration": ((str,), "a CAL.yaml written by `hil calibrate` (the virtual twin's parts carry its numbers)"),
+    "lost_after_misses": ((int,), "an integer >= 1: bus cycles a part may miss before it counts as lost"),
+    "rescan_s": ((int, float), "a number of seconds >= 0 between looks for new parts (0: never)"),
 }
 
 
 MAX_STALL_TIMEOUT_S = 3600.0  # a lockstep participant silent for an hour is gone, not slow
 MAX_BUS_TIMEOUT_MS = 10_000.0  # a reply 10 s late is no reply (a process peer gets PEER_PROCESS_LATENCY_S on top)
 MAX_BUS_RETRIES = 100
+MAX_LOST_AFTER_MISSES = 1000  # a part silent for 1000 cycles is gone
+MAX_RESCAN_S = 3600.0
 _BOUNDS = {  # key -> (low, whether low itself is allowed, high, the bound's name in errors)
     "stall_timeout_s": (0.0, False, MAX_STALL_TIMEOUT_S, "MAX_STALL_TIMEOUT_S"),
     "bus_timeout_ms": (0.0, False, MAX_BUS_TIMEOUT_MS, "MAX_BUS_TIMEOUT_MS"),
     "bus_retries": (0, True, MAX_BUS_RETRIES, "MAX_BUS_RETRIES"),
+    "lost_after_misses": (1, True, MAX_LOST_AFTER_MISSES, "MAX_LOST_AFTER_MISSES"),
+    "rescan_s": (0.0, True, MAX_RESCAN_S, "MAX_RESCAN_S"),
 }
 
 
@@ -248,7 +256,8 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),
         trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses,
         start_pose=start_pose, crowd=crowd, keys_dir=keys_dir, native=bool(doc.get("native", False)),
-        calibration=calibration)
+        calibration=calibration,
+        lost_after_misses=int(doc.get("lost_after_misses", 3)), rescan_s=float(doc.get("rescan_s", 2.0)))
 
 
 def _check_urls(doc: Mapping, buses: tuple[BusSpec, ...], source: str, bus_override: str | None) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -42,6 +42,9 @@ from .dynamics import Dynamics
 from .joints import POSITION, VELOCITY, Joint
 from .multibus import mirror_other_buses, scan_profile
 from .names import NameMap
+from .adoption import adopt
+from .part_events import PartEvent
+from .presence import Presence, attach_presence
 from .profile import Profile, load_profile, profile_security
 from .sensors import SensorHandle, make_sensor, sensing_kind
 from .startup import bring_up, switch_mode, wind_down
@@ -86,6 +89,9 @@ class Robot:
         self.after_cycle: list[Callable[[Robot], None]] = []  # run after each bus cycle, in order (runtime/robot/overlay.py)
         self.overlay = None  # the crowd overlay of a mixed trial (runtime.robot.overlay.CrowdOverlay), None without crowd:
         self.mirrored: list[str] = []  # buses whose parts the main bus's world mirrors (runtime.robot.multibus)
+        self.presence: Presence | None = None  # parts lost and found while running (runtime/robot/presence.py)
+        self.semantics = None  # the blueprint names file as loaded (re-bound when parts are adopted)
+        self._next_due: float | None = None  # clock time of loop()'s next tick: what is left of it is spare time
         self._closed = False
 
     # --- opening ---------------------------------------------------------------------------------------------
@@ -114,6 +120,7 @@ class Robot:
                 clock = clock(host.transport)
             undo.callback(clock.close)
             notes = _notes(virtual, drivers, blueprint)
+            notes += [n for h in hosts.values() for n in getattr(h.transport, "notes", ())]  # e.g. the latency timer
             for group in _groups(cycle, host, joints):
                 notes += bring_up(group.host, group.joints, group.cycle)
             if base is not None:
@@ -121,6 +128,9 @@ class Robot:
             robot = cls(profile=prof, bus=host, virtual=virtual, model=model, clock=clock, joints=joints,
                         sensors=sensors, cycle=cycle, base=base, base_error=base_error, blueprint=blueprint,
                         drivers=drivers, notes=notes, buses=hosts)
+            robot.semantics = semantics
+            robot.presence = attach_presence(robot)
+            robot.presence.adopter = partial(adopt, builders=(_make_joints, _make_sensors, _make_base, _make_cycle))
             robot.mirrored = mirror_other_buses(robot)
             _start_mixed(robot, base, base_error, undo)
             undo.pop_all()
@@ -149,7 +159,11 @@ class Robot:
                     self.clock.sleep_until(end)  # the clock reads the full duration when the loop is done
                 return
             now = self.clock.sleep_until(due)
-            self.cycle()
+            self._next_due = due + period
+            try:
+                self.cycle()
+            finally:
+                self._next_due = None
             yield Tick(k, now)
             next_k = k + 1
             behind = math.floor((self.clock.now() - start) / period + END_TOLERANCE_S)
@@ -163,6 +177,9 @@ class Robot:
         a controller that paces itself, e.g. with time.sleep under the time patch, calls it directly)."""
         self._check_open()
         self._cycle.run()
+        if self.presence is not None:  # one ping at most, in what is left of the tick (presence.py)
+            spare = None if self._next_due is None else self._next_due - self.clock.now()
+            self.presence.after_cycle(spare)
         if self._base is not None:
             self._base.update()
         for hook in self.after_cycle:
@@ -192,6 +209,22 @@ class Robot:
         self._check_open()
         joints = [self.joints[name] for name in ([names] if isinstance(names, str) else names)]
         switch_mode(joints, mode, {j.name: self.virtual.parts[j.part_key].model_number for j in joints})
+
+    @property
+    def parts_lost(self) -> list[int]:
+        """IDs (robot-wide) of the parts that stopped answering and have not come back (runtime/robot/presence.py)."""
+        return self.presence.parts_lost if self.presence is not None else []
+
+    @property
+    def on_change(self) -> list[Callable[[PartEvent], None]]:
+        """Callbacks called with each :class:`PartEvent` (a part lost, back, new, changed), in the bus cycle."""
+        assert self.presence is not None
+        return self.presence.on_change
+
+    @property
+    def part_events(self) -> list[PartEvent]:
+        """Every part event so far, in order."""
+        return self.presence.events if self.presence is not None else []
 
     @property
     def stats(self) -> BusStats:

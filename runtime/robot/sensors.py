@@ -39,6 +39,13 @@ class _RegisterBlock:
         self._driver = driver
         self._specs = specs
         self._raw: list[int | None] = [None] * len(specs)
+        self.available = True  # False while its part is lost (runtime/robot/presence.py): its values read None
+
+    def set_available(self, available: bool) -> None:
+        """Lost (False): forget the last reading, so the values read None until the part answers again."""
+        self.available = available
+        if not available:
+            self._raw = [None] * len(self._specs)
 
     def read_spans(self) -> list[tuple[int, int]]:
         return [(s.address, s.size) for s in self._specs]
@@ -118,13 +125,17 @@ class ContactSensor(_RegisterBlock):
         return out
 
     @property
-    def pressed(self) -> dict[str, bool]:
+    def pressed(self) -> dict[str, bool | None]:
+        """zone -> pressed; None for every zone while the part is lost (unknown, not "not pressed")."""
+        if not self.available:
+            return dict.fromkeys(self.zones)
         masks = self.masks
         return {zone: bool(masks[register] >> bit & 1) for zone, (register, bit) in self.zones.items()}
 
     @property
-    def any(self) -> bool:
-        return any(self.masks.values())
+    def any(self) -> bool | None:
+        """Whether any zone is pressed; None while the part is lost."""
+        return any(self.masks.values()) if self.available else None
 
 
 SensorHandle = RangeRing | ContactSensor

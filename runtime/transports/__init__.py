@@ -4,6 +4,7 @@
     /dev/ttyUSB0, /dev/pts/3        a serial port or pty, via pyserial    (transports.serial_port)
     serial:///dev/ttyUSB0?baud=N    the same, with options                (transports.serial_port)
     socket://127.0.0.1:7000         TCP, via pyserial's socket handler    (transports.socket_port)
+    usb://0403:6014?serial=FT12AB34 a USB adapter by VID:PID and serial   (transports.usb_port)
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import importlib
 
 from .base import Transport, TransportError
 
-SCHEMES = {"sim": "sim", "serial": "serial_port", "socket": "socket_port"}
+SCHEMES = {"sim": "sim", "serial": "serial_port", "socket": "socket_port", "usb": "usb_port"}
 
 
 def open_transport(url: str, **options) -> Transport:

@@ -9,6 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import os
 import stat
+import warnings
+from pathlib import Path
 
 import serial
 
@@ -32,6 +34,32 @@ class SerialTransport(FdTransport):
         super().__init__(self._serial.fileno(), url)
         if is_pty(self._serial.fileno()):
             self.peer_latency_s = PEER_PROCESS_LATENCY_S  # a process answers, not a part on a wire
+        self.notes = check_latency_timer(path)  # an FTDI adapter's 16 ms default costs every reply 16 ms
+
+    def close(self) -> None:
+        self._serial.close()
+
+
+def check_latency_timer(path: str, sysfs_root: Path = Path("/sys")) -> list[str]:
+    """An FTDI latency timer above 1 ms is set to 1 ms where the sysfs file may be written; else a warning with the
+    fix. Returns what was done or warned (also issued as a RuntimeWarning)."""
+    from ..ports import MAX_GOOD_LATENCY_MS, latency_timer_path, read_latency_timer
+
+    latency = read_latency_timer(os.path.realpath(path), sysfs_root)
+    if latency is None or latency <= MAX_GOOD_LATENCY_MS:
+        return []
+    timer = latency_timer_path(os.path.realpath(path), sysfs_root)
+    try:
+        timer.write_text(f"{MAX_GOOD_LATENCY_MS}\n")
+        note = f"{path}: latency timer was {latency} ms; set to {MAX_GOOD_LATENCY_MS} ms ({timer})"
+    except OSError:
+        note = (f"{path}: latency timer is {latency} ms (> {MAX_GOOD_LATENCY_MS} ms): every reply waits for it. "
+                f"Fix: echo {MAX_GOOD_LATENCY_MS} | sudo tee {timer}")
+    warnings.warn(note, RuntimeWarning, stacklevel=3)
+    return [note]
+
+
+def _unused_close(self) -> None:
 
     def close(self) -> None:
         self._serial.close()

@@ -15,6 +15,8 @@
   time; in a mixed trial whenever the overlay placed its virtual people anew), ``/world/contacts`` (who touched
   the robot since the previous message, from the physics engine) and ``/crowd/script`` (each staged line when it
   ran);
+- ``/robot/parts`` when a part is lost, back, new, changed or quarantined (runtime/robot/presence.py), and
+  ``/robot/model`` again after a new or changed part;
 - ``/bus/stats`` once a second of log time for every bus (``bus`` says which); latency percentiles only on the
   real clock (they are wall time, which would make a simulated trial's log differ run to run);
 - ``/trial/meta``, ``/map``, ``/robot/model`` (the robot from its descriptors: robot_model.py) and, with a
@@ -93,6 +95,7 @@ class TickLog:
         # anew); its empty dict before the crowd's first word is not worth a message
         self._people: Any = self.overlay.people if self.overlay is not None else None
         self._closed = False
+        self._parts_written = len(getattr(robot, "part_events", ()))
         self.rec = TrialRecorder(out_dir)
         try:
             from .foxglove import FoxgloveChannels
@@ -151,11 +154,27 @@ class TickLog:
             sensors["ring_real"] = self.ring.real_ranges
             sensors["ring_virtual"] = list(self.ring.virtual_ranges or [None] * len(self.ring.angles))
         rec.write("/robot/sensors", t, sensors)
+        self._write_parts(t)
         self._write_people(t)
         if t >= self._next_stats_s - 1e-9:
             self._write_stats(t)
             self._next_stats_s = (math.floor(t / BUS_STATS_EVERY_S + 1e-9) + 1) * BUS_STATS_EVERY_S
         self.sets += 1
+
+    def _write_parts(self, t: float) -> None:
+        """``/robot/parts``: each part lost, back, new, changed or quarantined since the last cycle (presence.py);
+        a new or changed part changes the robot, so ``/robot/model`` is written again with it."""
+        events = getattr(self.robot, "part_events", ())
+        if len(events) <= self._parts_written:
+            return
+        fresh = events[self._parts_written:]
+        self._parts_written = len(events)
+        for event in fresh:
+            self.rec.write("/robot/parts", t, {**event.as_dict(), "time_s": t})
+        if any(e.kind in ("new", "changed") for e in fresh):
+            from .robot_model import robot_model_message
+
+            self.rec.write("/robot/model", t, robot_model_message(self.robot))
 
     def _write_people(self, t: float) -> None:
         rec = self.rec

@@ -71,6 +71,7 @@ def compute_metrics(messages: Mapping[str, Sequence[LogMessage]], *, still_speed
     out["time_not_moving_s"] = robot.time_not_moving(still_speed_mps, goal_t)
     out.update(_people_metrics(robot, tracks, messages, robot_radius, contact_margin_m))
     out["sensors"] = sensor_faults(messages)
+    out["parts"] = part_event_counts(messages.get("/robot/parts", ()))
     return _rounded(out)
 
 
@@ -92,6 +93,16 @@ def sensor_faults(messages: Mapping[str, Sequence[LogMessage]]) -> dict[str, Any
         ring["readings"] = len(readings)
         ring["invalid_per_sensor"] = [sum(r[k] is None for r in readings if k < len(r)) for k in range(len(readings[0]))]
     return out
+
+
+def part_event_counts(events: Sequence[LogMessage]) -> dict[str, int]:
+    """How many parts were lost, back, new, changed, quarantined during the run (``/robot/parts``, issue 26)."""
+    counts = dict.fromkeys(("lost", "back", "new", "changed", "quarantined"), 0)
+    for message in events:
+        kind = message.data.get("kind") if isinstance(message.data, dict) else None
+        if kind in counts:
+            counts[kind] += 1
+    return counts
 
 
 def metrics_json(metrics: Mapping[str, Any]) -> str:

@@ -51,6 +51,9 @@ UNIT_BOX = _unit_box()
 MOVED = 1e-4  # a link whose frame changed less than this (m, or rotation matrix entries) is not sent again
 
 
+LOST_RGB = (128, 128, 128)  # a part that stopped answering
+
+
 def rgb255(rgb) -> tuple[int, int, int]:
     return tuple(int(round(255 * max(0.0, min(1.0, c)))) for c in rgb[:3])  # type: ignore[return-value]
 
@@ -99,6 +102,8 @@ class SceneDrawer:
         self._nodes = []
         self.poser: LinkPoser | None = None
         self.link_nodes: list[Any] = []
+        self._link_shapes: list[tuple[int | None, list[tuple[Any, tuple]]]] = []  # (part, [(handle, colour)])
+        self._greyed: frozenset = frozenset()
         self.people: dict[int, str] = {}  # id -> what the person does, as drawn
         self._crowd: Any = None
         self._crowd_key: tuple = ()
@@ -149,26 +154,38 @@ class SceneDrawer:
         for i, entry in enumerate(msg["links"]):
             frame = self._keep(scene.add_frame(f"/robot/l{i}", show_axes=False))
             self.link_nodes.append(frame)
-            for k, shape in enumerate(entry["visuals"]):
-                self._add_shape(f"/robot/l{i}/v{k}", shape)
+            shapes = [(self._add_shape(f"/robot/l{i}/v{k}", shape), rgb255(shape["rgba"]))
+                      for k, shape in enumerate(entry["visuals"])]
+            self._link_shapes.append((entry.get("part"), [(h, c) for h, c in shapes if h is not None]))
 
-    def _add_shape(self, name: str, shape: dict[str, Any]) -> None:
+    def _add_shape(self, name: str, shape: dict[str, Any]) -> Any:
         m = shape_matrix(shape)
         pos, wxyz = tuple(m[:3, 3]), wxyz_of(m[:3, :3])
         color, size, kind = rgb255(shape["rgba"]), shape["size"], shape["kind"]
         opacity = shape["rgba"][3] if shape["rgba"][3] < 1.0 else None
         scene = self.scene
         if kind == "box":
-            scene.add_box(name, dimensions=tuple(size[:3]), color=color, position=pos, wxyz=wxyz, opacity=opacity)
+            return scene.add_box(name, dimensions=tuple(size[:3]), color=color, position=pos, wxyz=wxyz, opacity=opacity)
         elif kind in ("cylinder", "capsule"):
-            scene.add_cylinder(name, radius=size[0], height=size[1] + (2 * size[0] if kind == "capsule" else 0.0),
+            return scene.add_cylinder(name, radius=size[0], height=size[1] + (2 * size[0] if kind == "capsule" else 0.0),
                                color=color, position=pos, wxyz=wxyz, opacity=opacity)
         elif kind == "sphere":
-            scene.add_icosphere(name, radius=size[0], color=color, position=pos, wxyz=wxyz, opacity=opacity)
+            return scene.add_icosphere(name, radius=size[0], color=color, position=pos, wxyz=wxyz, opacity=opacity)
         elif kind == "mesh" and shape.get("vertices"):
-            scene.add_mesh_simple(name, vertices=np.asarray(shape["vertices"], dtype=np.float32),
+            return scene.add_mesh_simple(name, vertices=np.asarray(shape["vertices"], dtype=np.float32),
                                   faces=np.asarray(shape["triangles"], dtype=np.uint32), color=color, position=pos,
                                   wxyz=wxyz)
+        return None
+
+    def grey_lost(self, lost: frozenset) -> None:
+        """The links of parts lost at this time drawn grey (issue 26: ``/robot/parts``), the others in their colours."""
+        if lost == self._greyed:
+            return
+        for part, shapes in self._link_shapes:
+            if (part in lost) != (part in self._greyed):
+                for handle, colour in shapes:
+                    handle.color = LOST_RGB if part in lost else colour
+        self._greyed = lost
 
     # --- every frame -----------------------------------------------------------------------------------------
     def draw(self, frame: Frame, lines: bool = True) -> None:
@@ -176,6 +193,7 @@ class SceneDrawer:
         path is the biggest message: the live page redraws them less often)."""
         with self.server.atomic():
             links = self._robot(frame.robot) if frame.robot is not None else None
+            self.grey_lost(frame.lost_parts)
             self._people(frame.people)
             self._ring(frame, links)
             if lines:

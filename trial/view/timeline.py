@@ -30,6 +30,7 @@ class Frame:
     line: int | None = None  # the script line that ran last (1-based)
     path: list[tuple[float, float]] = field(default_factory=list)  # the robot's path so far
     trails: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # each person's recent path
+    lost_parts: frozenset = frozenset()  # IDs of the parts lost at t (/robot/parts), drawn grey
 
 
 class Timeline:
@@ -102,7 +103,18 @@ class Timeline:
             path = list(zip(self._path_x[:n:stride], self._path_y[:n:stride]))
             return Frame(t=t, robot=robot, sensors=self._latest("/robot/sensors", t),
                          people=list(people_msg["people"]) if people_msg else [],
-                         line=int(script["line"]) if script else None, path=path, trails=self._trails(t))
+                         line=int(script["line"]) if script else None, path=path, trails=self._trails(t),
+                         lost_parts=self._lost_parts(t))
+
+    def _lost_parts(self, t: float) -> frozenset:
+        """Parts lost and not back (nor replaced) at ``t``, from ``/robot/parts``."""
+        times = self._times.get("/robot/parts")
+        if not times:
+            return frozenset()
+        lost: set[int] = set()
+        for event in self._data["/robot/parts"][:bisect.bisect_right(times, t + 1e-9)]:
+            (lost.add if event.get("kind") == "lost" else lost.discard)(event.get("part_id"))
+        return frozenset(lost)
 
     def _trails(self, t: float) -> dict[int, list[tuple[float, float]]]:
         times = self._times.get("/pedestrians")
