@@ -335,6 +335,13 @@ class RemoteParticipant:
         self.epoch, self.now_s = reply.payload.get("epoch", 0), reply.t
 
     def _call(self, kind: str, payload: dict):
+        # a REQ socket whose only connection failed its handshake (a plain client at a CURVE master) has no pipe
+        # to send on while it reconnects, and a plain send would block for ever: wait for one within the timeout
+        if not self._socket.poll(int(self.timeout_s * 1000), zmq.POLLOUT):
+            why = self._watch.reason() if self._watch is not None else ""
+            raise LockstepError(f"lockstep: the clock master at {self.endpoint} did not answer {self.name!r}'s "
+                                f"{kind} within {self.timeout_s:g} s (no connection to send on: "
+                                f"{why or 'refused, stalled or gone'})")
         self._socket.send(pack(kind, {"name": self.name, **payload}, t=self.now_s))
         if not self._socket.poll(int(self.timeout_s * 1000)):
             why = self._watch.reason() if self._watch is not None else ""
