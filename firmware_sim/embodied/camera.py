@@ -73,6 +73,7 @@ class _Camera:
         self._last_k: int | None = None
         self._renderer = None
         self._static: InstanceList | None = None
+        self._robot_cache: dict = {}  # the robot's shapes as unit primitives per body (scene.robot_scene)
         self.rendered = 0  # frames actually rendered (a read between frames does not count)
 
     @property
@@ -105,7 +106,7 @@ class _Camera:
             if self._static is None:
                 self._static = static_scene(part.world.walls.values())
             scene.extend(self._static)
-            scene.extend(robot_scene(part.robot, legend))
+            scene.extend(robot_scene(part.robot, legend, self._robot_cache))
             scene.extend(people_scene(people, part.gait.update(now_s, people), part.seed, legend))
             with _CONTEXT_LOCK, renderer.ctx:
                 rgb, labels, z, cos = renderer.render(view, self.projection, scene.pack())

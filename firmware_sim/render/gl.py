@@ -134,13 +134,16 @@ class GLRenderer:
         rgb = np.frombuffer(self.fbo.read(components=3, attachment=0), np.uint8).reshape(h, w, 3)
         labels = np.frombuffer(self.fbo.read(components=1, attachment=1, dtype="i4"), np.int32).reshape(h, w)
         geometry = np.frombuffer(self.fbo.read(components=2, attachment=2, dtype="f4"), np.float32).reshape(h, w, 2)
-        z_buffer = np.frombuffer(self.fbo.read(components=1, attachment=-1, dtype="f4"), np.float32).reshape(h, w)
-        sky = z_buffer >= 1.0  # nothing drawn: what an integer target holds there is not ours to trust
-        rgb, labels, z, cos = rgb.copy(), labels.copy(), geometry[..., 0].copy(), geometry[..., 1].copy()
-        rgb[sky] = np.round(np.array(SKY) * 255).astype(np.uint8)
-        labels[sky] = 0
-        z[sky] = np.inf
-        cos[sky] = 1.0
+        # nothing drawn where the geometry target kept its clear value (z = 0: no surface lies on the camera's
+        # centre, the near plane is in front of it); what an integer target holds there is not ours to trust
+        z, cos = geometry[..., 0].copy(), geometry[..., 1].copy()
+        sky = z <= 0.0
+        rgb, labels = rgb.copy(), labels.copy()
+        if sky.any():
+            rgb[sky] = np.round(np.array(SKY) * 255).astype(np.uint8)
+            labels[sky] = 0
+            z[sky] = np.inf
+            cos[sky] = 1.0
         return rgb, labels, z, cos
 
     def _vao(self, kind: str, inst: Instances):

@@ -92,23 +92,44 @@ def static_scene(walls: Iterable) -> InstanceList:
     return out
 
 
-def robot_scene(robot, legend: dict[int, str]) -> InstanceList:
-    """Every visual shape of every body of the robot (and of its mirrors) at its body's pose now."""
+def robot_scene(robot, legend: dict[int, str], cache: dict | None = None) -> InstanceList:
+    """Every visual shape of every body of the robot (and of its mirrors) at its body's pose now. ``cache`` (kept
+    by the caller, one per robot) holds each body's shapes as unit primitives in the body frame, made once."""
     out = InstanceList()
-    k = 0
+    if cache is None:
+        shapes = _robot_shapes(robot)
+    else:
+        mirrors = len(getattr(robot, "mirrors", ()))  # a mirror hung later (world/mirror.py): built anew
+        if cache.get("mirrors") != mirrors:
+            cache["shapes"], cache["mirrors"] = _robot_shapes(robot), mirrors
+        shapes = cache["shapes"]
+    for k, (body, link, primitives) in enumerate(shapes):
+        label = ROBOT_BASE + k
+        legend[label] = f"robot:{link.part_id}/{link.body}"
+        if not primitives:
+            continue
+        frame = _matrix(*body.link_pose(link.part_id, link.body))
+        for kind, local, rgba in primitives:
+            items = out.items[kind]
+            items[0].append(frame @ local)
+            items[1].append(rgba)
+            items[2].append(label)
+    return out
+
+
+def _robot_shapes(robot) -> list:
+    """[(carrier body, link, [(kind, unit-primitive pose in the body frame, rgba)])] in label order."""
+    out = []
     for body in (robot, *getattr(robot, "mirrors", ())):
         for link in body.links:
-            label = ROBOT_BASE + k
-            k += 1
-            legend[label] = f"robot:{link.part_id}/{link.body}"
-            visuals = body.parts[link.part_id].body(link.body).visuals
-            if not visuals:
-                continue
-            frame = _matrix(*body.link_pose(link.part_id, link.body))
-            for shape in visuals:
+            primitives = []
+            for shape in body.parts[link.part_id].body(link.body).visuals:
                 kind, size = _shape_kind(shape)
-                out.add(kind, size, frame @ _matrix(tuple(shape.pose.xyz), _quat_rpy(shape.pose.rpy)),
-                        tuple(shape.rgba), label)
+                local = InstanceList()
+                local.add(kind, size, _matrix(tuple(shape.pose.xyz), _quat_rpy(shape.pose.rpy)), tuple(shape.rgba), 0)
+                for k in KINDS:
+                    primitives += [(k, pose, rgba) for pose, rgba in zip(local.items[k][0], local.items[k][1])]
+            out.append((body, link, primitives))
     return out
 
 
