@@ -7,7 +7,7 @@ within the same period returns the frame already made, with its own time, as a r
 frame is a dict of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid, labels HxW
 int32) and handed out as is: whoever reads it must not write into it (the runtime marks them read-only).
 
-Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: 30 ms at 1 Mbit/s each): the
+Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: about 3 s at 1 Mbit/s): the
 camera's pixels come through a camera service beside the bus (runtime.robot.camera; ARCHITECTURE "Cameras").
 """
 from __future__ import annotations
