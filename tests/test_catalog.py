@@ -20,6 +20,7 @@ import pytest
 
 from devices.catalog import DYNAMIXEL_DIR, PARTS_DIR, compiled_part, load_part, load_source, part_names
 from devices.control_table import VELOCITY_MODE
+from devices.descriptor.camera import camera_spec
 from devices.control_table.cpc import CPC_BASE, CPC_HEADER_LEN, DESCRIPTOR_ADDRESS, parse_cpc_header
 from devices.descriptor import (MAX_DESCRIPTOR_BYTES, DescriptorError, Pose, decode_descriptor, descriptor_sha256,
                                 encode_descriptor)
@@ -123,7 +124,8 @@ def test_sensor_models_refer_to_what_the_part_declares(name):
                 assert 0 <= zone["bit"] < 8
                 assert 0 <= zone["collision"] < len(body.collisions)
         elif sensor.kind == "camera":
-            assert params["width"] > 0 and params["height"] > 0 and 0 < params["fov_deg"] < 180
+            spec = camera_spec(params)  # the whole block checked (devices/descriptor/camera.py)
+            assert spec.width > 0 and spec.height > 0 and spec.fx > 0 and spec.rate_hz > 0 and spec.delivers
         else:
             pytest.fail(f"{name}: sensor {sensor.name} of unknown kind {sensor.kind!r}")
 

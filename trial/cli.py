@@ -65,6 +65,7 @@ def register(sub) -> None:
                            "crowd; 'none': background only (default guide_meets_child: reference 000 FIG. 11 on "
                            "the route)")
     demo.add_argument("--gui", action="store_true", help="watch it in the pybullet viewer (needs a display)")
+    _add_camera_arguments(demo)
     demo.add_argument("--out", help="trial folder: trial.mcap, metrics.json, topdown.png (default trials/demo-SEED)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the crowd and the sensors (default 0)")
     demo.add_argument("--crowd", metavar="ENDPOINT", help="use a crowd already served there (default: start one)")
@@ -160,6 +161,14 @@ def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--out", help="trial folder (default trials/NAME-SEED)")
     out.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_camera_arguments(out)
+
+
+def _add_camera_arguments(group) -> None:
+    group.add_argument("--camera-rate", type=float, dest="camera_rate", metavar="HZ",
+                       help="record each camera's images at HZ (default 5; 0: none)")
+    group.add_argument("--camera-depth", action="store_true", default=None, dest="camera_depth",
+                       help="also record each camera's depth image (foxglove.RawImage)")
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -177,7 +186,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 _TRIAL_KEYS = ("robot", "profile", "bus", "clock", "gui", "map", "crowd", "crowd_scale", "crowd_start",
                "crowd_endpoint", "crowd_timeout_s", "scenario", "start", "goal", "goal_radius", "end_on_goal",
-               "after_goal_s", "seed", "duration", "name")
+               "after_goal_s", "seed", "duration", "name", "camera_rate", "camera_depth")
 
 
 def cmd_trial(args: argparse.Namespace) -> int:
@@ -213,7 +222,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     spec = demo_spec(seed=args.seed, scenario=args.scenario,
                      duration=DEMO_DURATION_S if args.duration is None else args.duration, gui=args.gui,
-                     crowd_endpoint=args.crowd, crowd_timeout_s=args.crowd_timeout, source="hil demo")
+                     crowd_endpoint=args.crowd, crowd_timeout_s=args.crowd_timeout, source="hil demo",
+                     **{k: getattr(args, k) for k in ("camera_rate", "camera_depth") if getattr(args, k, None) is not None})
     if spec.gui:
         _check_display()
     out = Path(args.out or f"trials/demo-{args.seed}")

@@ -201,7 +201,7 @@ class _Run:
             map_msg = _bus_map(robot)
         extra = ((("/crowd/scenario", scenario_message(task.scenario)),) if task.scenario else ())
         return TickLog(self.folder, robot, meta, map_msg, probe=probe, listeners=self.listeners,
-                       extra=extra).attach()
+                       extra=extra, camera_rate=self.spec.camera_rate, camera_depth=self.spec.camera_depth).attach()
 
     def _goal_watch(self, task: Task, probe: WorldProbe | None) -> Callable[[Any], None]:
         """After each cycle: the goal reached (ground truth when there is a world, else odometry) -> the run ends

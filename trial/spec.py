@@ -69,6 +69,8 @@ class TrialSpec:
     duration: float | None = DEFAULT_DURATION_S  # simulated (or wall, on the real clock) seconds; None: no limit
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     gui: bool = False
+    camera_rate: float = 5.0  # Hz at which the log records each camera (trial/record/camera_log.py); 0: none
+    camera_depth: bool = False  # also record each camera's depth image (foxglove.RawImage)
     name: str = ""  # a label for summaries and sweeps; default: the controller's name
     faults: tuple = ()  # what happens to the virtual robot's parts, and when (firmware_sim/fault_plan.py)
     source: str = "<python>"  # where the spec came from (a trial file's path), for messages
@@ -132,6 +134,8 @@ KEYS: dict[str, str] = {
     "duration": "seconds (> 0) of the trial's clock, at most MAX_DURATION_S=604800 (a week), or none for no limit",
     "params": "a mapping of the controller's parameters (robot.params)",
     "gui": "true: the pybullet viewer (needs a display)",
+    "camera_rate": "Hz (0..100) at which the log records each camera's images (default 5; 0: none)",
+    "camera_depth": "true: the log also records each camera's depth image",
     "name": "a label for summaries and sweeps",
     "faults": "a list of {at: S, unplug|plug|reboot: PART} / {at: S, swap: PART, with: CATALOG_PART} / "
               "{at: S, noise: {bitflip: P, for_s: S}} acting on the virtual robot (a part by name, tree path or ID)",
@@ -361,6 +365,7 @@ _CHECKS: dict[str, Callable] = {
     "goal_radius": _number(0.0, 100.0, low_open=True), "end_on_goal": _flag, "after_goal_s": _number(0.0, 3600.0),
     "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,
     "gui": _flag, "name": _text, "faults": lambda value, key, error, base: tuple(value or ()),
+    "camera_rate": _number(0.0, 100.0), "camera_depth": _flag,
 }
 
 

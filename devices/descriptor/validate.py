@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .camera import CameraParamError, camera_spec
 from .schema import (JOINT_TYPES, KINDS, SCHEMA_VERSION, SHAPE_KINDS, Body, DriverCode, Inertial, Joint,
                      JointLimits, PartDescriptor, Port, Pose, RegisterSpec, Sensor, Shape)
 
@@ -342,9 +343,23 @@ def _sensors(c: _Checker, doc: Mapping, body_names: set[str]) -> tuple[Sensor, .
         if body not in body_names:
             raise c.fail(node, "body", f"{f}.body", f"no body named {body!r}")
         params = c.get(node, "params", f, Mapping, {})
+        if node.get("kind") == "camera":
+            _check_camera(c, params, f)
         sensors.append(Sensor(c.get(node, "name", f, str), c.get(node, "kind", f, str), body, _plain(params)))
     c.unique([s.name for s in sensors], doc, "sensors")
     return tuple(sensors)
+
+
+def _check_camera(c: _Checker, params: Mapping, f: str) -> None:
+    """A camera's params checked whole at load (devices/descriptor/camera.py), the error at the bad key's line."""
+    try:
+        camera_spec(params)
+    except CameraParamError as exc:
+        top = exc.key.split(".")[0]
+        node = params.get("depth") if "." in exc.key and isinstance(params.get("depth"), Mapping) else params
+        key = exc.key.split(".")[-1]
+        raise c.fail(node, key if key in node else (top if top in params else None), f"{f}.params.{exc.key}",
+                     exc.message) from None
 
 
 def _driver(c: _Checker, doc: Mapping) -> DriverCode | None:

@@ -39,6 +39,7 @@ from ..world import RobotBody, RobotBuildError, World, build_robot, load_map
 from ..world.world import STEP_EPSILON
 from ..world.mirror import MirrorBody, build_mirror
 from .adopt import adopt
+from .camera import CameraError, CameraFirmware
 from .sensing import ContactFirmware, RangeRingFirmware, part_seed
 from .servo import Interlock, JointServo
 
@@ -85,6 +86,18 @@ class EmbodiedRobot:
     pacer: Pacer | None = None
     _lockstep: tuple | None = None
     crowd: object | None = None  # the CrowdBridge (crowd_bridge.attach_crowd) when a crowd is connected
+    cameras: dict | None = None  # part ID -> CameraFirmware (camera.py): frames on demand, beside the bus
+
+    # --- cameras (camera.py): pixels never go over the bus -------------------------------------------------------
+    def camera_frame(self, part_id: int, name: str | None = None) -> dict:
+        """The camera's frame of the current frame period (rendered now if none was yet), taken under the
+        device's lock so no step runs mid-render. CameraError names the camera and why it cannot give one."""
+        camera = (self.cameras or {}).get(part_id)
+        if camera is None:
+            raise CameraError(f"part {part_id} is not a camera of this world (cameras: "
+                              f"{', '.join(map(str, sorted(self.cameras or {}))) or 'none'})")
+        with self.device.lock:
+            return camera.frame(name)
 
     def lockstep(self, stall_timeout_s: float | None = None):
         """The lockstep clock of this world (created on first use): (core, condition). The world is the master;
@@ -195,6 +208,7 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
         pacer = None
         device = VirtualBusDevice(parts, timing=timing, faults=faults, clock=lambda: world.time_s)
     embodied = EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer)
+    embodied.cameras = _attach_cameras(embodied, seed)
     if gui:  # the viewer's camera follows the robot (read between steps, in the stepping thread)
         world.camera_target = lambda: tuple(embodied.robot_pose()[k] for k in ("x", "y", "yaw"))
     if crowd_endpoint:
@@ -210,6 +224,23 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
             embodied.close()
             raise
     return embodied
+
+
+def _attach_cameras(embodied: EmbodiedRobot, seed: int) -> dict[int, CameraFirmware]:
+    """The camera parts, given the world, the robot and the crowd (looked up when a frame is made: it attaches
+    after the parts). Their bus firmware is kept as it is (a camera has no registers beyond the common ones)."""
+    from ..world.figures import Gait
+
+    gait = Gait(seed)  # one per world: both eyes see the same people in the same step
+    cameras = {}
+    for part in embodied.parts:
+        desc = getattr(part, "descriptor", None)
+        if desc is not None and any(s.kind == "camera" for s in desc.sensors):
+            camera = adopt(CameraFirmware, part).attach(embodied.world, embodied.robot,
+                                                        part_seed(seed, part.serial_number),
+                                                        lambda: embodied.crowd, gait)
+            cameras[part.id] = camera
+    return cameras
 
 
 def _check_crowd_mode(crowd_mode: str, clock: str) -> None:

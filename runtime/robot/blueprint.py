@@ -86,7 +86,7 @@ def resolve(semantics: Semantics | None, robot: VirtualRobot,
             continue
         if not is_sensing(part):
             raise entry.error(f"{entry.target} is part id {part.id} ({part.descriptor.name}, {part.kind}), which has "
-                              "no sensor with registers to read (a range ring or a contact sensor)")
+                              "no sensor to read (a range ring, a contact sensor or a camera)")
         _claim(sensor_names, part.id, entry, "sensor")
     for part in parts:
         for joint in part.descriptor.moving_joints:

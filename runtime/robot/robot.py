@@ -36,6 +36,7 @@ from ..scan import VirtualRobot
 from ..transports import Transport
 from .base import BaseGeometryError, DifferentialBase, wheel_geometry
 from .blueprint import Blueprint, resolve
+from .camera import Camera, attach_camera_sources
 from .buses import MAIN_BUS
 from .cycle import BusCycle, BusGroup, MultiCycle
 from .dynamics import Dynamics
@@ -132,6 +133,7 @@ class Robot:
             robot.presence = attach_presence(robot)
             robot.presence.adopter = partial(adopt, builders=(_make_joints, _make_sensors, _make_base, _make_cycle))
             robot.mirrored = mirror_other_buses(robot)
+            attach_camera_sources(robot, undo)
             _start_mixed(robot, base, base_error, undo)
             undo.pop_all()
         return robot
@@ -251,6 +253,9 @@ class Robot:
         if self._closed:
             return
         self._closed = True
+        for camera in self.sensors.values():
+            if isinstance(camera, Camera):
+                camera.close()
         try:
             if self.overlay is not None:
                 self.overlay.close()  # says bye to the crowd first: it stops serving
@@ -325,13 +330,18 @@ def _make_cycle(hosts: dict[str, BusHost], joints: NameMap[Joint],
     """One BusCycle for one bus (as always); a MultiCycle of one BusCycle per bus for several."""
     if len(hosts) == 1:
         host = next(iter(hosts.values()))
-        return BusCycle(host, [*joints.values(), *sensors.values()], list(joints.values()))
+        return BusCycle(host, [*joints.values(), *_on_bus(sensors)], list(joints.values()))
     groups = []
     for name, host in hosts.items():
         on_bus = [j for j in joints.values() if j.bus == name]
-        readers = [*on_bus, *(s for s in sensors.values() if s.bus == name)]
+        readers = [*on_bus, *(s for s in _on_bus(sensors) if s.bus == name)]
         groups.append(BusGroup(name, host, on_bus, BusCycle(host, readers, on_bus)))
     return MultiCycle(groups)
+
+
+def _on_bus(sensors: NameMap[SensorHandle]) -> list[SensorHandle]:
+    """The sensors the bus cycle reads (a camera's pixels come beside the bus: runtime/robot/camera.py)."""
+    return [s for s in sensors.values() if not isinstance(s, Camera)]
 
 
 def _groups(cycle: BusCycle | MultiCycle, host: BusHost, joints: Mapping[str, Joint]) -> tuple[BusGroup, ...]:

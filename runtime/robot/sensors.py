@@ -12,19 +12,23 @@ from collections.abc import Sequence
 from devices.descriptor import PartDescriptor, RegisterSpec, Sensor
 
 from ..drivers import PartDriver
+from .camera import CAMERA, Camera, camera_sensor
 
 RANGE_RING = "range_ring"
 CONTACT = "contact"
 
 
 def sensing_kind(desc: PartDescriptor) -> str | None:
-    """The kind of readable sensor a part carries (range_ring or contact), None if it has none on the bus."""
+    """The kind of readable sensor a part carries (range_ring or contact on the bus, or a camera beside it), None
+    if it has none."""
     for sensor in desc.sensors:
         if sensor.kind == RANGE_RING and sensor.params.get("registers"):
             return RANGE_RING
     for sensor in desc.sensors:
         if sensor.kind == CONTACT and sensor.params.get("register"):
             return CONTACT
+    if camera_sensor(desc) is not None:
+        return CAMERA
     return None
 
 
@@ -138,7 +142,7 @@ class ContactSensor(_RegisterBlock):
         return any(self.masks.values()) if self.available else None
 
 
-SensorHandle = RangeRing | ContactSensor
+SensorHandle = RangeRing | ContactSensor | Camera
 
 
 def make_sensor(name: str, part_id: int, path: str, desc: PartDescriptor, driver: PartDriver,
@@ -164,6 +168,8 @@ def make_sensor(name: str, part_id: int, path: str, desc: PartDescriptor, driver
             for zone in sensor.params.get("zones") or [{"name": sensor.name, "bit": 0}]:
                 zones[str(zone.get("name", sensor.name))] = (register, int(zone.get("bit", 0)))
         return ContactSensor(name, part_id, path, driver, [desc.register(r) for r in registers], zones)
+    if kind == CAMERA:
+        return Camera(name, part_id, path, desc, camera_sensor(desc))
     raise ValueError(f"part id {part_id} ({desc.name}) has no sensor the runtime can read")
 
 

@@ -72,6 +72,13 @@ class SimTransport(Transport):
         self.device = device
         self._pending = b""
 
+    def camera_frame(self, part_id: int, sensor: str | None = None) -> dict:
+        """A camera part's frame, rendered in this transport's world (firmware_sim/embodied/camera.py): the
+        camera service beside the bus (images never go over it)."""
+        if getattr(self, "embodied", None) is None:
+            raise TransportError(0, f"{self.url}: no world (world=0): nothing to render camera {part_id} in")
+        return self.embodied.camera_frame(part_id, sensor)
+
     def write(self, data: bytes) -> None:
         self.device.receive(bytes(data))
 

@@ -71,7 +71,8 @@ class TickLog:
 
     def __init__(self, out_dir: str | os.PathLike[str], robot: Any, meta: dict[str, Any],
                  map_msg: dict[str, Any] | None = None, probe: Any = None, listeners: tuple = (),
-                 extra: tuple[tuple[str, dict[str, Any]], ...] = ()):
+                 extra: tuple[tuple[str, dict[str, Any]], ...] = (), camera_rate: float = 5.0,
+                 camera_depth: bool = False):
         from runtime.robot.sensors import ContactSensor, RangeRing
 
         self.robot = robot
@@ -111,6 +112,9 @@ class TickLog:
             for topic, payload in extra:  # the scenario's lines (trial/run.py)
                 self.rec.write(topic, 0.0, payload)
             self._write_faults(0.0)
+            from .camera_log import CameraLog
+
+            self.cameras = CameraLog(self.rec, robot, camera_rate, camera_depth)  # camera_log.py
         except BaseException:
             self.rec.close()
             raise
@@ -156,6 +160,7 @@ class TickLog:
         rec.write("/robot/sensors", t, sensors)
         self._write_parts(t)
         self._write_people(t)
+        self.cameras.after_cycle(t)
         if t >= self._next_stats_s - 1e-9:
             self._write_stats(t)
             self._next_stats_s = (math.floor(t / BUS_STATS_EVERY_S + 1e-9) + 1) * BUS_STATS_EVERY_S

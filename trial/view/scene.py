@@ -2,7 +2,7 @@
 
 Map walls and the goal once; the robot as its parts describe it (``/robot/model``: each link a frame node
 carrying the descriptors' visual shapes, placed by the model's forward kinematics at the logged joint
-positions); people as cylinders sized by their body and coloured by what they do (trial/record/palette.py); the
+positions); people as walking human figures (trial/view/figures.py, the cameras' figures); the
 ring's rays from their sensors to the echo (real and virtual echoes apart in a mixed trial); the robot's path and
 the people's recent trails. Only what changed is sent: viser forwards every property set to the browser.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trial.record.palette import (ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, VIRTUAL_ECHO_RGB, WALL_HEIGHT_M,
-                                  WALL_RGB, WALL_THICKNESS_M, doing_rgb)
+                                  WALL_RGB, WALL_THICKNESS_M)
 from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
 from .timeline import Frame
@@ -96,17 +96,18 @@ class SceneDrawer:
 
     def reset(self) -> None:
         """Remove every node of the trial shown so far (the next one may have another map and robot)."""
-        leftovers = [getattr(self, name, None) for name in ("_rays", "_echoes", "_path", "_trails", "_crowd")]
+        leftovers = [getattr(self, name, None) for name in ("_rays", "_echoes", "_path", "_trails")]
         for node in [*self._nodes, *(n for n in leftovers if n is not None)]:
             node.remove()
+        if getattr(self, "_figure_drawer", None) is not None:
+            self._figure_drawer.clear()
+        self._figure_drawer = None  # the people's figures (trial/view/figures.py), made on first use
         self._nodes = []
         self.poser: LinkPoser | None = None
         self.link_nodes: list[Any] = []
         self._link_shapes: list[tuple[int | None, list[tuple[Any, tuple]]]] = []  # (part, [(handle, colour)])
         self._greyed: frozenset = frozenset()
         self.people: dict[int, str] = {}  # id -> what the person does, as drawn
-        self._crowd: Any = None
-        self._crowd_key: tuple = ()
         self.ring: dict[str, Any] | None = None
         self.map_msg: dict[str, Any] | None = None
         self._rays = self._echoes = self._path = self._trails = None
@@ -194,7 +195,7 @@ class SceneDrawer:
         with self.server.atomic():
             links = self._robot(frame.robot) if frame.robot is not None else None
             self.grey_lost(frame.lost_parts)
-            self._people(frame.people)
+            self._figures(frame.t, frame.people)
             self._ring(frame, links)
             if lines:
                 self._lines(frame)
@@ -217,31 +218,17 @@ class SceneDrawer:
                 self._sent[i] = m
         return base, local
 
-    def _people(self, people: list[dict[str, Any]]) -> None:
-        """Everyone as instances of one unit cylinder (scaled to each body, coloured by what each does): one node
-        and, while nobody comes, goes or changes what they do, one message of positions per frame (a node per
-        person cost a message, and a wake-up of the page's event loop, per person per frame)."""
-        key = tuple((int(p["id"]), p.get("doing") or "walking") for p in people)
-        if not people:
-            if self._crowd is not None:
-                self._crowd.remove()
-                self._crowd = None
-            self.people, self._crowd_key = {}, key
-            return
-        heights = np.array([float(p.get("height", 1.7)) for p in people], dtype=np.float32)
-        positions = np.array([(p["x"], p["y"], 0.0) for p in people], dtype=np.float32)
-        positions[:, 2] = heights / 2
-        if self._crowd is not None and key == self._crowd_key:
-            self._crowd.batched_positions = positions
-            return
-        radii = np.array([float(p.get("radius", 0.25)) for p in people], dtype=np.float32)
-        colors = np.array([rgb255(doing_rgb(doing)) for _, doing in key], dtype=np.uint8)
-        wxyzs = np.tile(np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32), (len(people), 1))
-        self._crowd = self.scene.add_batched_meshes_simple(
-            "/people", vertices=UNIT_CYLINDER[0], faces=UNIT_CYLINDER[1], batched_wxyzs=wxyzs,
-            batched_positions=positions, batched_scales=np.stack([radii, radii, heights], axis=1),
-            batched_colors=colors, lod="off", flat_shading=True, cast_shadow=False)
-        self.people, self._crowd_key = dict(key), key
+    def _figures(self, t: float, people: list[dict[str, Any]]) -> None:
+        """Everyone as a walking human figure (trial/view/figures.py, the cameras' figures, issue 23)."""
+        from .figures import FigureDrawer
+
+        if getattr(self, "_figure_drawer", None) is None:
+            self._figure_drawer = FigureDrawer(self.scene, {"box": UNIT_BOX, "cylinder": UNIT_CYLINDER})
+        if people:
+            self._figure_drawer.draw(t, people)
+        else:
+            self._figure_drawer.clear()
+        self.people = {int(p["id"]): p.get("doing") or "walking" for p in people}
 
     def _ring(self, frame: Frame, placed: tuple[np.ndarray, list[np.ndarray]] | None) -> None:
         """The ring's rays (to the echo, or to the range limit in grey) and its echoes, all rays at once; the

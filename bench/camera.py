@@ -1,0 +1,215 @@
+"""What a camera costs: render time per frame for each renderer, and the demo's real-time factor with a controller
+reading a 320x240 RGB-D camera at 10 Hz against the same trial not reading it, side by side in one run.
+
+  python -m bench.camera [--smoke] [--frames N] [--duration S] [--rounds R]
+
+Renderers, each at 320x240 and 640x480 with 20 people in view (a crowd standing 2..6 m ahead, a wall behind):
+``moderngl-egl`` (ours: firmware_sim/render/gl.py, figures, labels per part; on Mesa's llvmpipe here),
+``tinyrenderer`` (pybullet's getCameraImage, ER_TINY_RENDERER, capsules), and ``pybullet-egl`` (pybullet's
+eglRendererPlugin + ER_BULLET_HARDWARE_OPENGL) where that plugin loads. Each figure is the median wall time of
+N frames, the scene's assembly, depth failure model and read-back included for ours.
+
+The real-time factor is simulated seconds over wall seconds of the demo trial (``hil demo``, seed 0, its first
+``--duration`` s), plain and with a hook that reads ``head_camera.frame()`` every 0.1 s of the trial's clock
+(the hook runs in the controller's thread after each bus cycle, as a controller's own read does); rounds
+alternate so both see the same machine load. Target: camera >= 70 % of plain.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+SIZES = ((320, 240), (640, 480))
+PEOPLE = 20
+
+
+def _scene_world():
+    """A world with the commbot, a wall 8 m ahead and 20 people standing 2..6 m in front of it."""
+    from firmware_sim import load_assembly
+    from firmware_sim.world import World, build_robot
+    from firmware_sim.world.maps import Map
+    from firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
+    from devices.map_format import Wall
+
+    world = World()
+    world.add_map(Map("bench", "<bench>", (Wall((8.0, -6.0), (8.0, 6.0), 0.2, 3.0),)))
+    robot = build_robot(world, load_assembly("commbot").parts)
+    walkers = Pedestrians(world)
+    rng = np.random.default_rng(0)
+    intents = [PedestrianIntent(i, float(rng.uniform(2.0, 6.0)), float(rng.uniform(-1.5, 1.5)), 1.0, 0.0,
+                                height=float(rng.choice([1.1, 1.7]))) for i in range(PEOPLE)]
+    walkers.sync(intents)
+    people = [{"id": i.id, "x": i.x, "y": i.y, "vx": i.vx, "vy": i.vy, "height": i.height, "radius": i.radius}
+              for i in intents]
+    return world, robot, walkers, people
+
+
+def _camera_pose(robot):
+    from firmware_sim.render.scene import quat_matrix
+
+    position, quat = robot.link_pose(43, "camera")
+    return np.asarray(position), quat_matrix(quat)
+
+
+def _matrices(width: int, height: int, robot):
+    from firmware_sim.render.gl import projection_matrix, view_matrix
+
+    fx = (width / 2) / np.tan(np.radians(35.0))
+    position, rotation = _camera_pose(robot)
+    view = view_matrix(position, rotation, np.array([1.0, 0, 0]), np.array([0, 0, 1.0]))
+    return view, projection_matrix(width, height, fx, fx, (width - 1) / 2, (height - 1) / 2, 0.05, 12.0), fx
+
+
+def _time(fn, frames: int) -> float:
+    fn()  # warm-up: shaders, buffers
+    times = []
+    for _ in range(frames):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def render_costs(frames: int) -> list[tuple[str, str, str]]:
+    from devices.descriptor.camera import DepthFailure
+    from firmware_sim.embodied.camera import _gl_renderer
+    from firmware_sim.render.gl import RendererUnavailable
+    from firmware_sim.render.scene import InstanceList, base_legend, people_scene, robot_scene, static_scene
+    from firmware_sim.render.tiny import TinyRenderer
+    from firmware_sim.sensors.camera import DepthModel
+    from firmware_sim.world.figures import Gait
+
+    world, robot, walkers, people = _scene_world()
+    rows = []
+    gait = Gait(0)
+    robot_cache: dict = {}  # as a camera keeps it (the robot's shapes made once)
+    for width, height in SIZES:
+        view, projection, fx = _matrices(width, height, robot)
+        depth = DepthModel(DepthFailure(), fx, 0)
+        size = f"{width}x{height}"
+        try:
+            gl = _gl_renderer(width, height)
+
+            def ours():
+                legend = base_legend()
+                scene = InstanceList()
+                scene.extend(static_scene(world.walls.values()))
+                scene.extend(robot_scene(robot, legend, robot_cache))
+                scene.extend(people_scene(people, gait.update(time.perf_counter(), people), 0, legend))
+                with gl.ctx:
+                    rgb, labels, z, cos = gl.render(view, projection, scene.pack())
+                depth.apply(z, cos)
+
+            rows.append(("moderngl-egl (ours)", size, f"{_time(ours, frames) * 1000:.1f} ms"))
+        except RendererUnavailable as exc:
+            rows.append(("moderngl-egl (ours)", size, f"unavailable: {exc}"))
+        tiny = TinyRenderer(width, height)
+
+        def pybullet_tiny():
+            rgb, labels, z, cos, _ = tiny.render_world(world.client, view, projection, 0.05, 12.0, fx, fx,
+                                                       (width - 1) / 2, (height - 1) / 2, world, robot,
+                                                       walkers.bodies)
+            depth.apply(z, cos)
+
+        rows.append(("tinyrenderer (pybullet)", size, f"{_time(pybullet_tiny, max(2, frames // 3)) * 1000:.1f} ms"))
+        rows.append(("pybullet-egl plugin", size, _pybullet_egl_child(width, height, frames)))
+    world.close()
+    return rows
+
+
+def _pybullet_egl_child(width: int, height: int, frames: int) -> str:
+    """pybullet's EGL plugin in a child process: it makes its own EGL context beside moderngl's, and its unload
+    ends the process on this Mesa (seen here), so it gets a process of its own."""
+    import subprocess
+
+    code = ("import sys; from bench.camera import _egl_in_child; "
+            f"print('RESULT', _egl_in_child({width}, {height}), flush=True)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    found = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    return found[0] if found else f"failed (exit {done.returncode})"
+
+
+def _egl_in_child(width: int, height: int, frames: int = 10) -> str:
+    world, robot, _, _ = _scene_world()
+    view, projection, _ = _matrices(width, height, robot)
+    return _pybullet_egl(world, view, projection, width, height, frames)
+
+
+def _pybullet_egl(world, view, projection, width, height, frames) -> str:
+    import pkgutil
+
+    import pybullet as p
+
+    egl = pkgutil.get_loader("eglRenderer")
+    if egl is None:
+        return "not shipped in this pybullet wheel (no eglRenderer module)"
+    plugin = p.loadPlugin(egl.get_filename(), "_eglRendererPlugin", physicsClientId=world.client)
+    if plugin < 0:
+        return "the plugin did not load"
+    flip = projection.copy()
+    flip[1, :] = -flip[1, :]
+
+    def render():
+        p.getCameraImage(width, height, viewMatrix=view.T.reshape(-1).tolist(),
+                         projectionMatrix=flip.T.reshape(-1).tolist(), renderer=p.ER_BULLET_HARDWARE_OPENGL,
+                         physicsClientId=world.client)
+
+    return f"{_time(render, frames) * 1000:.1f} ms (capsules, no labels per part)"
+
+
+def realtime_factors(duration: float, rounds: int) -> dict[str, list[float]]:
+    from trial import Trial
+    from trial.presets import demo_spec
+
+    out: dict[str, list[float]] = {"plain": [], "camera 10 Hz": []}
+    for _ in range(rounds):
+        for mode in out:
+            hooks = (_reader(),) if mode != "plain" else ()
+            spec = demo_spec(duration=duration)
+            start = time.perf_counter()
+            result = Trial(spec=spec).run(None, hooks=hooks)
+            wall = time.perf_counter() - start
+            if result.status != "ok":
+                raise SystemExit(f"bench.camera: the demo failed: {result.summary_line()}")
+            out[mode].append(duration / wall)
+    return out
+
+
+def _reader():
+    state = {"next": 0.0, "frames": 0}
+
+    def read(robot):
+        now = robot.clock.now()
+        if now + 1e-9 >= state["next"]:
+            robot.sensors["head_camera"].frame()
+            state["next"] = now + 0.1
+            state["frames"] += 1
+    return read
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.camera", description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="the smallest settings (a few frames, a 3 s trial)")
+    parser.add_argument("--frames", type=int, default=20)
+    parser.add_argument("--duration", type=float, default=30.0, help="simulated seconds of the demo per trial")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.frames, args.duration, args.rounds = 3, 3.0, 1
+    print(f"render cost per frame, {PEOPLE} people in view (median of {args.frames}; machine shared, loaded)")
+    for name, size, cost in render_costs(args.frames):
+        print(f"  {name:<26} {size:>8}  {cost}")
+    rtf = realtime_factors(args.duration, args.rounds)
+    plain, camera = statistics.median(rtf["plain"]), statistics.median(rtf["camera 10 Hz"])
+    print(f"demo real-time factor, first {args.duration:g} s, {args.rounds} alternating round(s)")
+    print(f"  plain                      {plain:.2f}")
+    print(f"  camera 10 Hz 320x240 RGB-D {camera:.2f}  ({100 * camera / plain:.0f} % of plain; target >= 70 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""A camera sensor's params (``kind: camera`` in a part's ``sensors:``), checked whole: what the virtual camera
+renders and what a real camera's driver reports, from one description.
+
+    params:
+      width: 320                 # pixels, 1..MAX_SIDE_PX, at most MAX_PIXELS in all, aspect within MAX_ASPECT
+      height: 240
+      fov_deg: 70.0              # horizontal field of view; or fx, fy (pixels) and optionally cx, cy
+      rate_hz: 10.0              # frames per second (> 0, <= MAX_RATE_HZ); ``fps`` is the same key's old name
+      near_m: 0.05               # what the camera can see: rendering's near and far planes
+      far_m: 10.0
+      delivers: [rgb, depth, labels]
+      forward: [1, 0, 0]         # optical axis in the body frame
+      up: [0, 0, 1]              # image up in the body frame
+      depth:                     # a depth camera's failures (reference 003); all optional, defaults below
+        min_range_m: 0.2         # nearer: invalid (NaN)
+        max_range_m: 8.0         # farther: invalid
+        noise_z2: 0.0015         # sigma = noise_z2 * z^2 (m, z in m)
+        dropout_angle50_deg: 70  # incidence at which half the pixels drop out (logistic, as the ring's)
+        dropout_width_deg: 4
+        baseline_m: 0.05         # projector/stereo baseline: a shadow band beside near edges (0: none)
+        shadow_side: right       # which side of a near edge the band falls on in the image
+      device: "uvc:046d:0825"    # a real camera: uvc:VID:PID, serial:SERIAL, or a path (/dev/video0, a video file)
+
+Pixel convention: OpenCV's (pixel (0, 0)'s centre is at u = v = 0, v down), so a centred camera has
+cx = (width - 1) / 2. A fov gives fx = fy = (width / 2) / tan(fov / 2).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_SIDE_PX = 8192
+MAX_PIXELS = 4096 * 4096
+MAX_ASPECT = 16.0  # a 100000 x 1 "camera" is a typo, not a line scanner
+MAX_RATE_HZ = 1000.0
+DELIVERABLE = ("rgb", "depth", "labels")
+SHADOW_SIDES = ("left", "right")
+KEYS = ("width", "height", "fov_deg", "fx", "fy", "cx", "cy", "rate_hz", "fps", "near_m", "far_m", "delivers",
+        "forward", "up", "depth", "device")
+DEPTH_KEYS = ("min_range_m", "max_range_m", "noise_z2", "dropout_angle50_deg", "dropout_width_deg", "baseline_m",
+              "shadow_side")
+
+
+class CameraParamError(ValueError):
+    """A bad camera param: ``key`` is the param (``depth.noise_z2``) the message is about."""
+
+    def __init__(self, key: str, message: str):
+        self.key, self.message = key, message
+        super().__init__(f"{key}: {message}")
+
+
+@dataclass(frozen=True)
+class DepthFailure:
+    """How the depth image fails (see the module docstring); all lengths in metres, angles in degrees."""
+
+    min_range_m: float = 0.2
+    max_range_m: float = 8.0
+    noise_z2: float = 0.0015
+    dropout_angle50_deg: float = 72.0
+    dropout_width_deg: float = 4.0
+    baseline_m: float = 0.05
+    shadow_side: str = "right"
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """A camera's intrinsics and behaviour, checked (pixels, metres, Hz)."""
+
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    rate_hz: float
+    near_m: float
+    far_m: float
+    delivers: tuple[str, ...]
+    forward: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    up: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    depth: DepthFailure = field(default_factory=DepthFailure)
+    device: str | None = None
+
+    @property
+    def matrix(self) -> tuple[tuple[float, float, float], ...]:
+        """The 3x3 pinhole matrix K (row-major)."""
+        return ((self.fx, 0.0, self.cx), (0.0, self.fy, self.cy), (0.0, 0.0, 1.0))
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.rate_hz
+
+
+def camera_spec(params: Mapping[str, Any]) -> CameraSpec:
+    """The checked spec of a camera's params; CameraParamError names the param that is wrong."""
+    if not isinstance(params, Mapping):
+        raise CameraParamError("params", f"must be a mapping, not {type(params).__name__}")
+    for key in params:
+        if key not in KEYS:
+            raise CameraParamError(str(key), f"unknown camera param; known: {', '.join(KEYS)}")
+    width, height = _int(params, "width"), _int(params, "height")
+    _check_size(width, height)
+    fx, fy, cx, cy = _intrinsics(params, width, height)
+    rate = _number(params, "rate_hz", params.get("fps", 30.0))
+    if not 0 < rate <= MAX_RATE_HZ:
+        raise CameraParamError("rate_hz", f"must be > 0 and <= {MAX_RATE_HZ:g} frames per second, not {rate:g}")
+    near, far = _number(params, "near_m", 0.05), _number(params, "far_m", 20.0)
+    if not 0 < near < far:
+        raise CameraParamError("near_m", f"need 0 < near_m < far_m, not near_m={near:g}, far_m={far:g}")
+    return CameraSpec(width, height, fx, fy, cx, cy, rate, near, far, _delivers(params),
+                      _unit(params, "forward", (1.0, 0.0, 0.0)), _unit(params, "up", (0.0, 0.0, 1.0)),
+                      _depth(params.get("depth", {})), _device(params))
+
+
+def _check_size(width: int, height: int) -> None:
+    for key, value in (("width", width), ("height", height)):
+        if not 1 <= value <= MAX_SIDE_PX:
+            raise CameraParamError(key, f"must be 1..{MAX_SIDE_PX} pixels, not {value}")
+    if width * height > MAX_PIXELS or max(width, height) > MAX_ASPECT * min(width, height):
+        raise CameraParamError("height" if height < width else "width", f"{width} x {height} pixels is not a camera image (at most {MAX_PIXELS} "
+                                        f"pixels, aspect ratio at most {MAX_ASPECT:g}:1)")
+
+
+def _intrinsics(params: Mapping, width: int, height: int) -> tuple[float, float, float, float]:
+    if "fx" in params:
+        if "fov_deg" in params:
+            raise CameraParamError("fov_deg", "give fov_deg or fx/fy, not both")
+        fx = _number(params, "fx")
+        fy = _number(params, "fy", fx)
+    else:
+        fov = _number(params, "fov_deg", None)
+        if fov is None:
+            raise CameraParamError("fov_deg", "missing: give fov_deg (horizontal) or fx (pixels)")
+        if not 0 < fov < 180:
+            raise CameraParamError("fov_deg", f"must be between 0 and 180 degrees, not {fov:g}")
+        fx = fy = (width / 2.0) / math.tan(math.radians(fov) / 2.0)
+    for key, value in (("fx", fx), ("fy", fy)):
+        if not value > 0:
+            raise CameraParamError(key, f"must be > 0 pixels, not {value:g}")
+    cx, cy = _number(params, "cx", (width - 1) / 2.0), _number(params, "cy", (height - 1) / 2.0)
+    return fx, fy, cx, cy
+
+
+def _delivers(params: Mapping) -> tuple[str, ...]:
+    value = params.get("delivers", list(DELIVERABLE))
+    if not isinstance(value, (list, tuple)) or not value or any(v not in DELIVERABLE for v in value):
+        raise CameraParamError("delivers", f"must be a non-empty list of {', '.join(DELIVERABLE)}, not {value!r}")
+    return tuple(v for v in DELIVERABLE if v in value)
+
+
+def _depth(node: Any) -> DepthFailure:
+    if not isinstance(node, Mapping):
+        raise CameraParamError("depth", f"must be a mapping, not {type(node).__name__}")
+    for key in node:
+        if key not in DEPTH_KEYS:
+            raise CameraParamError(f"depth.{key}", f"unknown depth param; known: {', '.join(DEPTH_KEYS)}")
+    base = DepthFailure()
+    values = {k: _number(node, k, getattr(base, k), prefix="depth.") for k in DEPTH_KEYS if k != "shadow_side"}
+    for key, value in values.items():
+        if value < 0:
+            raise CameraParamError(f"depth.{key}", f"must be >= 0, not {value:g}")
+    if not values["min_range_m"] < values["max_range_m"]:
+        raise CameraParamError("depth.min_range_m", "must be below depth.max_range_m")
+    if not values["dropout_width_deg"] > 0:
+        raise CameraParamError("depth.dropout_width_deg", "must be > 0")
+    side = node.get("shadow_side", base.shadow_side)
+    if side not in SHADOW_SIDES:
+        raise CameraParamError("depth.shadow_side", f"must be one of {', '.join(SHADOW_SIDES)}, not {side!r}")
+    return DepthFailure(shadow_side=side, **values)
+
+
+def _device(params: Mapping) -> str | None:
+    value = params.get("device")
+    if value is not None and (not isinstance(value, str) or not value):
+        raise CameraParamError("device", f"must be a string (uvc:VID:PID, serial:SERIAL or a path), not {value!r}")
+    return value
+
+
+def _int(params: Mapping, key: str) -> int:
+    if key not in params:
+        raise CameraParamError(key, "missing")
+    value = params[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CameraParamError(key, f"must be an integer, not {value!r}")
+    return value
+
+
+def _number(params: Mapping, key: str, default: Any = ..., prefix: str = "") -> Any:
+    if key not in params:
+        if default is ...:
+            raise CameraParamError(prefix + key, "missing")
+        return default
+    value = params[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CameraParamError(prefix + key, f"must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _unit(params: Mapping, key: str, default: tuple[float, float, float]) -> tuple[float, float, float]:
+    value = params.get(key, default)
+    if (not isinstance(value, (list, tuple)) or len(value) != 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
+        raise CameraParamError(key, f"must be 3 finite numbers, not {value!r}")
+    norm = math.sqrt(sum(v * v for v in value))
+    if norm < 1e-9:
+        raise CameraParamError(key, "must not be the zero vector")
+    return tuple(float(v) / norm for v in value)

@@ -1,0 +1,163 @@
+"""Camera parts in the world: each renders, on demand, what it sees from its own body's pose (so turning the neck
+or an eye turns the view), with its descriptor's intrinsics, and its depth fails as a depth camera's does.
+
+Frames are rendered only when someone asks (``EmbodiedRobot.camera_frame``), at most once per frame period of
+the camera's ``rate_hz``: frame k belongs to the period [k / rate, (k + 1) / rate) of world time, and a read
+within the same period returns the frame already made, with its own time, as a real camera's driver does. A
+frame is a dict of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid, labels HxW
+int32) and handed out as is: whoever reads it must not write into it (the runtime marks them read-only).
+
+Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: about 3 s at 1 Mbit/s): the
+camera's pixels come through a camera service beside the bus (runtime.robot.camera; ARCHITECTURE "Cameras").
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from devices.descriptor.camera import CameraSpec, camera_spec
+
+from ..part import PartFirmware
+from ..render.gl import RendererUnavailable, projection_matrix, view_matrix
+from ..render.scene import InstanceList, base_legend, people_scene, quat_matrix, robot_scene, static_scene
+from ..sensors.camera import DepthModel
+from ..world import RobotBody, World
+from ..world.figures import Gait
+
+RENDERER_ENV = "HIL_CAMERA_RENDERER"  # "gl" (moderngl on EGL), "tiny" (pybullet's TinyRenderer), or unset: gl,
+# else tiny
+_CONTEXT: dict[str, Any] = {}
+_CONTEXT_LOCK = threading.Lock()
+
+
+class CameraError(RuntimeError):
+    """A frame that cannot be made: says which camera and why."""
+
+
+class CameraFirmware(PartFirmware):
+    def attach(self, world: World, robot: RobotBody, seed: int, crowd_of, gait: Gait) -> "CameraFirmware":
+        """``crowd_of()`` gives the crowd bridge (or None) when a frame is made: the crowd may attach later."""
+        self.world, self.robot, self.crowd_of, self.gait, self.seed = world, robot, crowd_of, gait, seed
+        self.cameras: dict[str, _Camera] = {}
+        for sensor in self.descriptor.sensors:
+            if sensor.kind == "camera":
+                self.cameras[sensor.name] = _Camera(self, sensor.name, sensor.body, camera_spec(sensor.params),
+                                                    seed + len(self.cameras))
+        return self
+
+    def frame(self, name: str | None = None) -> dict:
+        camera = self.camera(name)
+        return camera.frame(self.world.time_s)
+
+    def camera(self, name: str | None = None) -> _Camera:
+        if name is None:
+            return next(iter(self.cameras.values()))
+        try:
+            return self.cameras[name]
+        except KeyError:
+            raise CameraError(f"part {self.id} ({self.descriptor.name}) has no camera {name!r}; it has "
+                              f"{', '.join(self.cameras)}") from None
+
+
+class _Camera:
+    def __init__(self, part: CameraFirmware, name: str, body: str, spec: CameraSpec, seed: int):
+        self.part, self.name, self.body, self.spec = part, name, body, spec
+        self.depth_model = DepthModel(spec.depth, spec.fx, seed)
+        self.projection = projection_matrix(spec.width, spec.height, spec.fx, spec.fy, spec.cx, spec.cy,
+                                            spec.near_m, spec.far_m)
+        self.last: dict | None = None
+        self._last_k: int | None = None
+        self._renderer = None
+        self._static: InstanceList | None = None
+        self._robot_cache: dict = {}  # the robot's shapes as unit primitives per body (scene.robot_scene)
+        self.rendered = 0  # frames actually rendered (a read between frames does not count)
+
+    @property
+    def label(self) -> str:
+        return f"camera {self.name!r} of part {self.part.id} ({self.part.descriptor.name})"
+
+    def frame(self, now_s: float) -> dict:
+        k = math.floor(now_s * self.spec.rate_hz + 1e-9)
+        if self.last is not None and k == self._last_k:
+            return self.last
+        self.last, self._last_k = self.render(now_s), k
+        return self.last
+
+    def render(self, now_s: float) -> dict:
+        spec, part = self.spec, self.part
+        renderer = self._renderer or self._open_renderer()
+        position, quat = part.robot.link_pose(part.id, self.body)
+        rotation = quat_matrix(quat)
+        view = view_matrix(np.asarray(position, float), rotation, np.asarray(spec.forward), np.asarray(spec.up))
+        crowd = part.crowd_of()
+        people = crowd.states() if crowd is not None else []
+        if renderer.name == "pybullet-tinyrenderer":
+            bodies = getattr(getattr(crowd, "pedestrians", None), "bodies", {})
+            rgb, labels, z, cos, legend = renderer.render_world(
+                part.world.client, view, self.projection, spec.near_m, spec.far_m, spec.fx, spec.fy, spec.cx,
+                spec.cy, part.world, part.robot, bodies)
+        else:
+            legend = base_legend()
+            scene = InstanceList()
+            if self._static is None:
+                self._static = static_scene(part.world.walls.values())
+            scene.extend(self._static)
+            scene.extend(robot_scene(part.robot, legend, self._robot_cache))
+            scene.extend(people_scene(people, part.gait.update(now_s, people), part.seed, legend))
+            with _CONTEXT_LOCK, renderer.ctx:
+                rgb, labels, z, cos = renderer.render(view, self.projection, scene.pack())
+        self.rendered += 1
+        delivers = spec.delivers
+        return {"t": now_s, "camera": self.name, "part_id": part.id, "renderer": renderer.name,
+                "rgb": rgb if "rgb" in delivers else None,
+                "depth": self.depth_model.apply(z, cos) if "depth" in delivers else None,
+                "labels": labels if "labels" in delivers else None,
+                "legend": {int(i): n for i, n in legend.items() if "labels" in delivers},
+                "intrinsics": {"width": spec.width, "height": spec.height, "fx": spec.fx, "fy": spec.fy,
+                               "cx": spec.cx, "cy": spec.cy},
+                "pose": {"position": tuple(float(v) for v in position), "orientation": tuple(float(v) for v in quat),
+                         "forward": spec.forward, "up": spec.up}}
+
+    def _open_renderer(self):
+        try:
+            self._renderer = make_renderer(self.spec.width, self.spec.height)
+        except RendererUnavailable as exc:
+            raise CameraError(f"{self.label} cannot render: {exc}") from None
+        return self._renderer
+
+
+def make_renderer(width: int, height: int):
+    """The EGL renderer (moderngl), else pybullet's TinyRenderer; ``HIL_CAMERA_RENDERER=gl|tiny`` forces one
+    (``gl`` then fails with the reason instead of falling back)."""
+    from ..render.tiny import TinyRenderer
+
+    choice = os.environ.get(RENDERER_ENV, "").strip().lower()
+    if choice not in ("", "gl", "tiny"):
+        raise RendererUnavailable(f"{RENDERER_ENV}={choice!r}: use gl or tiny")
+    if choice == "tiny":
+        return TinyRenderer(width, height)
+    try:
+        return _gl_renderer(width, height)
+    except RendererUnavailable:
+        if choice == "gl":
+            raise
+        return TinyRenderer(width, height)
+
+
+def _gl_renderer(width: int, height: int):
+    """One EGL context per process (contexts are heavy), one framebuffer per image size."""
+    from ..render.gl import GLRenderer, open_context
+
+    with _CONTEXT_LOCK:
+        if "ctx" not in _CONTEXT:
+            _CONTEXT["ctx"] = open_context()
+        ctx = _CONTEXT["ctx"]
+        key = (width, height)
+        if key not in _CONTEXT:
+            with ctx:
+                _CONTEXT[key] = GLRenderer(width, height, ctx=ctx)
+        return _CONTEXT[key]

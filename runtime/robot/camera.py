@@ -1,0 +1,203 @@
+"""Cameras as the controller sees them: ``robot.sensors["head_camera"].frame()`` -> :class:`Frame`.
+
+    frame = robot.sensors["head_camera"].frame()
+    frame.t            # s, the time the frame was taken (a read between two frames returns the last one)
+    frame.rgb          # H x W x 3 uint8
+    frame.depth        # H x W float32 metres along the optical axis, NaN where the camera measured nothing
+    frame.labels       # H x W int32, frame.legend[id] -> "person:7", "wall", "robot:43/camera" (ground truth)
+    frame.intrinsics   # width, height, fx, fy, cx, cy (OpenCV pixel convention), .matrix = K
+    frame.pose         # the camera body in the map frame (ground truth; None for a real camera)
+
+Pixels never travel over the Dynamixel bus: a frame comes from a *camera source* beside it. For a virtual robot
+in this process (sim://), the transport renders it in the world (``transport.camera_frame``, firmware_sim's
+cameras); for a camera descriptor that names a ``device`` on a real robot, from the device through OpenCV
+(runtime/robot/uvc.py, the ``camera`` extra), with depth and labels None. The arrays are handed out as made
+(no copy) and read-only: a controller that wants to draw on one copies it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from devices.descriptor import PartDescriptor, Sensor
+from devices.descriptor.camera import CameraSpec, camera_spec
+
+CAMERA = "camera"
+
+
+class CameraError(RuntimeError):
+    """A frame that cannot be had: names the camera and says why."""
+
+
+@dataclass(frozen=True)
+class Intrinsics:
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The pinhole matrix K: pixel (u, v) of a point (X, Y, Z) in the optical frame (x right, y down, z
+        forward) is u = fx X / Z + cx, v = fy Y / Z + cy."""
+        return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
+
+    def project(self, point_camera: np.ndarray) -> tuple[float, float]:
+        """Pixel of a point given in the camera *body* frame (x forward, y left, z up): u right, v down."""
+        x, y, z = (float(v) for v in point_camera)
+        return self.cx + self.fx * (-y) / x, self.cy + self.fy * (-z) / x
+
+    def bearing(self, u: float) -> float:
+        """The horizontal angle (rad, counter-clockwise = left positive) of image column ``u`` from the axis."""
+        return float(np.arctan2(-(u - self.cx), self.fx))
+
+
+@dataclass(frozen=True)
+class CameraPose:
+    """The camera body's frame in the map frame: position (m), orientation (xyzw quaternion); the body frame has
+    x along the optical axis, y left, z up (the descriptor's ``forward`` and ``up``)."""
+
+    position: tuple[float, float, float]
+    orientation: tuple[float, float, float, float]
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """4x4: the camera body frame in the map frame."""
+        x, y, z, w = self.orientation
+        out = np.eye(4)
+        out[:3, :3] = [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                       [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                       [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
+        out[:3, 3] = self.position
+        return out
+
+    def to_camera(self, point_map: np.ndarray) -> np.ndarray:
+        """A map-frame point in the camera body frame."""
+        m = self.matrix
+        return m[:3, :3].T @ (np.asarray(point_map, float) - m[:3, 3])
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One camera frame; see the module docstring. ``source`` says where it came from (the renderer, a device)."""
+
+    t: float
+    rgb: np.ndarray | None
+    depth: np.ndarray | None
+    labels: np.ndarray | None
+    legend: Mapping[int, str]
+    intrinsics: Intrinsics
+    pose: CameraPose | None
+    camera: str
+    source: str
+
+    def label_of(self, name: str) -> int | None:
+        """The label id of a legend entry (``"person:7"``), None when the frame has none by that name."""
+        return next((i for i, n in self.legend.items() if n == name), None)
+
+
+FrameSource = Callable[[], Mapping[str, Any]]
+
+
+class Camera:
+    """A camera part's handle: :meth:`frame` gives the frame of the current frame period."""
+
+    def __init__(self, name: str, part_id: int, path: str, desc: PartDescriptor, sensor: Sensor):
+        self.name, self.part_id, self.path = name, part_id, path  # part_id: the part's ID on its bus
+        self.part_key = part_id  # robot-wide ID; Robot.open sets it, and bus / host
+        self.bus = ""
+        self.host = None
+        self.sensor = sensor
+        self.spec: CameraSpec = camera_spec(sensor.params)
+        self.descriptor_name = desc.name
+        self._source: FrameSource | None = None
+        self._why = "the robot was not opened with a camera source"
+        self._last: Frame | None = None
+        self._last_raw: Mapping[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return f"Camera({self.name!r}, id {self.part_id}, {s.width}x{s.height} at {s.rate_hz:g} Hz)"
+
+    @property
+    def intrinsics(self) -> Intrinsics:
+        s = self.spec
+        return Intrinsics(s.width, s.height, s.fx, s.fy, s.cx, s.cy)
+
+    def attach(self, source: FrameSource | None, why: str = "") -> None:
+        """Where frames come from (Robot.open decides); None with ``why``: this camera cannot give frames."""
+        self._source, self._why = source, why or self._why
+
+    def close(self) -> None:
+        """Let a device go (Robot.close); a rendered camera has nothing to release."""
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    @property
+    def available(self) -> bool:
+        return self._source is not None
+
+    def frame(self) -> Frame:
+        """The frame of the current frame period (made now if it was not yet); CameraError says which camera and
+        why when there is none to be had."""
+        if self._source is None:
+            raise CameraError(f"camera {self.name!r} (part id {self.part_id} at {self.path}) cannot give frames: "
+                              f"{self._why}")
+        try:
+            raw = self._source()
+        except CameraError:
+            raise
+        except Exception as exc:  # the renderer's or the device's own error, with the camera named
+            raise CameraError(f"camera {self.name!r} (part id {self.part_id} at {self.path}): {exc}") from exc
+        if self._last is not None and raw is self._last_raw:
+            return self._last  # the source gave the same frame again: the same Frame object, no new wrapping
+        self._last, self._last_raw = _frame(self.name, raw, self.intrinsics), raw
+        return self._last
+
+
+def _frame(name: str, raw: Mapping[str, Any], intrinsics: Intrinsics) -> Frame:
+    pose = raw.get("pose")
+    arrays = {k: _read_only(raw.get(k)) for k in ("rgb", "depth", "labels")}
+    return Frame(t=float(raw["t"]), legend=dict(raw.get("legend") or {}), intrinsics=intrinsics,
+                 pose=CameraPose(tuple(pose["position"]), tuple(pose["orientation"])) if pose else None,
+                 camera=name, source=str(raw.get("renderer") or raw.get("source") or ""), **arrays)
+
+
+def _read_only(array: np.ndarray | None) -> np.ndarray | None:
+    if array is not None:
+        array.flags.writeable = False
+    return array
+
+
+def camera_sensor(desc: PartDescriptor) -> Sensor | None:
+    return next((s for s in desc.sensors if s.kind == CAMERA), None)
+
+
+def attach_camera_sources(robot: Any, undo: Any = None) -> None:
+    """Give every camera of an opened robot its frame source: the in-process world of its bus when there is one
+    (the transport's ``camera_frame``), else the device its descriptor names, else none (frame() says why)."""
+    for camera in robot.sensors.values():
+        if not isinstance(camera, Camera):
+            continue
+        transport = getattr(camera.host, "transport", None)
+        render = getattr(transport, "camera_frame", None)
+        if render is not None and getattr(transport, "embodied", None) is not None:
+            part_id, sensor = camera.part_id, camera.sensor.name
+            camera.attach(lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor))
+        elif camera.spec.device is not None:
+            from .uvc import DeviceSource
+
+            source = DeviceSource(camera.spec)
+            if undo is not None:
+                undo.callback(source.close)  # opening failed later on: let the device go
+            camera.attach(source)
+        else:
+            camera.attach(None, f"its bus ({camera.bus or 'main'}) is not a world in this process that could render "
+                                "it, and its descriptor names no device (params.device: uvc:VID:PID, "
+                                "serial:SERIAL or a path)")

@@ -1,0 +1,66 @@
+"""Trials record their cameras (trial/record/camera_log.py): JPEG images and calibrations at --camera-rate in
+Foxglove's schemas, depth as RawImage when asked, none at rate 0; decoded here with the schemas the log carries."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from mcap.reader import make_reader
+from PIL import Image
+
+from trial import Trial
+
+ROOT_MAP = "lab"
+
+
+def _still(robot):
+    for _ in robot.loop(hz=20):
+        pass
+
+
+def _messages(folder):
+    """topic -> [(schema name, log time, decoded protobuf message or None for JSON, raw bytes)]."""
+    from test_foxglove_log import _protobuf_class
+
+    out: dict[str, list] = {}
+    classes: dict = {}
+    with open(folder / "trial.mcap", "rb") as f:
+        for schema, channel, message in make_reader(f).iter_messages():
+            decoded = None
+            if schema is not None and schema.encoding == "protobuf":
+                cls = classes.get(schema.id) or classes.setdefault(schema.id, _protobuf_class(schema))
+                decoded = cls.FromString(message.data)
+            out.setdefault(channel.topic, []).append((schema.name if schema else "", message.log_time, decoded,
+                                                      message.data))
+    return out
+
+
+def test_a_trial_records_its_cameras_at_the_camera_rate(tmp_path):
+    result = Trial(_still, robot="commbot", map=ROOT_MAP, duration=2.0, seed=0, camera_rate=5.0,
+                   camera_depth=True).run(tmp_path / "a")
+    assert result.status == "ok", result.summary_line()
+    messages = _messages(tmp_path / "a")
+    images = messages["/foxglove/head_camera/image"]
+    assert {m[0] for m in images} == {"foxglove.CompressedImage"}
+    assert 10 <= len(images) <= 11  # 2 s at 5 Hz (t = 0 included)
+    image = images[3][2]
+    assert image.format == "jpeg" and image.frame_id == "head_camera_optical"
+    picture = np.asarray(Image.open(io.BytesIO(image.data)))
+    assert picture.shape == (240, 320, 3) and picture.std() > 5  # a picture, not a blank
+    calibration = messages["/foxglove/head_camera/calibration"][3][2]
+    assert (calibration.width, calibration.height) == (320, 240)
+    assert calibration.K[2] == 159.5 and abs(calibration.K[0] - 228.5037) < 1e-3
+    depth = messages["/foxglove/head_camera/depth"][3][2]
+    values = np.frombuffer(depth.data, "<f4").reshape(240, 320)
+    assert depth.encoding == "32FC1" and np.isfinite(values).mean() > 0.3 and np.isnan(values).any()
+    assert "/foxglove/right_camera/image" in messages
+
+
+def test_camera_rate_zero_records_no_images_and_the_same_seed_the_same_log(tmp_path):
+    off = Trial(_still, robot="commbot", map=ROOT_MAP, duration=1.0, seed=0, camera_rate=0).run(tmp_path / "off")
+    assert off.status == "ok"
+    assert not any(topic.startswith("/foxglove/head_camera") for topic in _messages(tmp_path / "off"))
+    for name in ("x", "y"):
+        Trial(_still, robot="commbot", map=ROOT_MAP, duration=1.0, seed=2).run(tmp_path / name)
+    first, second = (_messages(tmp_path / n)["/foxglove/head_camera/image"] for n in ("x", "y"))
+    assert [(t, raw) for _, t, _, raw in first] == [(t, raw) for _, t, _, raw in second]

@@ -1,0 +1,120 @@
+"""The robot's cameras in the trial log, as Foxglove's Image panel opens them (issue 23):
+
+- ``/foxglove/NAME/image`` (foxglove.CompressedImage, JPEG) at the recording rate (``camera_rate`` Hz, default
+  5; 0 records none), in the frame ``NAME_optical`` (x right, y down, z forward: the optical convention);
+- ``/foxglove/NAME/calibration`` (foxglove.CameraCalibration: K, P, the plumb-bob model with no distortion)
+  with every image;
+- ``/foxglove/NAME/depth`` (foxglove.RawImage, 32FC1 metres, NaN invalid) when ``camera_depth`` is asked;
+- ``/foxglove/tf`` once: the optical frame in the camera body's link frame, so the 3D panel places the images.
+
+NAME is the camera's blueprint name (``head_camera``). The images are the frames the controller gets (one frame
+per camera period: a recording read in a period the controller also reads costs nothing more), JPEG-encoded by
+Pillow at ``JPEG_QUALITY``: the same frame gives the same bytes, so the same trial keeps giving the same log.
+Recording a camera the controller never reads renders it (at the recording rate), which also advances the
+camera's noise generator: the same trial with another ``camera_rate`` is another trial.
+"""
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+JPEG_QUALITY = 85
+DEFAULT_CAMERA_RATE_HZ = 5.0
+OPTICAL_IN_BODY = ((0.0, 0.0, 1.0), (-1.0, 0.0, 0.0), (0.0, -1.0, 0.0))  # columns: optical x, y, z in the body
+
+
+def image_topic(name: str) -> str:
+    return f"/foxglove/{name}/image"
+
+
+class CameraLog:
+    """Writes the cameras' channels into a recorder; :meth:`after_cycle` once per bus cycle with the trial time."""
+
+    def __init__(self, rec: Any, robot: Any, rate_hz: float = DEFAULT_CAMERA_RATE_HZ, depth: bool = False):
+        from runtime.robot.camera import Camera
+
+        self.rec, self.rate_hz, self.depth = rec, float(rate_hz), depth
+        self.cameras = [(name, s) for name, s in robot.sensors.items() if isinstance(s, Camera) and s.available]
+        self._next_s = 0.0
+        self._link_names = {name: _link_name(robot, camera) for name, camera in self.cameras}
+        self.skipped: list[str] = []  # cameras whose frames failed (recorded once in /trial/notes by the caller)
+        if self.rate_hz > 0 and self.cameras:
+            self._encoder = _jpeg_encoder()
+            self._static_frames()
+
+    def after_cycle(self, t: float) -> None:
+        if self.rate_hz <= 0 or not self.cameras or t < self._next_s - 1e-9:
+            return
+        self._next_s = (math.floor(t * self.rate_hz + 1e-6) + 1) / self.rate_hz
+        for name, camera in list(self.cameras):
+            try:
+                frame = camera.frame()
+            except Exception as exc:  # noqa: BLE001 - a camera that cannot render must not end the trial's log
+                self.cameras.remove((name, camera))
+                self.skipped.append(f"{name}: {exc}")
+                continue
+            self._write_frame(name, t, frame)
+
+    def _write_frame(self, name: str, t: float, frame: Any) -> None:
+        import foxglove.messages as fx
+
+        stamp = _stamp(t)
+        optical = f"{name}_optical"
+        k = frame.intrinsics
+        if frame.rgb is not None:
+            self._write(image_topic(name), t, fx.CompressedImage(timestamp=stamp, frame_id=optical,
+                                                                 data=self._encoder(frame.rgb), format="jpeg"))
+        self._write(f"/foxglove/{name}/calibration", t, fx.CameraCalibration(
+            timestamp=stamp, frame_id=optical, width=k.width, height=k.height, distortion_model="plumb_bob",
+            D=[0.0] * 5, K=[k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0],
+            R=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], P=[k.fx, 0.0, k.cx, 0.0, 0.0, k.fy, k.cy, 0.0, 0.0, 0.0,
+                                                                 1.0, 0.0]))
+        if self.depth and frame.depth is not None:
+            h, w = frame.depth.shape
+            self._write(f"/foxglove/{name}/depth", t, fx.RawImage(
+                timestamp=stamp, frame_id=optical, width=w, height=h, encoding="32FC1", step=4 * w,
+                data=frame.depth.astype("<f4").tobytes()))
+
+    def _static_frames(self) -> None:
+        import foxglove.messages as fx
+
+        from .foxglove import TF, _quat_matrix
+
+        transforms = [fx.FrameTransform(timestamp=_stamp(0.0), parent_frame_id=self._link_names[name],
+                                        child_frame_id=f"{name}_optical",
+                                        translation=fx.Vector3(x=0.0, y=0.0, z=0.0),
+                                        rotation=_quat_matrix(OPTICAL_IN_BODY))
+                      for name, _ in self.cameras if self._link_names[name]]
+        if transforms:
+            self._write(TF, 0.0, fx.FrameTransforms(transforms=transforms))
+
+    def _write(self, topic: str, t: float, message: Any) -> None:
+        self.rec.write_encoded(topic, t, message.encode(), type(message).get_schema(), "protobuf")
+
+
+def _link_name(robot: Any, camera: Any) -> str | None:
+    """The camera body's link name as /robot/model and /foxglove/tf have it."""
+    body = camera.sensor.body
+    return next((link.name for link in robot.model.links if link.bus_id == camera.part_key and link.body == body),
+                None)
+
+
+def _stamp(t: float):
+    import foxglove.messages as fx
+
+    ns = round(t * 1e9)
+    return fx.Timestamp(sec=ns // 1_000_000_000, nsec=ns % 1_000_000_000)
+
+
+def _jpeg_encoder():
+    try:
+        from PIL import Image
+    except ImportError:
+        raise RuntimeError("recording camera images needs Pillow: pip install 'hil[camera]' (or --camera-rate 0)")
+
+    def encode(rgb) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(rgb).save(out, format="JPEG", quality=JPEG_QUALITY)
+        return out.getvalue()
+    return encode
