@@ -117,7 +117,8 @@ def test_commbot_semantics_name_all_17_dof_the_wheels_and_the_sensors(commbot):
     assert (ids["left_arm.shoulder_pitch"], ids["left_arm.elbow"], ids["left_arm.hand"]) == (10, 16, 18)
     assert (ids["right_arm.shoulder_roll"], ids["right_eye.pan"], ids["left_eye.tilt"]) == (22, 45, 42)
     sensors = {name: b.part_id for name, b in blueprint.sensors.items()}
-    assert sensors == {"ring": 4, "bumper": 5, "shoulders": 6, "left_arm.forearm": 17, "right_arm.forearm": 27}
+    assert sensors == {"ring": 4, "bumper": 5, "shoulders": 6, "left_arm.forearm": 17, "right_arm.forearm": 27,
+                       "head_camera": 43, "right_camera": 48}
 
 
 def test_unnamed_parts_keep_their_tree_path_and_serials_name_parts(commbot, tmp_path):
