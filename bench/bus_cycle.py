@@ -32,6 +32,7 @@ from devices.control_table import XM430_W350
 from devices.protocol import HEADER, encode_fast_reply, encode_request
 from devices.protocol import requests as rq
 from firmware_sim.timing import wire_time_s
+from bench._proc import process_jiffies
 from bench._pty_process import PtyProcess, hil_command
 from runtime.bus import BusHost
 from runtime.transports import open_transport
