@@ -12,7 +12,7 @@
              3,200 and 10,000 people walking the lanes end to end, steps per second at dt 0.1 of crowd.CrowdSim
              beside JuPedSim's collision-free speed model on the same geometry (a polygon with the islands as
              holes), the same start positions and goals.
-  (c) people a trial in the arcade with ~30 and ~300 people (crowd_scale raised until the crowd is that big; the
+  (c) people a trial in the arcade with ~30 and ~300 people (crowd_scale 10 and 100, Saturday 14:00; the
              mean people per crowd tick is printed): RTF of each and their ratio.
 
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
@@ -155,7 +155,8 @@ class _quiet_stdout:
 
 
 def loop_section(long_s: float, short_s: float, against: Path | None, rounds: int, out=print) -> dict:
-    sides = {"this": ROOT} | ({"other": against} if against is not None else {})
+    sides = {"this": ROOT, "pipelined": ROOT} | ({"other": against} if against is not None else {})
+    extras = {"pipelined": {"crowd_pipeline": True}}
     walls: dict[str, dict[float, list[float]]] = {name: {long_s: [], short_s: []} for name in sides}
     people: list[float] = []
     with CpuMeter() as cpu, tempfile.TemporaryDirectory(prefix="hil-bench-loop-") as tmp:
@@ -163,7 +164,7 @@ def loop_section(long_s: float, short_s: float, against: Path | None, rounds: in
             order = list(sides) if r % 2 == 0 else list(sides)[::-1]
             for name in order:
                 for duration in (long_s, short_s) if r % 2 == 0 else (short_s, long_s):
-                    got = trial_wall(sides[name], duration)
+                    got = trial_wall(sides[name], duration, extras.get(name))
                     walls[name][duration].append(got["wall_s"])
                     if name == "this" and duration == long_s:
                         people.append(got["mean_people"])
@@ -182,7 +183,8 @@ def loop_section(long_s: float, short_s: float, against: Path | None, rounds: in
         long_wall, short_wall = (statistics.median(walls[name][d]) for d in (long_s, short_s))
         cost = (long_wall - short_wall) / (long_s - short_s)
         rtf = long_s / long_wall
-        label = f"{'this checkout' if name == 'this' else str(root)}"
+        label = {"this": "this checkout (lockstep, the default)",
+                 "pipelined": "this checkout, crowd_pipeline: true"}.get(name, str(root))
         out(f"  {label:<44} {cost:12.3f} {bare_cost / cost:8.0%} {rtf:10.2f}")
         result[name] = {"loop_s_per_sim_s": cost, "of_bare": bare_cost / cost, "whole_rtf": rtf,
                         "long_wall_s": long_wall, "short_wall_s": short_wall}
@@ -343,7 +345,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sizes", default="3200,10000", help="people in the station for (b)")
     parser.add_argument("--crowd-seconds", type=float, default=5.0, help="stepping per side and size in (b)")
     parser.add_argument("--people-duration", type=float, default=20.0, help="simulated s of the trials in (c)")
-    parser.add_argument("--scales", default="3,30", help="crowd_scale of the two trials in (c) (default 3,30)")
+    parser.add_argument("--scales", default="10,100", help="crowd_scale of the two trials in (c) (default 10,100: ~30 and ~300 people)")
     args = parser.parse_args(argv)
     against = None if args.against == "none" else Path(args.against) if args.against else (
         DEFAULT_AGAINST if (DEFAULT_AGAINST / "trial").is_dir() and DEFAULT_AGAINST.resolve() != ROOT else None)
