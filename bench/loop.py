@@ -17,8 +17,8 @@
 
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
 
---smoke: 4 s and 2 s trials, 400 people in the station, 3 s trials with ~10 and ~40 people (exits 0, prints the
-tables). Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
+--smoke: 3 s and 1 s trials (lockstep only), 400 people in the station, 2 s trials at crowd_scale 1 and 3 (exits
+0, prints the tables; its figures mean nothing). Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
 """
 from __future__ import annotations
 
@@ -154,8 +154,10 @@ class _quiet_stdout:
         os.close(self._saved)
 
 
-def loop_section(long_s: float, short_s: float, against: Path | None, rounds: int, out=print) -> dict:
-    sides = {"this": ROOT, "pipelined": ROOT} | ({"other": against} if against is not None else {})
+def loop_section(long_s: float, short_s: float, against: Path | None, rounds: int, pipelined: bool = True,
+                 out=print) -> dict:
+    sides = {"this": ROOT} | ({"pipelined": ROOT} if pipelined else {}) | (
+        {"other": against} if against is not None else {})
     extras = {"pipelined": {"crowd_pipeline": True}}
     walls: dict[str, dict[float, list[float]]] = {name: {long_s: [], short_s: []} for name in sides}
     people: list[float] = []
@@ -356,7 +358,7 @@ def main(argv: list[str] | None = None) -> dict:
     scales = tuple(float(s) for s in args.scales.split(","))
     results: dict = {}
     if args.only in (None, "loop"):
-        results["loop"] = loop_section(args.long, args.short, against, args.rounds)
+        results["loop"] = loop_section(args.long, args.short, against, args.rounds, pipelined=not args.smoke)
     if args.only in (None, "crowd"):
         results["crowd"] = crowd_section(sizes, args.crowd_seconds)
     if args.only in (None, "people"):
