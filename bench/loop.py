@@ -17,7 +17,7 @@
 
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
 
---smoke: 3 s and 1 s trials (lockstep only), 400 people in the station, 2 s trials at crowd_scale 1 and 3 (exits
+--smoke: 2 s and 1 s trials (lockstep only), 400 people in the station, 1 s trials at crowd_scale 1 and 3 (exits
 0, prints the tables; its figures mean nothing). Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
 """
 from __future__ import annotations
@@ -352,8 +352,8 @@ def main(argv: list[str] | None = None) -> dict:
     against = None if args.against == "none" else Path(args.against) if args.against else (
         DEFAULT_AGAINST if (DEFAULT_AGAINST / "trial").is_dir() and DEFAULT_AGAINST.resolve() != ROOT else None)
     if args.smoke:
-        args.long, args.short, args.sizes, args.crowd_seconds = 3.0, 1.0, "400", 0.5
-        args.people_duration, args.scales, against = 2.0, "1,3", None
+        args.long, args.short, args.sizes, args.crowd_seconds = 2.0, 1.0, "400", 0.3
+        args.people_duration, args.scales, against = 1.0, "1,3", None
     sizes = [int(s) for s in args.sizes.split(",") if s]
     scales = tuple(float(s) for s in args.scales.split(","))
     results: dict = {}
