@@ -15,18 +15,24 @@ Every part's return delay time (register 9) is set to 0 before timing, torque is
 their dynamics on every access as they do in ``hil demo``. Each section also reports how much CPU other
 processes took meanwhile: on a 2-core box the client and the device already use both cores.
 
-    .venv/bin/python -m bench.bus_cycle [--seconds 2] [--rounds 4]
+  (e) with ``--against DIR`` (another checkout, e.g. main before a change): the in-process cycle of (c) in child
+      processes of this checkout and of DIR, alternating, and their ratio (the before/after of a bus change).
+
+    .venv/bin/python -m bench.bus_cycle [--seconds 2] [--rounds 4] [--against /work/main] [--only-against]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import select
 import statistics
+import subprocess
 import sys
 import time
 import tty
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from devices.control_table import XM430_W350
 from devices.protocol import HEADER, encode_fast_reply, encode_request
@@ -303,6 +309,66 @@ def cpu_cost_us(make_client, cycles: int, repeats: int = 5) -> float:
     return 1e6 * best
 
 
+def _inprocess_client() -> OurClient:
+    client = OurClient("sim://servo_chain")
+    for i in IDS:
+        client.bus.write(i, RETURN_DELAY.address, b"\x00")
+    client.bus.sync_write_register(TORQUE, {i: 1 for i in IDS})
+    return client
+
+
+# the child of (e): only the host, the sim:// transport and the control table, which both checkouts have
+_CHILD = """
+import json, sys, time
+from devices.control_table import XM430_W350 as T
+from runtime.bus import BusHost
+from runtime.transports import open_transport
+ids = tuple(range(1, 18))
+goal, present = T["goal_position"], T["present_position"]
+sets = [{i: 2048 + ((k * 37 + i * 11) % 200) - 100 for i in ids} for k in range(8)]
+bus = BusHost(open_transport("sim://servo_chain"))
+for i in ids:
+    bus.write(i, T["return_delay_time"].address, b"\\x00")
+bus.sync_write_register(T["torque_enable"], {i: 1 for i in ids})
+def cycle(k):
+    bus.sync_write_register(goal, sets[k & 7])
+    return bus.sync_read_register(present, ids, fast=True)
+for k in range(20):
+    cycle(k)
+k, start, cpu = 0, time.perf_counter(), time.process_time()
+end = start + float(sys.argv[1])
+while time.perf_counter() < end:
+    assert len(cycle(k)) == len(ids)
+    k += 1
+print(json.dumps({"rate": k / (time.perf_counter() - start), "cpu_us": 1e6 * (time.process_time() - cpu) / k}))
+"""
+
+
+def against(other: str, seconds: float, rounds: int) -> dict:
+    """(e): the in-process sim:// cycle of this checkout and of ``other``, each in its own child process (same
+    interpreter), alternating over ``rounds``; returns the rates and ours/other."""
+    here = str(Path(__file__).resolve().parent.parent)
+    totals = {"this": [], "other": []}
+    cpu = {"this": [], "other": []}
+    for r in range(rounds):
+        order = ("this", "other") if r % 2 == 0 else ("other", "this")
+        for name in order:
+            root = here if name == "this" else str(Path(other).resolve())
+            env = {**os.environ, "PYTHONPATH": root}
+            out = subprocess.run([sys.executable, "-c", _CHILD, str(seconds / rounds)],
+                                 cwd=root, env=env, capture_output=True, text=True, timeout=120, check=True)
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            totals[name].append(got["rate"])
+            cpu[name].append(got["cpu_us"])
+    this, that = statistics.mean(totals["this"]), statistics.mean(totals["other"])
+    this_cpu, that_cpu = min(cpu["this"]), min(cpu["other"])  # CPU per cycle: what load on other cores hides least
+    print(f"  (e) in-process sim:// cycle, this checkout {this:.0f} cycles/s, {this_cpu:.0f} us CPU per cycle; {other} "
+          f"{that:.0f} cycles/s, {that_cpu:.0f} us CPU: this/other {this / that:.2f}x by rate, {that_cpu / this_cpu:.2f}x "
+          f"by CPU (best slice; {rounds} alternating rounds)")
+    return {"this": this, "other": that, "ratio": this / that, "this_cpu_us": this_cpu, "other_cpu_us": that_cpu,
+            "cpu_ratio": that_cpu / this_cpu}
+
+
 # --- the wire-time limit -----------------------------------------------------------------------------------------
 def cycle_bytes() -> dict[str, int]:
     """Exact bytes on the wire for one cycle, from the encoders (stuffing included)."""
@@ -334,12 +400,27 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--serve-canned", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--lost-part", action="store_true", help="only section (f): the Robot's loop with one part "
                                                                  "lost vs none (issue 26)")
+    parser.add_argument("--inprocess-rate", type=float, metavar="S", help=argparse.SUPPRESS)
+    parser.add_argument("--against", metavar="DIR", help="also compare the in-process cycle with checkout DIR (e)")
+    parser.add_argument("--only-against", action="store_true", help="run section (e) only")
+    parser.add_argument("--smoke", action="store_true", help="smallest settings: section (e) if --against, else (d)")
     args = parser.parse_args(argv)
     if args.serve_canned:
         serve_canned()
         return {}
     if args.lost_part:
         return {"lost_part": lost_part_row(args.seconds, args.rounds)}
+    if args.inprocess_rate:
+        print(json.dumps({"rate": run_for(_inprocess_client, args.inprocess_rate, Run()).rate}))
+        return {}
+    if args.smoke:
+        args.seconds, args.rounds = 0.4, 2
+    if args.against and (args.only_against or args.smoke):
+        return {"against": against(args.against, args.seconds, args.rounds)}
+    if args.smoke:
+        ours_us = cpu_cost_us(lambda: OurClient(CannedTransport()), 200, repeats=2)
+        print(f"  (d) client CPU per cycle, no I/O       ours {ours_us:.1f} us")
+        return {"client_cpu_us": ours_us}
     seconds, rounds = args.seconds, args.rounds
     results: dict = {}
     sizes = cycle_bytes()
@@ -408,6 +489,8 @@ def main(argv: list[str] | None = None) -> dict:
     results["client_cpu_us"] = {"ours": ours_us, "sdk": sdk_us, "ratio": sdk_us / ours_us}
 
     results["lost_part"] = lost_part_row(seconds, rounds)
+    if args.against:
+        results["against"] = against(args.against, seconds, rounds)
     pty, b1 = results["pty"], results[1_000_000]
     print(f"  targets: ours/SDK >= 2x on the pty: {pty['ratio']:.2f}x ({'met' if pty['ratio'] >= 2 else 'missed'}); "
           f"ours >= 80% of the 1 Mbaud limit: {b1['ours_pct']:.1f}% ({'met' if b1['ours_pct'] >= 80 else 'missed'})")

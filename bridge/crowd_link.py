@@ -10,6 +10,7 @@ within the timeout is reported by name and endpoint, never waited for forever. P
 from __future__ import annotations
 
 import math
+from functools import partial
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -87,7 +88,12 @@ def parse_people(payload: dict) -> list[Person]:
     n = len(c.id)
     parsed = [getattr(c, name) if getattr(c, name) is not None else [Person._field_defaults[name]] * n
               for name in PERSON_FIELDS]
-    return list(map(Person._make, zip(*parsed)))  # _make: no per-field argument parsing (2x faster for 50)
+    return list(map(_person_from_row, zip(*parsed)))
+
+
+# a Person straight from a row tuple, in C (tuple.__new__ via partial): no per-field argument parsing, no Python
+# frame per person (Person._make is a Python classmethod); the same NamedTuple values
+_person_from_row = partial(tuple.__new__, Person)
 
 
 def intents_time(payload) -> float:
@@ -107,18 +113,39 @@ class CrowdClient:
         from .security import connect_client
 
         self._socket, self._watch = connect_client(zmq.REQ, endpoint, security)
+        self._socket.setsockopt(zmq.RCVTIMEO, max(1, int(timeout_s * 1000)))
         self.seq = 0
+        self._pending_t: float | None = None  # the time of a tick sent and not yet answered
 
     def tick(self, t_s: float, robot: dict | None, people: list[dict]) -> tuple[float, list[Person], dict]:
         """Send one tick; returns (crowd time, people, the whole reply payload)."""
+        self.send_tick(t_s, robot, people)
+        return self.await_intents()
+
+    def send_tick(self, t_s: float, robot: dict | None, people) -> None:
+        """The first half of :meth:`tick`: the request goes out and the crowd starts on it; the world may step
+        meanwhile (a pipelined bridge, firmware_sim/embodied/crowd_bridge.py) and take the answer later."""
         self.seq += 1
+        self._pending_t = t_s
         self._socket.send(pack("tick", tick_payload(t_s, robot, people), seq=self.seq, t=t_s))
-        if not self._socket.poll(int(self.timeout_s * 1000)):
+
+    @property
+    def pending(self) -> bool:
+        """A tick was sent and its answer not taken yet."""
+        return self._pending_t is not None
+
+    def await_intents(self) -> tuple[float, list[Person], dict]:
+        """The second half of :meth:`tick`: the answer to the tick sent last, waited for up to ``timeout_s``
+        (a blocking receive with the socket's own timeout: no poller built per tick)."""
+        t_s, self._pending_t = self._pending_t, None
+        try:
+            data = self._socket.recv()
+        except zmq.Again:
             why = self._watch.reason() if self._watch is not None else ""
             raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer tick {self.seq} (t={t_s:.3f} s) within "
-                                 f"{self.timeout_s:g} s: {why or 'stopped, crashed or stalled'}")
+                                 f"{self.timeout_s:g} s: {why or 'stopped, crashed or stalled'}") from None
         try:
-            reply = unpack(self._socket.recv(), REPLIES)
+            reply = unpack(data, REPLIES)
         except EnvelopeError as exc:
             raise CrowdLinkError(f"the crowd at {self.endpoint} sent a bad reply: {exc}") from None
         if reply.type == "error":
@@ -131,6 +158,9 @@ class CrowdClient:
     def close(self) -> None:
         """Say bye when the socket still can (after an unanswered tick a REQ socket cannot send), then release it."""
         try:
+            if self._pending_t is not None and self._socket.poll(500):  # a pipelined tick's answer first
+                self._socket.recv()
+                self._pending_t = None
             self._socket.send(pack("bye", {}, seq=self.seq + 1))
             self._socket.poll(500)
         except zmq.ZMQError:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 import msgpack
+import msgspec
 
 VERSION = 2  # 2: intents carry people as columns (bridge/crowd_link.py)
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -26,9 +27,19 @@ class Envelope:
     payload: Any
 
 
+_ENCODER = msgspec.msgpack.Encoder()
+
+
 def pack(kind: str, payload: Any = None, seq: int = 0, t: float = 0.0) -> bytes:
-    return msgpack.packb({"v": VERSION, "type": kind, "seq": seq, "t": float(t), "payload": payload},
-                         use_bin_type=True)
+    """The envelope's bytes. msgspec's encoder writes the same msgpack as ``msgpack.packb(use_bin_type=True)``
+    (smallest int and length forms, 64-bit floats, str as str, bytes as bin: tests/test_bridge_codec_speed.py
+    compares them) in about half the time, which is most of a tick's packing; whatever it does not take (a type
+    it does not know) goes through msgpack as before."""
+    doc = {"v": VERSION, "type": kind, "seq": seq, "t": float(t), "payload": payload}
+    try:
+        return _ENCODER.encode(doc)
+    except (TypeError, OverflowError):
+        return msgpack.packb(doc, use_bin_type=True)
 
 
 def unpack(data: bytes, allowed: Iterable[str]) -> Envelope:

@@ -11,6 +11,11 @@ from devices.protocol import (CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TURN, RESET_AL
                               RESET_ALL_BUT_ID_AND_BAUD, AccessError, InstructionError, ResultFail)
 
 
+def _ALWAYS_ALL() -> int:
+    """The return level of a part without the register: it answers everything."""
+    return 2
+
+
 class PartFirmware:
     """A part with a control table and nothing moving: hubs, brackets, anything passive."""
 
@@ -19,6 +24,10 @@ class PartFirmware:
         self.table = table
         self.memory = RegisterMemory(table, rules)
         self.memory.set("id", device_id)
+        # asked by the bus device for every slot of every group read: compiled once (memory.getter)
+        self._id_now = self.memory.getter("id")
+        self._level_now = (self.memory.getter("status_return_level") if "status_return_level" in table
+                           else _ALWAYS_ALL)
         self.factory_id = device_id
         self.serial_number = serial_number
         self.pending: tuple[int, bytes] | None = None  # RegWrite waiting for Action
@@ -26,7 +35,7 @@ class PartFirmware:
 
     @property
     def id(self) -> int:
-        return self.memory.get("id")
+        return self._id_now()
 
     @property
     def model_number(self) -> int:
@@ -38,7 +47,7 @@ class PartFirmware:
 
     @property
     def return_level(self) -> int:
-        return self.memory.get("status_return_level") if "status_return_level" in self.table else 2
+        return self._level_now()
 
     @property
     def return_delay_s(self) -> float:

@@ -7,6 +7,7 @@ off). The state is evaluated analytically at each access, so it is exact at any 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from devices.control_table import (CURRENT_MODE, EXTENDED_POSITION_MODE, POSITION_MODE, VELOCITY_MODE,
                                    ControlTable, Register, RegisterMemory)
@@ -51,6 +52,13 @@ class ServoFirmware(PartFirmware):
         self.tau_s = tau_s
         self.position = float(self.memory.get("present_position"))
         self.velocity = 0.0  # ticks/s
+        # every access integrates and publishes: the registers it touches, compiled once (memory.getter/setter)
+        memory = self.memory
+        self._getters = {name: memory.getter(name) if name in table else partial(memory.get, name) for name in (
+            "torque_enable", "operating_mode", "goal_velocity", "goal_position", "moving_threshold")}
+        self._setters = {name: memory.setter(name) if name in table else partial(memory.set, name) for name in (
+            "present_position", "present_velocity", "moving", "moving_status", "realtime_tick")}
+        self._has_current = "goal_current" in table
 
     def advance(self, now_s: float) -> None:
         dt = now_s - self.time_s
@@ -60,16 +68,16 @@ class ServoFirmware(PartFirmware):
         self._publish(now_s)
 
     def _integrate(self, dt: float) -> None:
-        memory = self.memory
-        if not memory.get("torque_enable"):
+        get = self._getters
+        if not get["torque_enable"]():
             self.velocity = 0.0
             return
-        mode = memory.get("operating_mode")
+        mode = get["operating_mode"]()
         if mode == VELOCITY_MODE:
-            self.velocity = _ticks_per_s(memory.get("goal_velocity"))
+            self.velocity = _ticks_per_s(get["goal_velocity"]())
             self.position += self.velocity * dt
         elif mode in (POSITION_MODE, EXTENDED_POSITION_MODE) or mode == 5:
-            goal = float(memory.get("goal_position"))
+            goal = float(get["goal_position"]())
             decay = math.exp(-dt / self.tau_s)
             self.position = goal + (self.position - goal) * decay
             self.velocity = (goal - self.position) / self.tau_s
@@ -77,16 +85,17 @@ class ServoFirmware(PartFirmware):
             self.velocity = 0.0
 
     def _publish(self, now_s: float) -> None:
-        memory = self.memory
-        memory.set("present_position", round(self.position))
+        get, put = self._getters, self._setters
+        put["present_position"](round(self.position))
         raw_velocity = round(self.velocity * 60.0 / TICKS_PER_REV / VELOCITY_UNIT_RPM)
-        memory.set("present_velocity", raw_velocity)
-        moving = abs(raw_velocity) > memory.get("moving_threshold")
-        memory.set("moving", int(moving))
-        memory.set("moving_status", 0 if moving else MOVING_STATUS_IN_POSITION)
-        if "goal_current" in self.table and memory.get("operating_mode") == CURRENT_MODE and memory.get("torque_enable"):
+        put["present_velocity"](raw_velocity)
+        moving = abs(raw_velocity) > get["moving_threshold"]()
+        put["moving"](int(moving))
+        put["moving_status"](0 if moving else MOVING_STATUS_IN_POSITION)
+        if self._has_current and get["operating_mode"]() == CURRENT_MODE and get["torque_enable"]():
+            memory = self.memory
             memory.set("present_current", memory.get("goal_current"))
-        memory.set("realtime_tick", int(now_s * 1000) % 32768)
+        put["realtime_tick"](int(now_s * 1000) % 32768)
 
     def on_written(self, names: list[str]) -> None:
         if "torque_enable" in names and self.memory.get("torque_enable"):

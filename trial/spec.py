@@ -59,6 +59,7 @@ class TrialSpec:
     crowd_start: str | None = None  # "sat 14:00": the day and time at trial time 0
     crowd_endpoint: str | None = None  # a crowd already served (hil crowd --serve): none is started
     crowd_timeout_s: float = 10.0
+    crowd_pipeline: bool = False  # true: the crowd computes tick N+1 while the world steps N (one-tick lag, issue 24)
     scenario: str | None = None
     start: Any = None  # (x, y, yaw) | place name | None (the robot's origin, or the profile's start_pose)
     goal: Any = None  # (x, y) | place name | None
@@ -124,6 +125,8 @@ KEYS: dict[str, str] = {
     "crowd_start": "day and time at trial time 0, e.g. 'sat 14:00' (picks the rates' time band)",
     "crowd_endpoint": "a crowd already served there (hil crowd --serve EP): none is started",
     "crowd_timeout_s": "seconds of wall time the world waits for the crowd before the trial fails (> 0)",
+    "crowd_pipeline": "true: the crowd computes the next tick while the world steps (the intents lag one "
+                      "tick, as deterministic); false (default): strict lockstep",
     "scenario": "a staged script on the config search path (child_interacts) or a .scn file, or none",
     "start": "the robot's start pose: [x, y] or [x, y, yaw] (m, m, rad in the map frame) or a place of the map",
     "goal": "the goal: [x, y] (m) or a place of the map, or none",
@@ -361,6 +364,7 @@ def _endpoint(value: Any, key: str, error, base: Path | None) -> str | None:
 _CHECKS: dict[str, Callable] = {
     "robot": _name_or_path, "profile": _profile, "bus": _bus, "clock": _clock, "map": _optional_name,
     "crowd": _crowd, "crowd_scale": _number(0.0, 100.0), "crowd_start": _crowd_start, "crowd_endpoint": _endpoint, "crowd_timeout_s": _number(0.0, 3600.0, low_open=True),
+    "crowd_pipeline": _flag,
     "scenario": _optional_name, "start": _point((2, 3)), "goal": _point((2,)),
     "goal_radius": _number(0.0, 100.0, low_open=True), "end_on_goal": _flag, "after_goal_s": _number(0.0, 3600.0),
     "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,

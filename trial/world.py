@@ -68,6 +68,8 @@ def _sim_options(spec: TrialSpec, task: Task, clock: str, endpoint: str | None, 
         options["crowd_timeout"] = f"{spec.crowd_timeout_s:g}"
         if realtime:
             options["crowd_mode"] = "realtime"
+        elif spec.crowd_pipeline:
+            options["crowd_mode"] = "pipelined"  # the crowd computes tick N+1 while the world steps N (issue 24)
     if spec.gui:
         options["gui"] = "1"
     return options

@@ -30,6 +30,10 @@ class RegisterMemory:
         self.data = table.defaults()
         # get/set are the firmware's hot path (every access publishes its state): name -> (struct, address, reg)
         self._fields = {reg.name: (_STRUCTS.get((reg.size, reg.signed)), reg.address, reg) for reg in table.registers}
+        # host writes land on a few spans over and over (a SyncWrite of goal_position every cycle): each span's
+        # registers, offsets, codecs and ranges are worked out once (_layout) instead of walking owner_of per write
+        self._layouts: dict[tuple[int, int], tuple[tuple, ...]] = {}
+        self._eeprom_lock = TORQUE_ENABLE in table
 
     @property
     def _device_id(self) -> int:
@@ -58,6 +62,37 @@ class RegisterMemory:
                 pass  # not an int, or out of range: Register.encode converts it or raises OverflowError
         self.data[address:reg.end] = reg.encode(value)
 
+    def getter(self, name: str) -> Callable[[], int]:
+        """``get(name)`` compiled for one register: a firmware that publishes every access calls these instead
+        of looking the name up each time (same value, same errors)."""
+        field = self._fields.get(name)
+        if field is None:
+            raise self._unknown(name)
+        codec, address, reg = field
+        data = self.data  # the bytearray is changed in place, never replaced
+        if codec is None:
+            return lambda: reg.decode(data[address:reg.end])
+        unpack_from = codec.unpack_from
+        return lambda: unpack_from(data, address)[0]
+
+    def setter(self, name: str) -> Callable[[int], None]:
+        """``set(name, value)`` compiled for one register (see :meth:`getter`)."""
+        field = self._fields.get(name)
+        if field is None:
+            raise self._unknown(name)
+        codec, address, reg = field
+        data = self.data
+        if codec is None:
+            return lambda value: self.set(name, value)
+        pack_into = codec.pack_into
+
+        def set_value(value: int) -> None:
+            try:
+                pack_into(data, address, value)
+            except struct.error:
+                self.set(name, value)  # the general path converts or raises as set() does
+        return set_value
+
     def _unknown(self, name: str) -> KeyError:
         try:
             self.table[name]
@@ -74,6 +109,57 @@ class RegisterMemory:
 
     def check_write(self, address: int, data: bytes) -> list[tuple[Register, int]]:
         """Validate a write of ``data`` at ``address``; return the (register, value) pairs it would set."""
+        layout = self._layouts.get((address, len(data)))
+        if layout is None:
+            layout = self._layout(address, len(data))
+            if layout is None:  # a span that is not whole writable registers: refused as the byte walk says
+                return self._check_write_walk(address, data)
+        changes: list[tuple[Register, int]] = []
+        locked = None
+        for reg, offset, codec, lo, hi, eeprom in layout:
+            if eeprom:
+                if locked is None:
+                    locked = self._eeprom_lock and bool(self.get(TORQUE_ENABLE))
+                if locked:
+                    raise AccessError(self._device_id, AccessError.code,
+                                      f"{reg.name} is in EEPROM, locked while torque is enabled")
+            value = codec.unpack_from(data, offset)[0]
+            if not lo <= value <= hi:
+                raise DataRangeError(self._device_id, DataRangeError.code,
+                                     f"{reg.name}={value} outside {lo}..{hi}")
+            changes.append((reg, value))
+        rules = self.rules
+        if rules:
+            for reg, value in changes:
+                rule = rules.get(reg.name)
+                if rule is not None:
+                    rule(self, reg, value)
+        return changes
+
+    def _layout(self, address: int, length: int) -> tuple[tuple, ...] | None:
+        """The registers a write of ``length`` bytes at ``address`` sets, as (register, offset in the data, codec,
+        lowest, highest valid value, EEPROM?), in address order; None for a span that is refused whatever the
+        data (not a register, part of a register, outside the table, read-only), which is not cached."""
+        end = address + length
+        if not length or end > self.table.size:
+            return None
+        owner_of = self.table.owner_of
+        layout = []
+        a = address
+        while a < end:
+            reg = owner_of[a]
+            if reg is None or reg.address != a or reg.end > end or reg.access is not Access.RW:
+                return None
+            lo, hi = reg.valid_range
+            layout.append((reg, a - address, _STRUCTS[(reg.size, reg.signed)], lo, hi, reg.area is Area.EEPROM))
+            a = reg.end
+        if len(self._layouts) > 256:
+            self._layouts.clear()
+        self._layouts[(address, length)] = out = tuple(layout)
+        return out
+
+    def _check_write_walk(self, address: int, data: bytes) -> list[tuple[Register, int]]:
+        """check_write register by register: the error of the first register that refuses, in address order."""
         end = address + len(data)
         if not data or end > self.table.size:
             raise AccessError(self._device_id, AccessError.code,

@@ -20,8 +20,28 @@ def descriptor_sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+_DECODED: dict[bytes, PartDescriptor] = {}  # bytes -> descriptor, for the scans of repeated trials in a process
+_DECODED_MAX = 512
+
+
 def decode_descriptor(data: bytes, part: str = "?") -> PartDescriptor:
-    """Bytes read from a part -> validated descriptor; DescriptorError if truncated, not msgpack, or invalid."""
+    """Bytes read from a part -> validated descriptor; DescriptorError if truncated, not msgpack, or invalid.
+
+    A descriptor is immutable and a pure function of its bytes, so bytes decoded once in this process are not
+    decoded again: a sweep's or a test session's trials scan the same 40 parts each (the label ``part`` only
+    names errors, and bytes that failed are never kept)."""
+    data = bytes(data)
+    cached = _DECODED.get(data)
+    if cached is not None:
+        return cached
+    desc = _decode(data, part)
+    if len(_DECODED) >= _DECODED_MAX:
+        _DECODED.clear()
+    _DECODED[data] = desc
+    return desc
+
+
+def _decode(data: bytes, part: str) -> PartDescriptor:
     if len(data) > MAX_DESCRIPTOR_BYTES:
         raise DescriptorError(part, "descriptor", f"{len(data)} bytes is more than {MAX_DESCRIPTOR_BYTES}")
     try:

@@ -7,7 +7,8 @@ from .instructions import (BROADCAST_ID, CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TUR
                            RESET_ALL_BUT_ID_AND_BAUD, Instruction)
 from .packets import Packet, StreamDecoder, decode_frame, encode_packet
 from .requests import (Action, BulkRead, BulkWrite, Clear, FactoryReset, InvalidRequest, Ping, Read, Reboot,
-                       RegWrite, Request, SyncRead, SyncWrite, Write, decode_request, encode_request)
+                       RegWrite, Request, SyncRead, SyncWrite, Write, decode_request, encode_request,
+                       encode_sync_write)
 from .status import encode_fast_reply, encode_ping_reply, encode_status, parse_fast_reply
 from .stuffing import stuff, unstuff
 

@@ -7,6 +7,8 @@ checks the frame CRC (which covers every slot) and does not depend on the interm
 """
 from __future__ import annotations
 
+import struct
+
 from .crc import crc16
 from .errors import MalformedPacket
 from .instructions import BROADCAST_ID, HEADER, Instruction
@@ -42,11 +44,36 @@ def encode_fast_reply(slots: list[tuple[int, int, bytes]]) -> bytes:
     return bytes(frame)
 
 
+_FAST_LAYOUTS: dict[tuple[tuple[int, int], ...], tuple[struct.Struct, tuple[int, ...]]] = {}
+
+
+def _fast_layout(lengths: dict[int, int]) -> tuple[struct.Struct, tuple[int, ...]]:
+    """The struct of a fast reply whose slots come complete and in the order asked (error, id, data, CRC each;
+    the last slot's CRC is the frame's, not in the params), and the IDs in that order."""
+    key = tuple(lengths.items())
+    layout = _FAST_LAYOUTS.get(key)
+    if layout is None:
+        if len(_FAST_LAYOUTS) > 256:
+            _FAST_LAYOUTS.clear()
+        fmt = "2x".join(f"BB{n}s" for n in lengths.values())
+        layout = _FAST_LAYOUTS[key] = (struct.Struct("<" + fmt), tuple(lengths))
+    return layout
+
+
 def parse_fast_reply(packet: Packet, lengths: dict[int, int]) -> list[tuple[int, int, bytes]]:
-    """Split a fast reply into ``(error, id, data)`` slots; ``lengths`` maps each requested ID to its length."""
+    """Split a fast reply into ``(error, id, data)`` slots; ``lengths`` maps each requested ID to its length.
+
+    The usual reply (every device asked, in the order asked) is unpacked by one struct compiled per request
+    (:func:`_fast_layout`); any other is walked slot by slot, with the same results and errors."""
     if packet.id != BROADCAST_ID or not packet.is_status:
         raise MalformedPacket(f"id {packet.id}: not a fast reply (expected a status from id 0xFE)")
     body = packet.params
+    if lengths:
+        layout, ids = _fast_layout(lengths)
+        if len(body) == layout.size:
+            values = layout.unpack(body)
+            if values[1::3] == ids:
+                return list(zip(values[0::3], ids, values[2::3]))
     slots = []
     i = 0
     end = len(body) + 2  # the last slot's CRC is the frame CRC, already removed from params

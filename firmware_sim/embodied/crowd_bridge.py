@@ -11,6 +11,15 @@ The world waits for the crowd: the tick is a blocking request. A crowd that does
 raises :class:`bridge.crowd_link.CrowdLinkError` naming its endpoint (out of the step, so out of whoever advanced
 the world: the lockstep clock's participant, i.e. the trial fails clearly instead of hanging).
 
+``pipelined=True`` (issue 24; the trial's default, docs/ARCHITECTURE.md "The crowd's tick pipelined") lets the
+crowd compute while the world steps: at tick N the world takes the answer to the request it sent at tick N-1,
+applies it, and sends the state it measured now with the time of tick N+1; the crowd steps to N+1 from that
+state while the world steps N to N+1. The crowd's message sequence is the same as in lockstep (the same state,
+one period forward, one step) but its clock runs one period ahead of what it saw, so every intent is applied one
+tick later than in lockstep (a one-tick lag in what the crowd observes). The very first tick (t = 0) is an
+exchange as in lockstep, so the people are in the world from the start. Equally deterministic: the world blocks
+for each answer at a fixed step, whatever the crowd's speed.
+
 ``security`` (a :class:`bridge.security.Security`) makes the link CURVE-encrypted, for a crowd served with
 ``--keys``; a refused key surfaces as that same error, saying the key was refused.
 """
@@ -32,12 +41,13 @@ class CrowdBridge:
     """The world's end of the crowd link: owns the Pedestrians and the CrowdClient; :meth:`close` says bye."""
 
     def __init__(self, embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,
-                 robot_radius_m: float = ROBOT_RADIUS_M, security: Security | None = None):
+                 robot_radius_m: float = ROBOT_RADIUS_M, security: Security | None = None, pipelined: bool = False):
         world = embodied.world
         if not period_s > 0:
             raise ValueError(f"crowd period must be > 0 s, not {period_s!r}")
         self.embodied, self.world, self.endpoint = embodied, world, endpoint
         self.robot_radius_m = robot_radius_m
+        self.pipelined = pipelined
         self.every_steps = max(1, round(period_s / world.time_step_s))
         self.period_s = self.every_steps * world.time_step_s
         self.pedestrians = Pedestrians(world)
@@ -83,12 +93,15 @@ class CrowdBridge:
         return {**self.embodied.robot_pose(), "radius": self.robot_radius_m}
 
     def tick(self) -> None:
-        """One exchange with the crowd at the world's current time."""
+        """One exchange with the crowd at the world's current time (lockstep), or, pipelined, the answer to the
+        last tick taken and the next one sent (:meth:`_pipelined_tick`)."""
         from bridge.crowd_link import CrowdLinkError
 
-        actual = [(s.id, s.x, s.y, s.vx, s.vy) for s in self.pedestrians.states()]
         try:
-            t, people, reply = self.client.tick(self.world.time_s, self.robot_state(), actual)
+            if self.pipelined:
+                self._pipelined_tick()
+                return
+            t, people, reply = self.client.tick(self.world.time_s, self.robot_state(), self._actual())
         except CrowdLinkError as exc:
             # the crowd is gone: the world stops asking (so shutting down does not wait for it again), the people
             # stay where they are, and the error goes to whoever advanced the world
@@ -97,6 +110,20 @@ class CrowdBridge:
             self._stand()
             raise
         self._take_intents(t, people, reply)
+
+    def _actual(self) -> list[tuple]:
+        return [(s.id, s.x, s.y, s.vx, s.vy) for s in self.pedestrians.states()]
+
+    def _pipelined_tick(self) -> None:
+        """Take the answer to the tick sent one period ago (at t = 0: exchange the first tick as in lockstep),
+        then send the state measured now, stamped with the next tick's time, so the crowd computes it while the
+        world steps towards it."""
+        client, now = self.client, self.world.time_s
+        if not client.pending:  # the first tick (or after a reconnect): nothing in flight yet
+            client.send_tick(now, self.robot_state(), self._actual())
+        self._take_intents(*client.await_intents())
+        client.send_tick((self.world.steps + self.every_steps) * self.world.time_step_s, self.robot_state(),
+                         self._actual())  # exactly the next tick's world time (World.time_s)
 
     def _take_intents(self, crowd_time_s: float, people: list, reply: dict) -> None:
         """The crowd's answer (either mode): who is where and wants to go where, and the script lines it ran."""
@@ -140,10 +167,12 @@ class CrowdBridge:
 
 
 def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,
-                 security: Security | None = None) -> CrowdBridge:
+                 security: Security | None = None, pipelined: bool = False) -> CrowdBridge:
     """Make the crowd at ``endpoint`` part of ``embodied``'s world time; the bridge is also ``embodied.crowd``.
-    ``security``: a :class:`bridge.security.Security` for a crowd served with ``--keys`` (None: plain)."""
-    bridge = CrowdBridge(embodied, endpoint, period_s=period_s, timeout_s=timeout_s, security=security)
+    ``security``: a :class:`bridge.security.Security` for a crowd served with ``--keys`` (None: plain);
+    ``pipelined``: the crowd computes the next tick while the world steps (one-tick lag, see above)."""
+    bridge = CrowdBridge(embodied, endpoint, period_s=period_s, timeout_s=timeout_s, security=security,
+                         pipelined=pipelined)
     embodied.crowd = bridge
     return bridge
 

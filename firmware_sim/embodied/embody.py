@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 MAX_CATCH_UP_S = 0.25
 CLOCKS = ("real", "sim")
-CROWD_MODES = ("lockstep", "realtime")
+CROWD_MODES = ("lockstep", "realtime", "pipelined")  # pipelined: lockstep, one-tick lag (crowd_bridge.py)
 
 
 class Pacer:
@@ -217,9 +217,10 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
         else:
             from .crowd_bridge import attach_crowd
 
+        extra = {"pipelined": True} if crowd_mode == "pipelined" else {}
         try:
             attach_crowd(embodied, crowd_endpoint, period_s=crowd_period_s, timeout_s=crowd_timeout_s,
-                         security=security)
+                         security=security, **extra)
         except BaseException:
             embodied.close()
             raise

@@ -23,6 +23,7 @@ from devices.protocol import (
     MalformedPacket,
     StreamDecoder,
     encode_request,
+    encode_sync_write,
     parse_fast_reply,
     status_error,
 )
@@ -59,6 +60,7 @@ class BusHost:
         self._decoder = StreamDecoder()
         self._dirty = False
         self._frames: dict[rq.Request, bytes] = {}  # encoded read requests, reused every cycle
+        self._bulk_reads: dict[tuple, rq.BulkRead] = {}  # validated bulk read requests by (items, fast)
 
     def close(self) -> None:
         self.transport.close()
@@ -105,7 +107,9 @@ class BusHost:
 
     # group instructions
     def sync_write(self, address: int, length: int, data_by_id: Mapping[int, bytes]) -> None:
-        self._transact(rq.SyncWrite(address, length, tuple((i, bytes(d)) for i, d in data_by_id.items())), ())
+        # the control loop's write every cycle: encoded by one compiled struct, no request object (no reply to
+        # describe: a SyncWrite is never answered)
+        self._send_only(encode_sync_write(address, length, tuple(data_by_id.items())))
 
     def sync_read(self, address: int, length: int, ids: Iterable[int], fast: bool = False) -> dict[int, bytes]:
         ids = tuple(ids)
@@ -118,11 +122,16 @@ class BusHost:
 
     def bulk_read(self, items: Iterable[tuple[int, int, int]], fast: bool = False) -> dict[int, bytes]:
         items = tuple(items)
-        ids = [i for i, _, _ in items]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"bulk read lists an ID twice: {ids}")
+        request = self._bulk_reads.get((items, fast))
+        if request is None:  # checked and built once per item list: the control loop reads the same one each cycle
+            ids = [i for i, _, _ in items]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"bulk read lists an ID twice: {ids}")
+            if len(self._bulk_reads) > 64:
+                self._bulk_reads.clear()
+            request = self._bulk_reads[(items, fast)] = rq.BulkRead(items, fast=fast)
         slots = tuple((i, n) for i, _, n in items if self._answers(i, 1))
-        return self._transact(rq.BulkRead(items, fast=fast), slots, fast=fast, cache=True)
+        return self._transact(request, slots, fast=fast, cache=True)
 
     def sync_write_register(self, register: Register, values: Mapping[int, int]) -> None:
         self.sync_write(register.address, register.size, {i: register.encode(v) for i, v in values.items()})
@@ -214,6 +223,12 @@ class BusHost:
     def _send(self, frame: bytes) -> None:
         self.transport.write(frame)
         self.stats.bytes_tx += len(frame)
+
+    def _send_only(self, frame: bytes) -> None:
+        """A transaction nobody answers (what _transact does without reply slots)."""
+        self._prepare()
+        self._send(frame)
+        self.stats.transactions += 1
 
     def _timeout(self, frame_len: int, slots: tuple[tuple[int, int], ...]) -> float:
         timeout = self.timeout_s + self.transport.peer_latency_s

@@ -187,7 +187,7 @@ def parse_sim_url(url: str) -> tuple[str, dict]:
 
 
 CLOCK_VALUES = ("real", "sim")
-CROWD_MODES = ("lockstep", "realtime")
+CROWD_MODES = ("lockstep", "realtime", "pipelined")
 
 
 def check_sim_url(url: str) -> None:

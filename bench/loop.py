@@ -1,0 +1,370 @@
+"""The trial's own cost and scale (issue 24), side by side in one run; the figures that matter are the ratios.
+
+  (a) loop   the demo trial's loop cost per simulated second, start-up apart: (wall time of a LONG s trial - that
+             of a SHORT s one) / (LONG - SHORT), for this checkout and, with --against DIR (default /work/main when
+             it exists), for that checkout, each trial in its own child process (same interpreter), the sides
+             alternating; beside them bare pybullet of the merged world: `hil urdf`'s commbot loaded with
+             URDF_MERGE_FIXED_LINKS, the arcade's walls and as many people capsules as the trial had on average,
+             p.stepSimulation() as often as the trial steps. Printed: cost per simulated second, the loop's share
+             of bare pybullet's speed (target >= 80 %), the whole LONG s call's RTF and its ratio against DIR's
+             (target >= 2.5x).
+  (b) crowd  the crowd alone in the station (config/maps/station.yaml, 240 m x 90 m, five islands, six lanes):
+             3,200 and 10,000 people walking the lanes end to end, steps per second at dt 0.1 of crowd.CrowdSim
+             beside JuPedSim's collision-free speed model on the same geometry (a polygon with the islands as
+             holes), the same start positions and goals.
+  (c) people a trial in the arcade with ~30 and ~300 people (crowd_scale 10 and 100, Saturday 14:00; the
+             mean people per crowd tick is printed): RTF of each and their ratio.
+
+    .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
+
+--smoke: 2 s and 1 s trials (lockstep only), 400 people in the station, 1 s trials at crowd_scale 1 and 3 (exits
+0, prints the tables; its figures mean nothing). Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_AGAINST = Path("/work/main")
+STATION = "station"
+LANES = (-37.5, -22.5, -7.5, 7.5, 22.5, 37.5)  # config/maps/station.yaml: lane centre lines (y)
+LANE_HALF_M = 5.0  # people start within this of a lane's centre line (islands' faces are 5.5 m off it)
+RADIUS_M = 0.25
+
+
+# --- CPU of everything else --------------------------------------------------------------------------------------
+def _busy_s() -> float:
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """Cores kept busy by everything but this process and its children meanwhile (a loaded machine says so)."""
+
+    def __enter__(self) -> CpuMeter:
+        self._t, self._busy, self._ours = time.perf_counter(), _busy_s(), self._own()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        seconds = time.perf_counter() - self._t
+        ours = self._own() - self._ours
+        self.others = max(0.0, (_busy_s() - self._busy - ours) / seconds)
+
+    @staticmethod
+    def _own() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def note(self) -> str:
+        loaded = "; other processes were busy: the figures are depressed and noisy" if self.others > 0.25 else ""
+        return f"other processes {self.others:.2f} cores{loaded}"
+
+
+# --- (a) the demo trial's loop against bare pybullet of the merged world ---------------------------------------
+_TRIAL_CHILD = """
+import gc, json, statistics, sys, tempfile, time
+from pathlib import Path
+from trial import Trial
+from trial.presets import demo_spec
+from trial.record.log import read_log
+duration, extra = float(sys.argv[1]), json.loads(sys.argv[2])
+with tempfile.TemporaryDirectory(prefix="hil-bench-loop-") as tmp:
+    Trial(spec=demo_spec(duration=1.0, **extra)).run(Path(tmp) / "warm").raise_for_status()  # imports, caches
+    gc.collect()
+    start = time.perf_counter()
+    Trial(spec=demo_spec(duration=duration, **extra)).run(Path(tmp) / "t").raise_for_status()
+    wall = time.perf_counter() - start
+    counts = [len(m.data["people"]) for m in read_log(Path(tmp) / "t" / "trial.mcap").messages.get("/pedestrians", [])]
+print(json.dumps({"wall_s": wall, "mean_people": statistics.fmean(counts) if counts else 0.0,
+                  "max_people": max(counts, default=0)}))
+"""
+
+
+def trial_wall(root: Path, duration_s: float, extra: dict | None = None) -> dict:
+    """One demo trial of ``duration_s`` simulated seconds in a child process running checkout ``root``."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-c", _TRIAL_CHILD, repr(duration_s), json.dumps(extra or {})],
+                          cwd=str(root), env=env, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the trial in {root} failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+class BareMerged:
+    """What a pybullet user would write for this robot: `hil urdf`'s commbot loaded with fixed links merged, the
+    arcade's walls, ``capsules`` people standing in the north passage; only p.stepSimulation()."""
+
+    def __init__(self, capsules: int, tmp: Path):
+        import pybullet as p
+
+        from firmware_sim.world import World, load_map
+        from firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
+
+        from .world import commbot_urdf
+
+        urdf, _model = commbot_urdf(tmp)
+        self.p = p
+        self.world = World()  # the floor, gravity, the time step and solver settings hil's world uses
+        self.walls = len(self.world.add_map(load_map("arcade")))
+        flags = p.URDF_USE_INERTIA_FROM_FILE | p.URDF_USE_IMPLICIT_CYLINDER | p.URDF_MERGE_FIXED_LINKS
+        with _quiet_stdout():  # pybullet's C code narrates every merge on stdout
+            self.body = p.loadURDF(str(urdf), basePosition=(-18.0, 0.0, 0.2), flags=flags,
+                                   physicsClientId=self.world.client)
+        self.links = p.getNumJoints(self.body, physicsClientId=self.world.client) + 1
+        Pedestrians(self.world).sync([PedestrianIntent(i, -15.0 + 1.5 * i % 30, 8.25 - 1.0 * (i // 20), 0.0, 0.0)
+                                      for i in range(capsules)])
+        self.capsules = capsules
+        self.time_step_s = self.world.time_step_s
+
+    def seconds_per_sim_s(self, sim_s: float) -> float:
+        steps = max(1, round(sim_s / self.time_step_s))
+        step, client = self.p.stepSimulation, self.world.client
+        for _ in range(min(steps, 200)):
+            step(physicsClientId=client)  # warm-up
+        start = time.perf_counter()
+        for _ in range(steps):
+            step(physicsClientId=client)
+        return (time.perf_counter() - start) / (steps * self.time_step_s)
+
+    def close(self) -> None:
+        self.world.close()
+
+
+class _quiet_stdout:
+    """File descriptor 1 to /dev/null for a while (C code's prints go around sys.stdout)."""
+
+    def __enter__(self):
+        sys.stdout.flush()
+        self._saved = os.dup(1)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+
+    def __exit__(self, *exc):
+        os.dup2(self._saved, 1)
+        os.close(self._saved)
+
+
+def loop_section(long_s: float, short_s: float, against: Path | None, rounds: int, pipelined: bool = True,
+                 out=print) -> dict:
+    sides = {"this": ROOT} | ({"pipelined": ROOT} if pipelined else {}) | (
+        {"other": against} if against is not None else {})
+    extras = {"pipelined": {"crowd_pipeline": True}}
+    walls: dict[str, dict[float, list[float]]] = {name: {long_s: [], short_s: []} for name in sides}
+    people: list[float] = []
+    with CpuMeter() as cpu, tempfile.TemporaryDirectory(prefix="hil-bench-loop-") as tmp:
+        for r in range(rounds):
+            order = list(sides) if r % 2 == 0 else list(sides)[::-1]
+            for name in order:
+                for duration in (long_s, short_s) if r % 2 == 0 else (short_s, long_s):
+                    got = trial_wall(sides[name], duration, extras.get(name))
+                    walls[name][duration].append(got["wall_s"])
+                    if name == "this" and duration == long_s:
+                        people.append(got["mean_people"])
+        bare = BareMerged(round(statistics.fmean(people)), Path(tmp))
+        try:
+            bare_cost = statistics.median(bare.seconds_per_sim_s(long_s - short_s) for _ in range(rounds))
+            info = (bare.walls, bare.capsules, bare.links)
+        finally:
+            bare.close()
+    out(f"(a) the demo trial's loop, {long_s:g} s - {short_s:g} s trials, each in its own process (a 1 s warm-up trial "
+        f"first), {rounds} alternating round(s), medians; bare pybullet: merged commbot ({info[2]} links), "
+        f"{info[0]} walls, {info[1]} capsules (the trial's mean people)")
+    out(f"  {'side':<44} {'loop s/sim s':>12} {'of bare':>8} {'whole RTF':>10}")
+    result: dict = {"bare_s_per_sim_s": bare_cost, "mean_people": statistics.fmean(people), "others_cores": 0.0}
+    for name, root in sides.items():
+        long_wall, short_wall = (statistics.median(walls[name][d]) for d in (long_s, short_s))
+        cost = (long_wall - short_wall) / (long_s - short_s)
+        rtf = long_s / long_wall
+        label = {"this": "this checkout (lockstep, the default)",
+                 "pipelined": "this checkout, crowd_pipeline: true"}.get(name, str(root))
+        out(f"  {label:<44} {cost:12.3f} {bare_cost / cost:8.0%} {rtf:10.2f}")
+        result[name] = {"loop_s_per_sim_s": cost, "of_bare": bare_cost / cost, "whole_rtf": rtf,
+                        "long_wall_s": long_wall, "short_wall_s": short_wall}
+    out(f"  {'bare pybullet, merged world, stepSimulation':<44} {bare_cost:12.3f} {1:8.0%} {1 / bare_cost:10.2f}")
+    if "other" in result:
+        ratio = result["this"]["whole_rtf"] / result["other"]["whole_rtf"]
+        result["whole_vs_other"] = ratio
+        out(f"  whole {long_s:g} s call: this/other RTF {ratio:.2f}x (target >= 2.5x); loop at "
+            f"{result['this']['of_bare']:.0%} of bare (target >= 80 %)")
+    out(f"  {cpu.note()}")
+    result["others_cores"] = cpu.others
+    return result
+
+
+# --- (b) the crowd alone in the station, beside JuPedSim ---------------------------------------------------------
+def station_scene(n: int, seed: int = 1) -> list[tuple[tuple[float, float], tuple[float, float], float]]:
+    """``n`` people on a jittered grid in the lanes (no two closer than 0.6 m), half walking east, half west, each
+    to the far end of their lane; preferred speeds N(1.3, 0.1) m/s. (start, goal, speed) per person."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    per_lane = -(-n // len(LANES))
+    columns = max(2, -(-per_lane // 12))  # 12 rows across a lane, 0.8 m apart; columns >= 1.1 m apart up to 10,000
+    xs = np.linspace(-80.0, 80.0, columns)
+    people = []
+    for lane in LANES:
+        for k in range(per_lane):
+            if len(people) == n:
+                break
+            row, col = k % 12, k // 12
+            x = xs[col] + rng.uniform(-0.05, 0.05) + (0.4 if row % 2 else 0.0)
+            y = lane - 4.4 + 0.8 * row + rng.uniform(-0.05, 0.05)
+            east = (len(people) % 2) == 0
+            goal = (110.0 if east else -110.0, y)
+            people.append(((float(x), float(y)), goal, float(np.clip(rng.normal(1.3, 0.1), 0.8, 1.8))))
+    return people
+
+
+class HilCrowd:
+    name = "hil crowd (crowd.CrowdSim)"
+
+    def __init__(self, scene, dt: float):
+        from crowd.agents import AgentSpec
+        from crowd.maps import load_crowd_map
+        from crowd.sim import CrowdSim
+
+        self.sim = CrowdSim(load_crowd_map(STATION), seed=0, dt=dt)
+        for start, goal, speed in scene:
+            self.sim.add_agent(AgentSpec("adult", RADIUS_M, speed, start, [goal], exit_on_arrival=False))
+
+    def step(self) -> None:
+        self.sim.step()
+
+    def count(self) -> int:
+        return len(self.sim.agents)
+
+
+class JupedsimCrowd:
+    name = "JuPedSim CFSM"
+
+    def __init__(self, scene, dt: float):
+        import jupedsim as jps
+        import shapely
+
+        outer = shapely.box(-119.85, -44.85, 119.85, 44.85)
+        islands = [shapely.box(-90.15, y - 2.15, 90.15, y + 2.15) for y in (-30.0, -15.0, 0.0, 15.0, 30.0)]
+        geometry = outer.difference(shapely.union_all(islands))
+        sim = jps.Simulation(model=jps.CollisionFreeSpeedModel(), geometry=geometry, dt=dt)
+        east = sim.add_exit_stage([(109, -44), (119, -44), (119, 44), (109, 44)])
+        west = sim.add_exit_stage([(-119, -44), (-109, -44), (-109, 44), (-119, 44)])
+        journeys = {True: (sim.add_journey(jps.JourneyDescription([east])), east),
+                    False: (sim.add_journey(jps.JourneyDescription([west])), west)}
+        for start, goal, speed in scene:
+            journey, stage = journeys[goal[0] > 0]
+            sim.add_agent(jps.CollisionFreeSpeedModelAgentParameters(
+                position=start, desired_speed=speed, radius=RADIUS_M, journey_id=journey, stage_id=stage))
+        self.sim = sim
+
+    def step(self) -> None:
+        self.sim.iterate()
+
+    def count(self) -> int:
+        return self.sim.agent_count()
+
+
+MAX_STEPS = 150  # 15 s at dt 0.1: nobody walks from |x| <= 80 to an exit (|x| >= 109) meanwhile, so N stays put
+
+
+def steps_per_s(side, seconds: float, min_steps: int = 3) -> tuple[float, int]:
+    side.step()
+    side.step()  # warm-up (numba's kernels load on first use)
+    steps, start = 0, time.perf_counter()
+    while steps < min_steps or (time.perf_counter() - start < seconds and steps < MAX_STEPS):
+        side.step()
+        steps += 1
+    return steps / (time.perf_counter() - start), side.count()
+
+
+def crowd_section(sizes: list[int], seconds: float, dt: float = 0.1, out=print) -> dict:
+    try:
+        import jupedsim  # noqa: F401  (the bench extra: pip install 'hil[bench]')
+        peers = [JupedsimCrowd]
+    except ImportError:
+        peers = []
+    result: dict = {}
+    out(f"(b) the crowd alone in the station (240 m x 90 m, five islands, six lanes; people walk their lane end to "
+        f"end), dt {dt:g} s, ~{seconds:g} s of stepping per side and size")
+    out(f"  {'people':>7}  {'side':<30} {'steps/s':>8} {'RTF':>7} {'agents':>7}")
+    with CpuMeter() as cpu:
+        for n in sizes:
+            scene = station_scene(n)
+            row: dict = {}
+            for kind in [HilCrowd] + peers:
+                side = kind(scene, dt)
+                rate, agents = steps_per_s(side, seconds)
+                row[kind.name] = rate
+                out(f"  {n:7d}  {kind.name:<30} {rate:8.2f} {rate * dt:7.2f} {agents:7d}")
+                del side
+            if len(row) > 1:
+                ours, theirs = row[HilCrowd.name], row[JupedsimCrowd.name]
+                out(f"  {n:7d}  hil / JuPedSim steps per second: {ours / theirs:.2f}x")
+                row["ratio"] = ours / theirs
+            result[n] = row
+    if not peers:
+        out("  JuPedSim is not installed (pip install 'hil[bench]'): hil's crowd alone")
+    out(f"  {cpu.note()}")
+    return result
+
+
+# --- (c) a trial with many people --------------------------------------------------------------------------------
+def people_section(duration_s: float, scales: tuple[float, float], out=print) -> dict:
+    rows = {}
+    with CpuMeter() as cpu:
+        for scale in scales:
+            extra = {"crowd_scale": scale, "crowd_start": "sat 14:00", "scenario": None}
+            got = trial_wall(ROOT, duration_s, extra)
+            rows[scale] = {"rtf": duration_s / got["wall_s"], **got}
+    low, high = (rows[s] for s in scales)
+    out(f"(c) the demo trial in the arcade ({duration_s:g} s, background crowd only, Saturday 14:00) at two crowd "
+        f"scales")
+    out(f"  {'crowd_scale':>11} {'mean people':>12} {'max':>5} {'wall s':>7} {'RTF':>6}")
+    for scale, row in rows.items():
+        out(f"  {scale:11g} {row['mean_people']:12.1f} {row['max_people']:5d} {row['wall_s']:7.2f} {row['rtf']:6.2f}")
+    out(f"  RTF with {high['mean_people']:.0f} people / with {low['mean_people']:.0f}: {high['rtf'] / low['rtf']:.2f}")
+    out(f"  {cpu.note()}")
+    return {"rows": rows, "ratio": high["rtf"] / low["rtf"]}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.loop", description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="smallest settings (about 20 s)")
+    parser.add_argument("--only", choices=("loop", "crowd", "people"), help="one section only")
+    parser.add_argument("--long", type=float, default=80.0, help="the long trial, simulated s (default 80)")
+    parser.add_argument("--short", type=float, default=20.0, help="the short trial, simulated s (default 20)")
+    parser.add_argument("--rounds", type=int, default=1, help="alternating rounds of (a) (default 1)")
+    parser.add_argument("--against", default=None, help="another checkout for (a) (default /work/main if present; "
+                                                        "'none' for none)")
+    parser.add_argument("--sizes", default="3200,10000", help="people in the station for (b)")
+    parser.add_argument("--crowd-seconds", type=float, default=5.0, help="stepping per side and size in (b)")
+    parser.add_argument("--people-duration", type=float, default=20.0, help="simulated s of the trials in (c)")
+    parser.add_argument("--scales", default="10,100", help="crowd_scale of the two trials in (c) (default 10,100: ~30 and ~300 people)")
+    args = parser.parse_args(argv)
+    against = None if args.against == "none" else Path(args.against) if args.against else (
+        DEFAULT_AGAINST if (DEFAULT_AGAINST / "trial").is_dir() and DEFAULT_AGAINST.resolve() != ROOT else None)
+    if args.smoke:
+        args.long, args.short, args.sizes, args.crowd_seconds = 2.0, 1.0, "400", 0.3
+        args.people_duration, args.scales, against = 1.0, "1,3", None
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    scales = tuple(float(s) for s in args.scales.split(","))
+    results: dict = {}
+    if args.only in (None, "loop"):
+        results["loop"] = loop_section(args.long, args.short, against, args.rounds, pipelined=not args.smoke)
+    if args.only in (None, "crowd"):
+        results["crowd"] = crowd_section(sizes, args.crowd_seconds)
+    if args.only in (None, "people"):
+        results["people"] = people_section(args.people_duration, scales)
+    return results
+
+
+if __name__ == "__main__":
+    main()
