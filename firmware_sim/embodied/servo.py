@@ -180,7 +180,9 @@ class JointServo(PartFirmware):
         self.stops.append((self.world.steps, why))
         self._command()
 
-    def _command(self) -> None:
+    def _command(self, hold_q: float | None = None) -> None:
+        """The joint's motor as the control table says (``hold_q``: a latched hold's position, when restoring a
+        saved state: pybullet keeps no motor targets, firmware_sim/embodied/state.py)."""
         robot, joint, memory = self.robot, self.joint, self.memory
         body, client = robot.body_id, robot.client
         if not memory.get("torque_enable"):
@@ -193,7 +195,8 @@ class JointServo(PartFirmware):
                 p.setJointMotorControl2(body, joint.index, p.VELOCITY_CONTROL, targetVelocity=0.0, force=effort,
                                         physicsClientId=client)
             else:  # hold where it is
-                q = p.getJointState(body, joint.index, physicsClientId=client)[0]
+                q = p.getJointState(body, joint.index, physicsClientId=client)[0] if hold_q is None else hold_q
+                self.hold_q = q
                 p.setJointMotorControl2(body, joint.index, p.POSITION_CONTROL, targetPosition=q, force=effort,
                                         positionGain=POSITION_GAIN, velocityGain=VELOCITY_GAIN, physicsClientId=client)
             return
@@ -293,6 +296,8 @@ class PositionDrives:
     def __init__(self, robot: RobotBody):
         self.robot = robot
         self.servos: list[JointServo] = []
+        self.applied_once: dict[int, float] | None = None  # joint -> motor torque of the step before a restore
+        # (pybullet does not save it; firmware_sim/embodied/state.py hands it to the first step after)
 
     @classmethod
     def of(cls, world: World, robot: RobotBody) -> PositionDrives:
@@ -310,7 +315,11 @@ class PositionDrives:
         body, client = self.robot.body_id, self.robot.client
         indices = [servo.joint.index for servo in active]
         states = p.getJointStates(body, indices, physicsClientId=client)
-        targets = [servo._drive.command(state[0], state[3]) for servo, state in zip(active, states)]
+        applied = [state[3] for state in states]
+        if self.applied_once is not None:
+            applied = [self.applied_once.get(index, torque) for index, torque in zip(indices, applied)]
+            self.applied_once = None
+        targets = [servo._drive.command(state[0], torque) for servo, state, torque in zip(active, states, applied)]
         p.setJointMotorControlArray(body, indices, p.VELOCITY_CONTROL, targetVelocities=targets,
                                     forces=[servo._drive.torque_cap for servo in active], physicsClientId=client)
 

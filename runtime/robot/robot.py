@@ -84,6 +84,8 @@ class Robot:
         self._base = base
         self._base_error = base_error
         self.after_cycle: list[Callable[[Robot], None]] = []  # run after each bus cycle, in order (runtime/robot/overlay.py)
+        self.before_cycle: list[Callable[[Robot], None]] = []  # run before each bus cycle (a trial's saved states)
+        self.resumed_from: dict[str, Any] | None = None  # {dir, t, state_t} when a trial started from a saved state
         self.overlay = None  # the crowd overlay of a mixed trial (runtime.robot.overlay.CrowdOverlay), None without crowd:
         self.mirrored: list[str] = []  # buses whose parts the main bus's world mirrors (runtime.robot.multibus)
         self._closed = False
@@ -162,6 +164,8 @@ class Robot:
         """One bus cycle now: write the targets that changed, read every joint and sensor (loop() calls it;
         a controller that paces itself, e.g. with time.sleep under the time patch, calls it directly)."""
         self._check_open()
+        for hook in self.before_cycle:
+            hook(self)
         self._cycle.run()
         if self._base is not None:
             self._base.update()
