@@ -142,9 +142,13 @@ class Robot:
         period = 1.0 / hz
         start = self.clock.now()
         own_end = start + duration_s if duration_s is not None else math.inf
+        # a loop starting on its own grid (a trial resumed at 6.0 s, trial/state/) ticks at k * period exactly as
+        # a loop started at 0 does, float rounding included: 61 * 0.1, not 6.0 + 0.1
+        grid = round(start / period)
+        offset = grid if grid and abs(grid * period - start) <= 1e-9 else None
         k = 0
         while True:
-            due = start + k * period
+            due = (offset + k) * period if offset is not None else start + k * period
             end = own_end if self.deadline_s is None else min(own_end, self.deadline_s)  # the deadline may move
             if due >= end - END_TOLERANCE_S:
                 if math.isfinite(end):

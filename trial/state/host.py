@@ -29,7 +29,7 @@ def save_host(robot: Any) -> dict[str, Any]:
     stats = {name: {k: v for k, v in vars(host.stats).items() if k != "latencies_s"}
              for name, host in robot.buses.items()}
     return {"joints": joints, "odometry": odometry, "ticks": robot.ticks, "overruns": robot.overruns,
-            "stats": stats}
+            "stats": stats, "mode": getattr(robot, "mode", None)}
 
 
 def restore_host(robot: Any, saved: dict[str, Any]) -> None:
@@ -46,6 +46,7 @@ def restore_host(robot: Any, saved: dict[str, Any]) -> None:
         base._pose, base._twist = Pose2D(*odometry["pose"]), Twist2D(*odometry["twist"])
         base._last = np.asarray(odometry["last"], dtype=float) if odometry["last"] is not None else None
     robot.ticks, robot.overruns = saved["ticks"], saved["overruns"]
+    robot.mode = saved.get("mode")  # what the robot was shown doing, until the fresh controller says otherwise
     for name, counters in saved["stats"].items():
         stats = robot.buses[name].stats
         for key, value in counters.items():
