@@ -104,11 +104,17 @@ class _Run:
         stopped, error, trace = RUN_FAILED, None, None
         inner = robot.clock
         self.t0 = robot.clock.now()
-        saver = None
+        probe = WorldProbe.of(robot)
+        try:  # a state that does not fit this world is refused (ResumeError) as a bad spec is: nothing has run
+            saver = self._states(task, probe, resume)
+        except BaseException:
+            try:
+                robot.close()
+            finally:
+                self._stop_crowd()
+            raise
         try:
             robot.params = spec.params
-            probe = WorldProbe.of(robot)
-            saver = self._states(task, probe, resume)
             arm_deadline(robot, spec.duration)
             if resume is not None and spec.duration is not None:
                 robot.deadline_s = resume.state["task"].get("deadline_s") or spec.duration  # trial time, as before

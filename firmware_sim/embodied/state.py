@@ -78,20 +78,22 @@ def history_of(embodied) -> BodyHistory | None:
 
 
 # --- saving ------------------------------------------------------------------------------------------------------
-def save_world(embodied, bullet_path: str) -> dict[str, Any]:
+def save_world(embodied, bullet_path: str, *, roundtrip: bool = True) -> dict[str, Any]:
     """Write pybullet's state to ``bullet_path`` and return the rest as plain data (msgpack-able). Called between
     physics steps (under ``embodied.device.lock`` when another thread may step). The world is put back from the
-    file it just wrote (see the module's docstring), so it continues exactly as a resumed one will."""
+    file it just wrote (see the module's docstring), so it continues exactly as a resumed one will
+    (``roundtrip=False``: left as it is, for a run whose own past had no restore there to agree with)."""
     world = embodied.world
     client = world.client
     parts = save_parts(embodied)
     p.saveBullet(str(bullet_path), physicsClientId=client)
-    p.restoreState(fileName=str(bullet_path), physicsClientId=client)
+    if roundtrip:
+        p.restoreState(fileName=str(bullet_path), physicsClientId=client)
     crowd = embodied.crowd
     history = history_of(embodied)
     return {"format": STATE_FORMAT, "steps": world.steps, "time_step_s": world.time_step_s,
             "bodies": history.events if history is not None else [], "parts": parts,
-            "people": _save_people(crowd) if crowd is not None else None}
+            "people": _save_people(crowd) if crowd is not None else None, "check": bodies_state(embodied)}
 
 
 def save_parts(embodied) -> list[dict[str, Any]]:
@@ -149,6 +151,13 @@ def restore_world(embodied, state: dict[str, Any], bullet_path: str) -> None:
         history.replay(state["bodies"])
     p.restoreState(fileName=str(bullet_path), physicsClientId=world.client)
     world.steps = int(state["steps"])
+    check = state.get("check")
+    if check is not None:
+        here = bodies_state(embodied)
+        off = [name for name in check if name not in here or
+               max(abs(a - b) for a, b in zip(check[name], here[name])) > 1e-9]
+        if off or set(here) != set(check):
+            raise StateError(f"the restored bodies are not where they were saved: {', '.join(off[:5]) or 'others'}")
     if state.get("people") is not None and embodied.crowd is not None:
         _restore_people(embodied.crowd, state["people"])
     restore_parts(embodied, state["parts"])

@@ -41,7 +41,8 @@ def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, res
         from ..spec import trial_kwargs
 
         saver = StateSaver(folder, robot, embodied, here, every_s=spec.state_every, task_state=task_state,
-                           resumed=robot.resumed_from)
+                           resumed=robot.resumed_from,
+                           roundtrip_start=resume is None or abs(resume.t - resume.state_t) < 1e-9)
         if not callable(spec.controller) or isinstance(spec.controller, (str, Path)):
             saver.index["trial"] = trial_kwargs(spec)
         if resume is not None:
