@@ -127,3 +127,17 @@ def test_restoring_puts_bodies_and_registers_back(tmp_path):
     assert bodies_state(b) == bodies_state(a)  # bit for bit: the original went through the same restore
     a.close()
     b.close()
+
+
+def test_a_scripted_child_waiting_at_the_time_still_waits_then_goes_on(original, tmp_path):
+    """guide_meets_child: 'wait kid arrived' (line 11) is running from 5 s until the child reaches the plaza
+    (12.4 s); from the state at 10 s the child still waits, then the script goes on with line 12 as it did."""
+    controller, _ = original
+    keys = {**KEYS, "duration": 13.5, "state_every": 5.0, "params": {"cruise_m_s": 0.0}}
+    Trial(controller, **keys).run(tmp_path / "a").raise_for_status()
+    script = messages(tmp_path / "a", 10.0)["/crowd/script"]
+    lines = [json.loads(data)["line"] for _, data in script]
+    assert lines[:2] == [11, 12]  # the wait ends after 10 s, then the next line
+    Trial(controller, **{**keys, "from": f"{tmp_path / 'a'}@10"}).run(tmp_path / "b").raise_for_status()
+    assert messages(tmp_path / "b", 10.0)["/crowd/script"] == script
+    assert messages(tmp_path / "b", 10.0)["/pedestrians"] == messages(tmp_path / "a", 10.0)["/pedestrians"]

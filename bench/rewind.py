@@ -1,0 +1,109 @@
+"""Saved states (issue 27): what saving costs a trial, and how long starting from a state takes.
+
+Side by side in one run, alternating rounds, the demo's trial (the guide among the weekday/weekend crowd with the
+staged child, arcade, seed 0):
+  saving      states every 5 s of trial time (the default: states/, journals of commands and crowd ticks)
+  no states   --state-every 0
+RTF = simulated s / wall s of the whole trial; the cost is 1 - RTF(saving) / RTF(no states) (target <= 2 %).
+The wall time spent inside the saves themselves is printed beside it (a measurement, not a difference).
+
+Then ``--from DIR@T`` from the saving trial: the restore (fingerprint check, bodies re-created, .bullet loaded,
+firmware and host state, the crowd's ticks replayed) timed apart from the re-simulated cycles, at a time on a
+saved state and at 4.9 s after one (the most a 5 s interval re-simulates).
+
+    .venv/bin/python -m bench.rewind [--seconds 60] [--rounds 2] [--smoke]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+
+def trial_keys(seconds: float) -> dict:
+    from trial.presets import demo_spec
+
+    return {**demo_spec(seed=0).as_kwargs(), "duration": seconds}
+
+
+def run(keys: dict, folder: Path, every: float):
+    from trial.run import Trial
+    from trial.spec import make_spec
+
+    spec = make_spec(**{**keys, "state_every": every})
+    return Trial(spec=spec).run(folder)
+
+
+def timed_resume(keys: dict, folder: Path, out: Path, t: float) -> tuple[float, float, float, int]:
+    """(restore s, re-simulation s, whole start s, cycles re-simulated) of a trial started from ``folder@t``
+    that runs 0.1 s."""
+    from trial.state import resume
+    from trial.run import Trial
+    from trial.spec import make_spec
+
+    times = {"restore": 0.0, "resim": 0.0, "cycles": 0}
+    real_restore, real_resim = resume.restore, resume.resimulate
+
+    def resim(*args, **kw):
+        t0 = time.perf_counter()
+        n = real_resim(*args, **kw)
+        times["resim"] += time.perf_counter() - t0
+        times["cycles"] = n
+        return n
+
+    def restore(*args, **kw):
+        t0 = time.perf_counter()
+        out_ = real_restore(*args, **kw)
+        times["restore"] += time.perf_counter() - t0
+        return out_
+
+    resume.restore, resume.resimulate = restore, resim
+    try:
+        spec = make_spec(**{**keys, "from": f"{folder}@{t:g}", "duration": t + 0.1, "state_every": 0})
+        t0 = time.perf_counter()
+        Trial(spec=spec).run(out).raise_for_status()
+        whole = time.perf_counter() - t0
+    finally:
+        resume.restore, resume.resimulate = real_restore, real_resim
+    return times["restore"] - times["resim"], times["resim"], whole, times["cycles"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="simulated seconds per trial (default 60)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
+    parser.add_argument("--smoke", action="store_true", help="smallest settings: 6 s trials, one round")
+    args = parser.parse_args(argv)
+    seconds, rounds = (6.0, 1) if args.smoke else (args.seconds, args.rounds)
+    keys = trial_keys(seconds)
+    rtf = {"saving": [], "no states": []}
+    saved_s = []
+    with tempfile.TemporaryDirectory(prefix="hil-bench-rewind-") as tmp:
+        root = Path(tmp)
+        for k in range(rounds):
+            for name, every in (("saving", 5.0), ("no states", 0.0)) if k % 2 == 0 else \
+                    (("no states", 0.0), ("saving", 5.0)):
+                result = run(keys, root / f"{name}-{k}", every)
+                result.raise_for_status()
+                rtf[name].append(result.sim_s / result.wall_s)
+        saving_dir = root / "saving-0"
+        print(f"demo trial, {seconds:g} s, {rounds} round(s) (a loaded machine: read the ratio, not the RTFs)")
+        print(f"{'':12s} {'RTF':>8s}")
+        for name, values in rtf.items():
+            print(f"{name:12s} {sum(values) / len(values):8.2f}")
+        cost = 1.0 - (sum(rtf["saving"]) / len(rtf["saving"])) / (sum(rtf["no states"]) / len(rtf["no states"]))
+        print(f"saving costs {100 * cost:+.1f} % of the RTF (target <= 2 %)")
+        print()
+        print(f"{'--from':14s} {'restore s':>10s} {'re-sim s':>9s} {'cycles':>7s} {'whole start s':>14s}")
+        at_state = 5.0 if seconds > 5.0 else 0.0
+        for label, t in (("on a state", at_state), ("+4.9 s", min(at_state + 4.9, seconds - 0.5))):
+            restore_s, resim_s, whole, cycles = timed_resume(keys, saving_dir, root / f"from-{t:g}", t)
+            print(f"{label:14s} {restore_s:10.3f} {resim_s:9.3f} {cycles:7d} {whole:14.3f}")
+        print("(restore target <= 1 s; 'whole start' includes starting the crowd process and opening the robot)")
+        del saved_s
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
