@@ -38,12 +38,12 @@ def run(keys: dict, folder: Path, every: float):
 def timed_resume(keys: dict, folder: Path, out: Path, t: float) -> tuple[float, float, float, int]:
     """(restore s, re-simulation s, whole start s, cycles re-simulated) of a trial started from ``folder@t``
     that runs 0.1 s."""
-    from trial.state import resume
+    from trial.state import attach, resume
     from trial.run import Trial
     from trial.spec import make_spec
 
     times = {"restore": 0.0, "resim": 0.0, "cycles": 0}
-    real_restore, real_resim = resume.restore, resume.resimulate
+    real_restore, real_resim = attach.restore, resume.resimulate
 
     def resim(*args, **kw):
         t0 = time.perf_counter()
@@ -58,14 +58,14 @@ def timed_resume(keys: dict, folder: Path, out: Path, t: float) -> tuple[float, 
         times["restore"] += time.perf_counter() - t0
         return out_
 
-    resume.restore, resume.resimulate = restore, resim
+    attach.restore, resume.resimulate = restore, resim
     try:
         spec = make_spec(**{**keys, "from": f"{folder}@{t:g}", "duration": t + 0.1, "state_every": 0})
         t0 = time.perf_counter()
         Trial(spec=spec).run(out).raise_for_status()
         whole = time.perf_counter() - t0
     finally:
-        resume.restore, resume.resimulate = real_restore, real_resim
+        attach.restore, resume.resimulate = real_restore, real_resim
     return times["restore"] - times["resim"], times["resim"], whole, times["cycles"]
 
 
@@ -78,7 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     seconds, rounds = (6.0, 1) if args.smoke else (args.seconds, args.rounds)
     keys = trial_keys(seconds)
     rtf = {"saving": [], "no states": []}
-    saved_s = []
     with tempfile.TemporaryDirectory(prefix="hil-bench-rewind-") as tmp:
         root = Path(tmp)
         for k in range(rounds):
@@ -101,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
             restore_s, resim_s, whole, cycles = timed_resume(keys, saving_dir, root / f"from-{t:g}", t)
             print(f"{label:14s} {restore_s:10.3f} {resim_s:9.3f} {cycles:7d} {whole:14.3f}")
         print("(restore target <= 1 s; 'whole start' includes starting the crowd process and opening the robot)")
-        del saved_s
     return 0
 
 
