@@ -146,7 +146,8 @@ def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mappin
     ``base`` is the folder relative paths are taken from (a trial file's), None: as given."""
     lines = lines or {}
     if "resume_from" in values:  # the field's own name (spec.but, trial_kwargs) means the key ``from``
-        values["from"] = values.pop("resume_from")
+        field_value = values.pop("resume_from")
+        values.setdefault("from", field_value)
 
     def error(key: str | None, message: str) -> ConfigError:
         return ConfigError(source, lines.get(key) if key else lines.get(""), message)
