@@ -141,3 +141,71 @@ def test_a_scripted_child_waiting_at_the_time_still_waits_then_goes_on(original,
     Trial(controller, **{**keys, "from": f"{tmp_path / 'a'}@10"}).run(tmp_path / "b").raise_for_status()
     assert messages(tmp_path / "b", 10.0)["/crowd/script"] == script
     assert messages(tmp_path / "b", 10.0)["/pedestrians"] == messages(tmp_path / "a", 10.0)["/pedestrians"]
+
+
+def test_a_sweep_from_a_state_starts_every_condition_there(original, tmp_path):
+    import textwrap
+
+    from trial.sweep.spec import load_sweep
+
+    controller, folder = original
+    path = tmp_path / "sweep.yaml"
+    path.write_text(textwrap.dedent(f'''\
+        controller: {controller}
+        map: arcade
+        scenario: guide_meets_child
+        start: [-18, 0, 0]
+        duration: 5
+        from: {folder}@4
+        grid:
+          params: {{cruise_m_s: [0.3, 0.6]}}
+        seeds: [1]
+    '''))
+    sweep = load_sweep(path)
+    assert {job.spec.resume_from for job in sweep.jobs} == {f"{folder}@4"}
+    firsts, afters = [], []
+    for job in sweep.jobs:
+        out = tmp_path / job.folder
+        Trial(spec=job.spec).run(out).raise_for_status()
+        firsts.append(messages(out, 3.95, 4.0)["/robot/state"])
+        afters.append(messages(out, 4.0, 4.95)["/robot/state"])
+    assert firsts[0] == firsts[1] == messages(folder, 3.95, 4.0)["/robot/state"]
+    assert afters[0] == messages(folder, 4.0, 4.95)["/robot/state"] and afters[1] != afters[0]
+
+
+def test_retry_from_here_writes_the_trial_file_for_from(original, tmp_path):
+    from browser import need_viser
+
+    need_viser()
+    from trial.spec import load_trial_file
+    from trial.view.app import Viewer
+    from trial.view.timeline import Timeline
+
+    controller, folder = original
+    viewer = Viewer(port=0, out_root=tmp_path)
+    try:
+        viewer.show_replay(Timeline.from_log(folder), None, folder=folder)
+        assert not viewer.b_retry.disabled
+        viewer.replay_t = 4.0
+        path, live = viewer.retry_from_here()
+        assert live is None  # no run-from-the-page: the file and the command are the result
+        assert f"--from {folder}@4" in viewer.retry_html.content
+    finally:
+        viewer.close()
+    spec = load_trial_file(path)
+    assert spec.resume_from == f"{folder.resolve()}@4" and spec.seed == 1
+    Trial(spec=spec).run(tmp_path / "r").raise_for_status()
+    assert messages(tmp_path / "r", 4.0) == messages(folder, 4.0)
+
+
+def test_report_lists_the_retry_line_before_the_first_failure(tmp_path):
+    from trial.state import files
+    from trial.state.retry import retry_before_failure
+
+    states = tmp_path / "t" / files.STATES
+    states.mkdir(parents=True)
+    files.write_index(states, {"trial": {"controller": "c.py"}, "states": [
+        {"t": 0.0, "why": "start", "file": "s0"}, {"t": 27.8, "why": "intrusion", "file": "s1"},
+        {"t": 31.0, "why": "collision", "file": "s2"}]})
+    assert retry_before_failure(tmp_path / "t") == f"hil trial c.py --from {tmp_path / 't'}@17.8"
+    assert retry_before_failure(tmp_path / "none") is None

@@ -116,8 +116,11 @@ class _Run:
         try:
             robot.params = spec.params
             arm_deadline(robot, spec.duration)
-            if resume is not None and spec.duration is not None:
-                robot.deadline_s = resume.state["task"].get("deadline_s") or spec.duration  # trial time, as before
+            if resume is not None:  # the end in trial time, as a run from the start would have it
+                robot.deadline_s = spec.duration
+                if self.reached_at is not None and spec.end_on_goal:
+                    end = self.reached_at + spec.after_goal_s
+                    robot.deadline_s = end if robot.deadline_s is None else min(robot.deadline_s, end)
             if self.folder is not None:
                 self.log = self._start_log(task, probe, controller, inner, saver)
             if task.goal is not None:
