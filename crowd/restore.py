@@ -20,6 +20,8 @@ from bridge.envelope import EnvelopeError
 from bridge.schema import CrowdReplayPayload
 
 REQUESTS = ("crowd_state", "crowd_replay")
+MAX_REPLAY_SPAN_S = 300.0  # crowd time one crowd_replay may cover (2000 ticks of 0.1 s is 200 s): a peer's one
+# message must not make the crowd step for hours
 
 
 def digest(sim) -> str:
@@ -61,6 +63,12 @@ def answer(sim, stepper, kind: str, payload: Any) -> tuple[str, dict]:
     if abs(payload.from_t - sim.time_s) > 1e-9:
         raise EnvelopeError(f"crowd_replay: from_t={payload.from_t:g} s but the crowd is at {sim.time_s:g} s (a "
                             "replay goes into a crowd that has taken nothing else since)")
+    if payload.ticks and payload.ticks[-1].t - sim.time_s > MAX_REPLAY_SPAN_S:
+        raise EnvelopeError(f"crowd_replay: its ticks reach t={payload.ticks[-1].t:g} s, "
+                            f"{payload.ticks[-1].t - sim.time_s:g} s ahead of the crowd; one replay may cover at most "
+                            f"MAX_REPLAY_SPAN_S={MAX_REPLAY_SPAN_S:g} s (send the rest in another)")
+    if any(b.t < a.t for a, b in zip(payload.ticks, payload.ticks[1:])):
+        raise EnvelopeError("crowd_replay: the ticks' times must not go back")
     for tick in payload.ticks:
         apply_tick(sim, tick, stepper.step)
         stepper.drain()  # the lines ran the first time; the log has them

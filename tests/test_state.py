@@ -209,3 +209,46 @@ def test_report_lists_the_retry_line_before_the_first_failure(tmp_path):
         {"t": 31.0, "why": "collision", "file": "s2"}]})
     assert retry_before_failure(tmp_path / "t") == f"hil trial c.py --from {tmp_path / 't'}@17.8"
     assert retry_before_failure(tmp_path / "none") is None
+
+
+def test_the_crowd_refuses_a_bad_replay_and_goes_on(tmp_path):
+    """The crowd process's new requests over a real socket: a replay into a crowd that has moved on, one that
+    would step it for hours, garbage in a tick: each answered with an error naming it; the crowd still ticks."""
+    import subprocess
+    import sys
+
+    import zmq
+
+    from bridge.crowd_link import CrowdClient, CrowdLinkError
+    from bridge.crowd_state import crowd_state, replay
+    from bridge.envelope import pack, unpack
+    from runtime.process import spawn
+
+    proc = spawn([sys.executable, "-m", "hil", "crowd", "--map", "arcade", "--serve", "tcp://127.0.0.1:*",
+                  "--seed", "3"], stdout=subprocess.PIPE, text=True)
+    try:
+        endpoint = proc.stdout.readline().split()[1]
+        client = CrowdClient(endpoint, timeout_s=30.0)
+        first = crowd_state(client)
+        assert first["t"] == 0.0 and len(first["digest"]) == 64
+        done = replay(client, [[0.1 * k, None, []] for k in range(1, 11)])
+        assert done["t"] == pytest.approx(1.0) and done["digest"] != first["digest"]
+        assert crowd_state(client)["digest"] == done["digest"]
+        with pytest.raises(CrowdLinkError, match="from_t=0 s but the crowd is at 1 s"):
+            replay(client, [[1.1, None, []]])
+        client.seq += 1
+        client._socket.send(pack("crowd_replay", {"from_t": 1.0, "ticks": [{"t": 5000.0, "robot": None}]}))
+        assert client._socket.poll(30000)
+        answer = unpack(client._socket.recv(), ("error",))
+        assert "MAX_REPLAY_SPAN_S" in answer.payload["reason"]
+        client.seq += 1
+        client._socket.send(pack("crowd_replay", {"from_t": 1.0, "ticks": [{"t": "soon"}]}))
+        assert client._socket.poll(30000)
+        assert "ticks" in unpack(client._socket.recv(), ("error",)).payload["reason"]
+        t, _, _ = client.tick(1.1, None, [])
+        assert t == pytest.approx(1.1)
+        client.close()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
