@@ -52,11 +52,9 @@ def people(sim) -> dict[str, list]:
             "vy": a.vel[:, 1].tolist()}
 
 
-def answer(sim, stepper, kind: str, payload: Any) -> tuple[str, dict]:
+def answer(sim, stepper, kind: str, payload: Any, apply_tick) -> tuple[str, dict]:
     """The reply (type, payload) to a ``crowd_state`` or ``crowd_replay`` request; EnvelopeError for a bad one
-    (nothing changed)."""
-    from .serve import apply_tick
-
+    (nothing changed). ``apply_tick``: crowd/serve.py's, which takes a tick (passed in: serve imports this)."""
     if kind == "crowd_state":
         return "crowd_state", {"t": sim.time_s, "digest": digest(sim), "people": people(sim)}
     assert isinstance(payload, CrowdReplayPayload)

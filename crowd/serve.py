@@ -179,7 +179,7 @@ def _answer(sim: CrowdSim, stepper: Stepper, frames: list[bytes], counters: Coun
         if msg.type in ("crowd_state", "crowd_replay"):
             from .restore import answer
 
-            return (*answer(sim, stepper, msg.type, msg.payload), msg.seq, sim.time_s)
+            return (*answer(sim, stepper, msg.type, msg.payload, apply_tick), msg.seq, sim.time_s)
         spawned, removed = apply_tick(sim, msg.payload, stepper.step)
     except EnvelopeError as exc:
         counters.drop(f"crowd {where}", str(exc))

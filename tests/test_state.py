@@ -217,8 +217,6 @@ def test_the_crowd_refuses_a_bad_replay_and_goes_on(tmp_path):
     import subprocess
     import sys
 
-    import zmq
-
     from bridge.crowd_link import CrowdClient, CrowdLinkError
     from bridge.crowd_state import crowd_state, replay
     from bridge.envelope import pack, unpack
