@@ -15,8 +15,9 @@ from typing import Any
 from . import files
 
 
-class ResumeError(RuntimeError):
-    """The state asked for cannot be used here; the message says why (what differs, the range there is)."""
+class ResumeError(ValueError):
+    """The state asked for cannot be used here; the message says why (what differs, the range there is). A
+    ValueError: bad input, reported by the command as one line."""
 
 
 @dataclass(frozen=True)
