@@ -21,6 +21,7 @@ part goes over the bridge (bridge/crowd_state.py).
 """
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import pybullet as p
@@ -100,7 +101,8 @@ def save_parts(embodied) -> list[dict[str, Any]]:
     """Every part's control table and firmware state, in the device's order."""
     out = []
     for part in embodied.parts:
-        entry: dict[str, Any] = {"id": part.id, "serial": part.serial_number, "memory": bytes(part.memory.data),
+        entry: dict[str, Any] = {"id": part.id, "serial": part.serial_number,
+                                 "memory": zlib.compress(bytes(part.memory.data), 1),  # descriptor blocks: 10x
                                  "time_s": part.time_s, "pending": list(part.pending) if part.pending else None}
         if isinstance(part, JointServo):
             entry["servo"] = _save_servo(part)
@@ -175,7 +177,7 @@ def restore_parts(embodied, saved: list[dict[str, Any]]) -> None:
     applied: dict[int, float] = {}
     for part in parts:
         entry = by_serial[(part.id, part.serial_number)]
-        part.memory.data[:] = entry["memory"]
+        part.memory.data[:] = zlib.decompress(entry["memory"])
         part.time_s = entry["time_s"]
         part.pending = (entry["pending"][0], bytes(entry["pending"][1])) if entry["pending"] else None
         if isinstance(part, JointServo):
