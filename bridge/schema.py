@@ -179,3 +179,19 @@ def convert(payload: Any, schema: type) -> Any:
         return msgspec.convert(payload, schema)
     except msgspec.ValidationError as exc:
         raise EnvelopeError(f"{schema.__name__}: {exc}") from None
+
+
+# --- a trial's saved state: the crowd's part (issue 27; bridge/crowd_state.py) ----------------------------------
+MAX_REPLAY_TICKS = 2000  # ticks per crowd_replay message (200 s at 0.1 s); a longer history goes in several
+
+
+class CrowdReplayPayload(Struct, frozen=True):
+    """``crowd_replay``: the world's ticks since trial time 0 (or since ``from_t``, where the crowd must be), to be
+    taken again silently: the crowd comes back to where it was when they were first sent."""
+
+    from_t: Time
+    ticks: Annotated[list[TickPayload], Meta(max_length=MAX_REPLAY_TICKS)]
+
+
+class CrowdStatePayload(Struct, frozen=True):
+    """``crowd_state``: asks for the crowd's time, its digest and its people's states (nothing to give)."""

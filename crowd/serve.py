@@ -20,7 +20,7 @@ import zmq
 from bridge.crowd_link import Person, intents_payload
 from bridge.envelope import EnvelopeError, pack
 from bridge.realtime import Counters
-from bridge.schema import TickPayload, TypedDecoder, WorldPayload, convert
+from bridge.schema import CrowdReplayPayload, CrowdStatePayload, TickPayload, TypedDecoder, WorldPayload, convert
 
 from .population import type_of_model
 from .sim import CrowdSim
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("hil.bridge")
 HEIGHT_BY_TYPE = {"child": 1.2}
 MAX_TICK_SPAN_S = 60.0  # how far one tick may move the crowd's time: 600 steps at 0.1 s; more is refused
-TICK_DECODER = TypedDecoder({"tick": TickPayload, "bye": Any})
+TICK_DECODER = TypedDecoder({"tick": TickPayload, "bye": Any, "crowd_state": CrowdStatePayload,
+                             "crowd_replay": CrowdReplayPayload})  # the last two: a saved state (crowd/restore.py)
 PARENT_ENV = "HIL_PARENT_PID"  # set by runtime/process.py: the crowd ends when that process is gone
 
 
@@ -175,6 +176,10 @@ def _answer(sim: CrowdSim, stepper: Stepper, frames: list[bytes], counters: Coun
         msg = TICK_DECODER.decode(frames[0])
         if msg.type == "bye":
             return None
+        if msg.type in ("crowd_state", "crowd_replay"):
+            from .restore import answer
+
+            return (*answer(sim, stepper, msg.type, msg.payload, apply_tick), msg.seq, sim.time_s)
         spawned, removed = apply_tick(sim, msg.payload, stepper.step)
     except EnvelopeError as exc:
         counters.drop(f"crowd {where}", str(exc))

@@ -163,6 +163,13 @@ def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--quiet", action="store_true", help="no progress lines")
     _add_camera_arguments(out)
 
+    states = parser.add_argument_group("saved states (trial/state/)")
+    states.add_argument("--from", dest="resume_from", metavar="DIR@SECONDS",
+                        help="start from the state the trial in DIR saved at or before SECONDS (its other keys are "
+                             "the original's unless given here)")
+    states.add_argument("--state-every", type=float, dest="state_every", metavar="S",
+                        help="seconds of trial time between saved states in OUT/states/ (default 5; 0: none)")
+
 
 def _add_camera_arguments(group) -> None:
     group.add_argument("--camera-rate", type=float, dest="camera_rate", metavar="HZ",
@@ -196,9 +203,16 @@ def cmd_trial(args: argparse.Namespace) -> int:
     keys = {k: getattr(args, k) for k in _TRIAL_KEYS if getattr(args, k) is not None}
     if args.param:
         keys["params"] = parse_params(args.param)
+    for key in ("resume_from", "state_every"):
+        if getattr(args, key, None) is not None:
+            keys[key] = getattr(args, key)
     target = args.target
     if target.endswith((".yaml", ".yml")):
         spec = load_trial_file(target, **keys)
+    elif keys.get("resume_from"):
+        from .state.attach import spec_from_state
+
+        spec = spec_from_state(target, **keys)  # the original trial's keys, the controller and these on top
     else:
         spec = make_spec(target, source="hil trial", **keys)
     out = Path(args.out) if args.out else Path("trials") / f"{spec.label}-{spec.seed}"

@@ -92,6 +92,9 @@ class _Run:
         spec = self.spec
         controller = load_controller(spec.controller)  # nothing starts for a controller that cannot load
         task = make_task(spec)
+        from .state.attach import prepare
+
+        resume = prepare(spec)  # a state asked for (--from) is found and its time checked before anything starts
         clock = clock_of(spec)
         wall0 = WALL()
         try:
@@ -119,12 +122,25 @@ class _Run:
         stopped, error, trace = RUN_FAILED, None, None
         inner = robot.clock
         self.t0 = robot.clock.now()
+        probe = WorldProbe.of(robot)
+        try:  # a state that does not fit this world is refused (ResumeError) as a bad spec is: nothing has run
+            saver = self._states(task, probe, resume)
+        except BaseException:
+            try:
+                robot.close()
+            finally:
+                self._stop_crowd()
+            raise
         try:
             robot.params = spec.params
             arm_deadline(robot, spec.duration)
-            probe = WorldProbe.of(robot)
+            if resume is not None:  # the end in trial time, as a run from the start would have it
+                robot.deadline_s = spec.duration
+                if self.reached_at is not None and spec.end_on_goal:
+                    end = self.reached_at + spec.after_goal_s
+                    robot.deadline_s = end if robot.deadline_s is None else min(robot.deadline_s, end)
             if self.folder is not None:
-                self.log = self._start_log(task, probe, controller, inner)
+                self.log = self._start_log(task, probe, controller, inner, saver)
             if task.goal is not None:
                 robot.after_cycle.append(self._goal_watch(task, probe))
             if self.progress is not None:
@@ -135,10 +151,14 @@ class _Run:
                 stopped = GOAL
         except Exception as exc:  # noqa: BLE001 - the controller's (or the world's) failure is the result
             error, trace = f"{type(exc).__name__}: {exc}", traceback_mod.format_exc()
+            if saver is not None:
+                saver.failed()
         finally:
             sim_s = robot.clock.now() - self.t0
             wall_s = WALL() - wall0
             try:
+                if saver is not None:
+                    saver.close(self.log.t if self.log is not None and self.log.sets else None)
                 if self.log is not None:
                     self.log.close()  # before the robot: the log has its footer even if closing the bus fails
             finally:
@@ -178,7 +198,22 @@ class _Run:
         plan.attach(embodied.world, embodied.device, spec.seed)
         self.faults = plan
 
-    def _start_log(self, task: Task, probe: WorldProbe | None, controller, clock) -> Any:
+    def _states(self, task: Task, probe: WorldProbe | None, resume) -> Any:
+        """A saved state put back (``from:``), and states saved as the trial runs (trial/state/)."""
+        from .state.attach import start
+
+        robot = self.robot
+
+        def task_state() -> dict:
+            return {"reached_at": self.reached_at, "deadline_s": robot.deadline_s}
+
+        saver, t_start = start(self.spec, task, robot, probe, self.folder, resume, task_state)
+        if resume is not None:
+            self.t0 = 0.0  # trial time goes on from the restored time
+            self.reached_at = resume.state["task"].get("reached_at")
+        return saver
+
+    def _start_log(self, task: Task, probe: WorldProbe | None, controller, clock, saver=None) -> Any:
         from .record.tick_log import TickLog
         from .versions import versions
 
@@ -200,8 +235,14 @@ class _Run:
         elif map_msg is None:
             map_msg = _bus_map(robot)
         extra = ((("/crowd/scenario", scenario_message(task.scenario)),) if task.scenario else ())
-        return TickLog(self.folder, robot, meta, map_msg, probe=probe, listeners=self.listeners,
-                       extra=extra, camera_rate=self.spec.camera_rate, camera_depth=self.spec.camera_depth).attach()
+        if robot.resumed_from is not None:
+            meta["resumed_from"] = robot.resumed_from
+        listeners = self.listeners + ((saver.listener,) if saver is not None else ())
+        log = TickLog(self.folder, robot, meta, map_msg, probe=probe, listeners=listeners, extra=extra,
+                      camera_rate=self.spec.camera_rate, camera_depth=self.spec.camera_depth)
+        if robot.resumed_from is not None:
+            log.t0 = 0.0  # message times are the trial's, from the restored time on
+        return log.attach()
 
     def _goal_watch(self, task: Task, probe: WorldProbe | None) -> Callable[[Any], None]:
         """After each cycle: the goal reached (ground truth when there is a world, else odometry) -> the run ends

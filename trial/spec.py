@@ -74,6 +74,8 @@ class TrialSpec:
     camera_depth: bool = False  # also record each camera's depth image (foxglove.RawImage)
     name: str = ""  # a label for summaries and sweeps; default: the controller's name
     faults: tuple = ()  # what happens to the virtual robot's parts, and when (firmware_sim/fault_plan.py)
+    resume_from: str | None = None  # "DIR@SECONDS": start from a saved state of that trial (key ``from``; issue 27)
+    state_every: float | None = 5.0  # seconds of trial time between saved states (None or 0: none saved)
     source: str = "<python>"  # where the spec came from (a trial file's path), for messages
 
     @property
@@ -142,7 +144,10 @@ KEYS: dict[str, str] = {
     "name": "a label for summaries and sweeps",
     "faults": "a list of {at: S, unplug|plug|reboot: PART} / {at: S, swap: PART, with: CATALOG_PART} / "
               "{at: S, noise: {bitflip: P, for_s: S}} acting on the virtual robot (a part by name, tree path or ID)",
+    "from": "DIR@SECONDS: start from the state a recorded trial in DIR saved at or before SECONDS (trial/state/)",
+    "state_every": "seconds (>= 0) of trial time between saved states in DIR/states/ (0 or none: none saved)",
 }
+FIELD_OF_KEY = {"from": "resume_from"}  # a trial file's key -> the spec's field (``from`` is a Python keyword)
 
 
 def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mapping[str, int] | None = None,
@@ -150,6 +155,9 @@ def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mappin
     """A checked TrialSpec from keywords. ``lines`` (key -> line) and ``source`` make errors read file:line;
     ``base`` is the folder relative paths are taken from (a trial file's), None: as given."""
     lines = lines or {}
+    if "resume_from" in values:  # the field's own name (spec.but, trial_kwargs) means the key ``from``
+        field_value = values.pop("resume_from")
+        values.setdefault("from", field_value)
 
     def error(key: str | None, message: str) -> ConfigError:
         return ConfigError(source, lines.get(key) if key else lines.get(""), message)
@@ -164,7 +172,7 @@ def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mappin
     spec = TrialSpec(controller=_controller(controller, base, error), source=source)
     checked: dict[str, Any] = {}
     for key, value in values.items():
-        checked[key] = _CHECKS[key](value, key, error, base)
+        checked[FIELD_OF_KEY.get(key, key)] = _CHECKS[key](value, key, error, base)
     spec = replace(spec, **checked)
     spec = _checked_faults(spec, lines)
     if spec.profile is not None and "robot" in values:
@@ -361,6 +369,21 @@ def _endpoint(value: Any, key: str, error, base: Path | None) -> str | None:
     return value
 
 
+def _from_state(value: Any, key: str, error, base: Path | None) -> str | None:
+    """``DIR@SECONDS`` (the folder relative to a trial file's); the folder and the time are checked at start."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in NONE_WORDS):
+        return None
+    text = str(value)
+    folder, at, seconds = text.rpartition("@")
+    try:
+        t = float(seconds)
+    except ValueError:
+        t = math.nan
+    if not at or not folder or not math.isfinite(t) or t < 0:
+        raise error(key, f"from must be {KEYS['from']} (e.g. runs/t1@85), not {value!r}")
+    return f"{_relative(Path(folder), base)}@{seconds}"
+
+
 _CHECKS: dict[str, Callable] = {
     "robot": _name_or_path, "profile": _profile, "bus": _bus, "clock": _clock, "map": _optional_name,
     "crowd": _crowd, "crowd_scale": _number(0.0, 100.0), "crowd_start": _crowd_start, "crowd_endpoint": _endpoint, "crowd_timeout_s": _number(0.0, 3600.0, low_open=True),
@@ -370,6 +393,7 @@ _CHECKS: dict[str, Callable] = {
     "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,
     "gui": _flag, "name": _text, "faults": lambda value, key, error, base: tuple(value or ()),
     "camera_rate": _number(0.0, 100.0), "camera_depth": _flag,
+    "from": _from_state, "state_every": _number(0.0, MAX_DURATION_S, allow_none=True),
 }
 
 

@@ -187,7 +187,9 @@ class JointServo(PartFirmware):
         self.stops.append((self.world.steps, why))
         self._command()
 
-    def _command(self) -> None:
+    def _command(self, hold_q: float | None = None) -> None:
+        """The joint's motor as the control table says (``hold_q``: a latched hold's position, when restoring a
+        saved state: pybullet keeps no motor targets, firmware_sim/embodied/state.py)."""
         robot, joint, memory = self.robot, self.joint, self.memory
         body, client = robot.body_id, robot.client
         if not memory.get("torque_enable"):
@@ -200,7 +202,8 @@ class JointServo(PartFirmware):
                 p.setJointMotorControl2(body, joint.index, p.VELOCITY_CONTROL, targetVelocity=0.0, force=effort,
                                         physicsClientId=client)
             else:  # hold where it is
-                q = p.getJointState(body, joint.index, physicsClientId=client)[0]
+                q = p.getJointState(body, joint.index, physicsClientId=client)[0] if hold_q is None else hold_q
+                self.hold_q = q
                 p.setJointMotorControl2(body, joint.index, p.POSITION_CONTROL, targetPosition=q, force=effort,
                                         positionGain=POSITION_GAIN, velocityGain=VELOCITY_GAIN, physicsClientId=client)
             return
@@ -310,6 +313,8 @@ class PositionDrives:
         self._next_s: float | None = None  # the next watchdog deadline; None: recompute
         self._interlocks: tuple[Interlock, ...] = ()  # the wheels' (a pressed one stops them in their hooks)
         self._batch: _DriveBatch | None = None
+        self.applied_once: dict[int, float] | None = None  # joint -> motor torque of the step before a restore
+        # (pybullet does not save it; firmware_sim/embodied/state.py hands it to the first step after)
 
     @classmethod
     def of(cls, world: World, robot: RobotBody) -> PositionDrives:
@@ -367,7 +372,11 @@ class PositionDrives:
             return
         body, client = self.robot.body_id, self.robot.client
         states = p.getJointStates(body, batch.indices, physicsClientId=client)
-        targets = batch.command([s[0] for s in states], [s[3] for s in states])
+        applied = [s[3] for s in states]
+        if self.applied_once is not None:  # the step after a restore: pybullet did not keep the motors' torque
+            applied = [self.applied_once.get(index, torque) for index, torque in zip(batch.indices, applied)]
+            self.applied_once = None
+        targets = batch.command([s[0] for s in states], applied)
         p.setJointMotorControlArray(body, batch.indices, p.VELOCITY_CONTROL, targetVelocities=targets,
                                     forces=batch.forces, physicsClientId=client)
 

@@ -88,6 +88,8 @@ class Robot:
         self._base = base
         self._base_error = base_error
         self.after_cycle: list[Callable[[Robot], None]] = []  # run after each bus cycle, in order (runtime/robot/overlay.py)
+        self.before_cycle: list[Callable[[Robot], None]] = []  # run before each bus cycle (a trial's saved states)
+        self.resumed_from: dict[str, Any] | None = None  # {dir, t, state_t} when a trial started from a saved state
         self.overlay = None  # the crowd overlay of a mixed trial (runtime.robot.overlay.CrowdOverlay), None without crowd:
         self.mirrored: list[str] = []  # buses whose parts the main bus's world mirrors (runtime.robot.multibus)
         self.presence: Presence | None = None  # parts lost and found while running (runtime/robot/presence.py)
@@ -152,9 +154,13 @@ class Robot:
         period = 1.0 / hz
         start = self.clock.now()
         own_end = start + duration_s if duration_s is not None else math.inf
+        # a loop starting on its own grid (a trial resumed at 6.0 s, trial/state/) ticks at k * period exactly as
+        # a loop started at 0 does, float rounding included: 61 * 0.1, not 6.0 + 0.1
+        grid = round(start / period)
+        offset = grid if grid and abs(grid * period - start) <= 1e-9 else None
         k = 0
         while True:
-            due = start + k * period
+            due = (offset + k) * period if offset is not None else start + k * period
             end = own_end if self.deadline_s is None else min(own_end, self.deadline_s)  # the deadline may move
             if due >= end - END_TOLERANCE_S:
                 if math.isfinite(end):
@@ -178,6 +184,8 @@ class Robot:
         """One bus cycle now: write the targets that changed, read every joint and sensor (loop() calls it;
         a controller that paces itself, e.g. with time.sleep under the time patch, calls it directly)."""
         self._check_open()
+        for hook in self.before_cycle:
+            hook(self)
         self._cycle.run()
         if self.presence is not None:  # one ping at most, in what is left of the tick (presence.py)
             spare = None if self._next_due is None else self._next_due - self.clock.now()

@@ -33,6 +33,10 @@ def build_report(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
     metrics["log"] = {"complete": log.complete, "messages": log.count(), "stopped": log.stopped,
                       "end_s": round(max((m[-1].t for m in log.messages.values() if m), default=0.0), 4),
                       "repaired": log.repaired}  # hil log repair: the trial was cut short, the file is whole
+    meta = log.messages.get("/trial/meta") or ()
+    resumed = meta[0].data.get("resumed_from") if meta and isinstance(meta[0].data, dict) else None
+    if resumed:  # a trial started from a saved state (trial/state): its metrics count from there
+        metrics["resumed_from"] = {**resumed, "counted_from_s": resumed["t"]}
     write_metrics(metrics, trial_dir / METRICS_NAME)
     write_topdown(log.messages, trial_dir / TOPDOWN_NAME, metrics)
     return metrics

@@ -64,7 +64,7 @@ def _summary_table(summaries: list[Mapping[str, Any]]) -> str:
 
 def _worst_table(worst: list[Mapping[str, Any]], out: Path) -> str:
     head = ["trial", "status", "success", "error", "collisions (robot)", "intimate entries", "min distance m",
-            "time to goal s", "picture", "open with"]
+            "time to goal s", "picture", "open with", "retry from 10 s before its first failure"]
     lines = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
     for row in worst:
         folder = str(row.get("folder"))
@@ -78,10 +78,20 @@ def _worst_table(worst: list[Mapping[str, Any]], out: Path) -> str:
                  f"<td>{_e(_num(row.get('collisions.robot_initiated'), 0))}</td>",
                  f"<td>{_e(_num(row.get('intrusions.intimate.entries'), 0))}</td>",
                  f"<td>{_e(_num(row.get('min_distance_m')))}</td>", f"<td>{_e(_num(row.get('time_to_goal_s')))}</td>",
-                 f"<td>{image}</td>", f"<td class='text'><code>hil report {_e(str(out / folder))}</code></td>"]
+                 f"<td>{image}</td>", f"<td class='text'><code>hil report {_e(str(out / folder))}</code></td>",
+                 f"<td class='text'>{_retry(out / folder)}</td>"]
         bad = "" if row.get("success") else " class='bad'"
         lines.append(f"<tr{bad}>" + "".join(cells) + "</tr>")
     return "\n".join(lines) + "</table>"
+
+
+def _retry(folder: Path) -> str:
+    """``hil trial ... --from FOLDER@T`` 10 s before the trial's first collision, intrusion or failure (its
+    saved states say when: trial/state/retry.py), or '-'."""
+    from ..state.retry import retry_before_failure
+
+    line = retry_before_failure(folder)
+    return f"<code>{_e(line)}</code>" if line else "-"
 
 
 def _short(text: Any, limit: int = 160) -> str:

@@ -71,7 +71,11 @@ class Viewer:
             self.live, self.metrics = live, None
         self._set_mode("live")
 
-    def show_replay(self, timeline: Timeline, metrics: dict[str, Any] | None = None) -> None:
+    def show_replay(self, timeline: Timeline, metrics: dict[str, Any] | None = None,
+                    folder: Path | None = None) -> None:
+        """``folder``: the replayed trial's, whose saved states "Retry from here" starts from (trial/state/)."""
+        self.replay_folder = Path(folder) if folder is not None else None
+        self.b_retry.disabled = self.replay_folder is None or not (self.replay_folder / "states").is_dir()
         with self._lock:
             self._switch(timeline)
             self.live, self.metrics = None, metrics
@@ -101,6 +105,8 @@ class Viewer:
             self.b_stop = gui.add_button("Stop")
             self.slider = gui.add_slider("time (s)", min=0.0, max=1.0, step=0.1, initial_value=0.0)
             self.speed_box = gui.add_dropdown("speed", SPEEDS, initial_value="1")
+            self.b_retry = gui.add_button("Retry from here", disabled=True)
+            self.retry_html = gui.add_html("")
         with gui.add_folder("Camera"):
             self.b_top, self.b_follow = gui.add_button("Top-down"), gui.add_button("Follow robot")
         with gui.add_folder("Run a trial"):
@@ -129,6 +135,8 @@ class Viewer:
         self.b_top.on_click(lambda _: self._camera("top"))
         self.b_follow.on_click(lambda _: self._camera("follow"))
         self.b_run.on_click(lambda _: self.run_from_page())
+        self.b_retry.on_click(lambda _: self.retry_from_here())
+        self.replay_folder: Path | None = None
         self.server.on_client_connect(lambda client: self._aim(client, force=True))
         self._set_mode("idle")
 
@@ -191,6 +199,27 @@ class Viewer:
         run_trial_in_thread(spec, out, live, on_done=lambda: self._finished(live))
         self.show_live(live)
         return live
+
+    def retry_from_here(self) -> tuple[Path, LiveTrial | None] | None:
+        """The replayed trial again from the scrubber's time: a trial file with ``from: FOLDER@T`` written beside
+        the trial (its keys, its controller), and, with run-from-the-page on, run and shown live."""
+        from ..spec import load_trial_file
+        from ..state.retry import retry_command, retry_trial_file
+
+        folder = self.replay_folder
+        if folder is None or (self.live is not None and not self.live.done.is_set()):
+            return None
+        t = round(float(self.replay_t), 1)
+        path = retry_trial_file(folder, t, folder / f"retry-from-{t:g}s.yaml")
+        self.retry_html.content = (f"<p>wrote <code>{path}</code>; or: <code>{retry_command(folder, t)}</code></p>")
+        if self.run_spec is None:
+            return path, None
+        spec = load_trial_file(path)
+        live = LiveTrial(spec.label)
+        run_trial_in_thread(spec, self.out_root / f"{spec.label}-from-{t:g}s", live,
+                            on_done=lambda: self._finished(live))
+        self.show_live(live)
+        return path, live
 
     def attach(self, live: LiveTrial) -> None:
         """Show a trial someone else runs (``hil trial --view``); its metrics when it ends."""

@@ -68,7 +68,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         metrics = _metrics_of(path)
     viewer = open_viewer(args, run_spec=demo_spec(), out_root=args.out)
     if timeline is not None:
-        viewer.show_replay(timeline, metrics)
+        viewer.show_replay(timeline, metrics, folder=path if path.is_dir() else path.parent)
         print(f"viewer: replaying {args.log} ({timeline.end_t:.1f} s)", flush=True)
     return _serve(viewer, None)
 

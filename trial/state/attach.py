@@ -1,0 +1,79 @@
+"""Where a trial run (trial/run.py) meets its states: checked before anything starts, restored after the robot
+opens, saved while it runs. Kept here so that run.py only calls in."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .resume import Plan, ResumeError, check, plan, restore
+
+
+def prepare(spec: Any) -> Plan | None:
+    """The state ``from:`` names, found and its time checked against the log (ResumeError), or None."""
+    if not spec.resume_from:
+        return None
+    if (spec.clock or "sim") != "sim" or spec.profile is not None:
+        raise ResumeError(f"--from {spec.resume_from}: a trial starts from a state only with the virtual robot on "
+                          "the sim clock (robot:, clock: sim)")
+    return plan(spec.resume_from)
+
+
+def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, resume: Plan | None,
+          task_state) -> tuple[Any, float]:
+    """Restore ``resume`` into the opened robot and start saving into ``folder`` (when recorded, with an in-process
+    world on the sim clock). Returns (the saver or None, the trial time the run starts at)."""
+    from .files import fingerprint
+    from .saver import StateSaver
+
+    embodied = probe.embodied if probe is not None else None
+    here = fingerprint(spec, task, embodied) if embodied is not None else None
+    ticks: list = []
+    t_start = 0.0
+    if resume is not None:
+        if embodied is None:
+            raise ResumeError(f"--from {spec.resume_from}: this trial has no in-process world to restore into")
+        check(resume, here)
+        ticks = restore(resume, robot, embodied)
+        robot.resumed_from = resume.describe()
+        t_start = resume.t
+    saver = None
+    if folder is not None and embodied is not None and spec.state_every and robot.clock.kind == "sim":
+        from ..spec import trial_kwargs
+
+        saver = StateSaver(folder, robot, embodied, here, every_s=spec.state_every, task_state=task_state,
+                           resumed=robot.resumed_from,
+                           roundtrip_start=resume is None or abs(resume.t - resume.state_t) < 1e-9)
+        if not callable(spec.controller) or isinstance(spec.controller, (str, Path)):
+            saver.index["trial"] = trial_kwargs(spec)
+        if resume is not None:
+            saver.preload([], ticks + _ticks_since(resume))
+        saver.attach()
+    return saver, t_start
+
+
+def spec_from_state(controller: Any, **keys: Any) -> Any:
+    """``hil trial CONTROLLER --from DIR@S``: the trial DIR ran (its spec, saved with its states), with another
+    controller and the keys given on top."""
+    from ..spec import make_spec
+    from . import files
+    from .resume import parse
+
+    folder, _ = parse(keys["resume_from"])
+    index_path = folder / files.STATES / files.INDEX
+    if not index_path.exists():
+        raise ResumeError(f"--from {keys['resume_from']}: {folder} has no saved states ({index_path} is missing)")
+    original = dict(files.read_index(folder / files.STATES).get("trial") or {})
+    original.pop("controller", None)
+    original.pop("resume_from", None)
+    return make_spec(controller, source="hil trial", **{**original, **keys})
+
+
+def _ticks_since(resume: Plan) -> list:
+    """The crowd ticks the re-simulation sent after the state (journaled by the original, sent again here)."""
+    from . import files
+
+    all_ticks = files.read_stream(resume.folder / files.STATES / files.CROWD_TICKS)
+    return [tick for tick in all_ticks[resume.state["crowd_ticks"]:] if tick[0] < resume.t - 1e-9]
+
+
+__all__ = ["prepare", "start", "ResumeError"]

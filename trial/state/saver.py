@@ -1,0 +1,182 @@
+"""Saving a running trial's state (issue 27): :class:`StateSaver`, a ``robot.before_cycle`` hook.
+
+A state is taken *before* a bus cycle, when the world has just been advanced to the cycle's time and the
+controller has set the commands that cycle will write: so a resumed robot's first cycle is the original's cycle
+at that time, and a controller that keeps no state of its own goes on exactly as the original did.
+
+Every ``every_s`` of trial time (default 5 s) a periodic state, keeping the start and the last ``retain`` (24);
+the first collision, the first intimate intrusion and a failure each get a state of their own (kept). Beside the
+states two journals grow: every cycle's time with the commands set since the cycle before (states/commands), and
+every tick the world sent its crowd (states/crowd_ticks): from any state, any later time of the log can be reached
+again by re-simulating (resume.py), and the crowd process comes back by replaying its ticks.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from . import files
+from .host import save_host
+
+DEFAULT_EVERY_S = 5.0
+DEFAULT_RETAIN = 24
+INTIMATE_M = 0.45  # trial/report/metrics.py PROXEMIC_ZONES: an intimate intrusion
+ROBOT_RADIUS_M = 0.3
+
+
+class StateSaver:
+    """Saves ``robot``'s world (an in-process virtual robot, ``embodied``) into ``folder/states``."""
+
+    def __init__(self, folder: Path, robot: Any, embodied: Any, fingerprint: dict[str, Any], *,
+                 every_s: float = DEFAULT_EVERY_S, retain: int = DEFAULT_RETAIN, task_state=None,
+                 resumed: dict[str, Any] | None = None, roundtrip_start: bool = True):
+        from firmware_sim.embodied.state import history_of
+
+        self.dir = Path(folder) / files.STATES
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.robot, self.embodied, self.every_s, self.retain = robot, embodied, every_s, retain
+        self.task_state = task_state or (lambda: {})
+        self.index: dict[str, Any] = {"fingerprint": fingerprint, "states": [], "commands": 0, "crowd_ticks": 0,
+                                      "resumed_from": resumed, "log_end_s": None}
+        self.commands: list = []  # not yet written
+        self.crowd_ticks: list = []
+        self._commands_total = 0
+        self._ticks_total = 0
+        self._last_raw: dict[str, Any] = {}
+        self._next_s = 0.0
+        self._pending: list[str] = []  # events seen, saved at the next cycle
+        self._seen: set[str] = set()
+        self._robot_xy: tuple[float, float] | None = None
+        self.saved_s = 0.0  # wall time spent saving (the bench)
+        # a trial resumed at a time its original saved no state at (re-simulated there) keeps its world as the
+        # original had it: its start state is saved without the round trip (resuming from that one state agrees
+        # with this run to ~1e-14, not bit for bit; firmware_sim/embodied/state.py)
+        self.roundtrip_start = roundtrip_start
+        history_of(embodied)
+        crowd = embodied.crowd
+        if crowd is not None:
+            self._journal_ticks(crowd)
+
+    # --- journals ------------------------------------------------------------------------------------------------
+    def preload(self, commands: list, crowd_ticks: list) -> None:
+        """A resumed trial's journals start with the original's up to the restored time (so its own states can be
+        resumed from in turn)."""
+        self.commands, self.crowd_ticks = list(commands), list(crowd_ticks)
+        self._commands_total, self._ticks_total = len(commands), len(crowd_ticks)
+        for _, changes in commands:
+            self._last_raw.update(changes)
+
+    def _journal_ticks(self, crowd: Any) -> None:
+        client = crowd.client
+        tick = client.tick
+
+        def journaled(t_s: float, robot_state: dict | None, people: list) -> Any:
+            self.crowd_ticks.append([t_s, robot_state, [list(row) for row in people]])
+            self._ticks_total += 1
+            return tick(t_s, robot_state, people)
+
+        client.tick = journaled
+
+    # --- the hooks ------------------------------------------------------------------------------------------------
+    def attach(self) -> StateSaver:
+        self.robot.before_cycle.append(self.before_cycle)
+        return self
+
+    def before_cycle(self, robot: Any) -> None:
+        t = robot.clock.now()
+        if not self.index["states"]:
+            self.save(t, "start")
+            self._next_s = (math.floor(t / self.every_s + 1e-9) + 1) * self.every_s if self.every_s else math.inf
+        elif t >= self._next_s - 1e-9:
+            self.save(t, "periodic")
+            self._next_s = (math.floor(t / self.every_s + 1e-9) + 1) * self.every_s
+        for why in self._pending:
+            self.save(t, why)
+        self._pending.clear()
+        changes = {name: joint._command_raw for name, joint in robot.joints.items()
+                   if joint._command_raw != self._last_raw.get(name, None)}
+        self._last_raw.update(changes)
+        self.commands.append([t, changes])
+        self._commands_total += 1
+
+    def listener(self, topic: str, t: float, payload: dict) -> None:
+        """A log listener: the first collision and the first intimate intrusion are saved at the next cycle."""
+        if topic == "/robot/state":
+            self._robot_xy = (payload["x"], payload["y"])
+        elif topic == "/world/contacts" and payload.get("people"):
+            self._event("collision")
+        elif topic == "/pedestrians" and self._robot_xy is not None and "intrusion" not in self._seen:
+            x, y = self._robot_xy
+            for person in payload.get("people", ()):
+                gap = math.hypot(person["x"] - x, person["y"] - y) - person.get("radius", 0.25) - ROBOT_RADIUS_M
+                if gap < INTIMATE_M:
+                    self._event("intrusion")
+                    break
+
+    def _event(self, why: str) -> None:
+        if why not in self._seen:
+            self._seen.add(why)
+            self._pending.append(why)
+
+    def failed(self) -> None:
+        """The controller (or the world) failed: the state as it is now."""
+        if "failure" not in self._seen:
+            self._seen.add("failure")
+            try:
+                self.save(self.robot.clock.now(), "failure")
+            except Exception:  # noqa: BLE001 - a world that failed may not be savable; the log matters more
+                pass
+
+    # --- saving ---------------------------------------------------------------------------------------------------
+    def save(self, t: float, why: str) -> dict[str, Any]:
+        from runtime.clock.base import WALL
+
+        from firmware_sim.embodied.state import save_world
+
+        wall0 = WALL()
+        name = files.state_name(t, why)
+        embodied = self.embodied
+        with embodied.device.lock:
+            world = save_world(embodied, str(self.dir / f"{name}.bullet"),
+                               roundtrip=self.roundtrip_start or why != "start")
+        crowd = None
+        if embodied.crowd is not None and embodied.crowd.failure is None:
+            from bridge.crowd_state import crowd_state
+
+            crowd = crowd_state(embodied.crowd.client)
+        self._flush()
+        state = {"t": t, "why": why, "world": world, "host": save_host(self.robot), "crowd": crowd,
+                 "task": self.task_state(), "commands": self._commands_total, "crowd_ticks": self._ticks_total,
+                 "fingerprint": self.index["fingerprint"]}
+        files.write_state(self.dir, name, state)
+        entry = {"t": t, "file": name, "why": why}
+        self.index["states"].append(entry)
+        self._retire()
+        self._write_index()
+        self.saved_s += WALL() - wall0
+        return state
+
+    def _retire(self) -> None:
+        periodic = [e for e in self.index["states"] if e["why"] == "periodic"]
+        for entry in periodic[:-self.retain] if self.retain else []:
+            self.index["states"].remove(entry)
+            for suffix in (".msgpack", ".bullet"):
+                (self.dir / f"{entry['file']}{suffix}").unlink(missing_ok=True)
+
+    def _flush(self) -> None:
+        files.append_stream(self.dir / files.COMMANDS, self.commands)
+        files.append_stream(self.dir / files.CROWD_TICKS, self.crowd_ticks)
+        self.commands, self.crowd_ticks = [], []
+        self.index["commands"], self.index["crowd_ticks"] = self._commands_total, self._ticks_total
+
+    def _write_index(self) -> None:
+        files.write_index(self.dir, self.index)
+
+    def close(self, log_end_s: float | None) -> None:
+        """The journals' rest and the log's end (a later ``--from`` may ask for any time up to it)."""
+        if self.before_cycle in self.robot.before_cycle:
+            self.robot.before_cycle.remove(self.before_cycle)
+        self._flush()
+        self.index["log_end_s"] = log_end_s
+        self._write_index()
