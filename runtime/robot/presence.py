@@ -107,7 +107,7 @@ class Presence:
         self._next = 0  # round robin over the lost parts
         now = robot.clock.now()
         self._last_ping_s = now
-        self._next_rescan_s = now + rescan_s if rescan_s > 0 else math.inf
+        self._next_rescan_s = self._grid_after(now)
 
     # --- wiring ------------------------------------------------------------------------------------------------
     def attach(self, cycles: Sequence[tuple[str, BusHost, BusCycle]]) -> None:
@@ -193,8 +193,15 @@ class Presence:
             if answer is not None:
                 self._found(key, answer[0])
             return
-        self._next_rescan_s = now + self.rescan_s
+        self._next_rescan_s = self._grid_after(now)
         self._rescan()
+
+    def _grid_after(self, now: float) -> float:
+        """The next multiple of ``rescan_s`` on the clock after ``now``: rescans at fixed clock times, so a run
+        resumed from a saved state (trial/state) pings when the original did."""
+        if self.rescan_s <= 0:
+            return math.inf
+        return (math.floor(now / self.rescan_s + 1e-9) + 1) * self.rescan_s
 
     def _may_ping(self, spare_s: float | None, now: float) -> bool:
         hosts = self.robot.buses.values()

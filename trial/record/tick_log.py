@@ -243,10 +243,19 @@ def ring_fault_counters(robot: Any, ring: Any) -> dict[str, int] | None:
     sensor = next((s for s in desc.sensors if s.kind == "range_ring" and s.params.get("invalid_counters")), None)
     if sensor is None or ring.host is None:
         return None
+    import copy
+
+    # a diagnostic read, kept out of the bus statistics: they count the controller's traffic, and a trial resumed
+    # from a saved state (trial/state) must log the same counters as the original from there on
+    stats = ring.host.stats
+    before = copy.deepcopy(stats.__dict__)
     out = {}
-    for cause, register in sorted(sensor.params["invalid_counters"].items()):
-        spec = desc.register(register)
-        out[cause] = int.from_bytes(ring.host.read(ring.part_id, spec.address, spec.size), "little")
+    try:
+        for cause, register in sorted(sensor.params["invalid_counters"].items()):
+            spec = desc.register(register)
+            out[cause] = int.from_bytes(ring.host.read(ring.part_id, spec.address, spec.size), "little")
+    finally:
+        stats.__dict__.update(before)
     return out
 
 

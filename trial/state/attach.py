@@ -29,6 +29,9 @@ def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, res
     here = fingerprint(spec, task, embodied) if embodied is not None else None
     ticks: list = []
     t_start = 0.0
+    if resume is not None and getattr(spec, "crowd_pipeline", False):
+        raise ResumeError(f"--from {spec.resume_from}: a pipelined crowd (crowd_pipeline: true) has a tick in flight "
+                          "that no state holds; resume without crowd_pipeline")
     if resume is not None:
         if embodied is None:
             raise ResumeError(f"--from {spec.resume_from}: this trial has no in-process world to restore into")
@@ -37,7 +40,9 @@ def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, res
         robot.resumed_from = resume.describe()
         t_start = resume.t
     saver = None
-    if folder is not None and embodied is not None and spec.state_every and robot.clock.kind == "sim":
+    pipelined = getattr(spec, "crowd_pipeline", False)  # a tick in flight: the crowd cannot be asked for its state
+    if folder is not None and embodied is not None and spec.state_every and robot.clock.kind == "sim" \
+            and not pipelined:
         from ..spec import trial_kwargs
 
         saver = StateSaver(folder, robot, embodied, here, every_s=spec.state_every, task_state=task_state,
