@@ -280,6 +280,20 @@ def test_nobody_stands_still_without_a_reason_in_the_lab():
         assert watch.worst <= MAX_STILL_S, f"seed {seed}: stood {watch.worst:.1f} s at {watch.worst_at}"
 
 
+def test_nobody_stands_still_without_a_reason_in_the_station():
+    """The station (issue 24's scale scene, bench/loop.py): 600 people walking their lanes end to end in both
+    directions, head-on through each other, for 40 s; nobody still > 3 s without a reason."""
+    from bench.loop import HilCrowd, station_scene
+
+    crowd = HilCrowd(station_scene(600, seed=4), dt=0.1)
+    watch = StillWatch()
+    while crowd.sim.time_s < 40:
+        crowd.step()
+        watch(crowd.sim)
+    assert crowd.count() == 600
+    assert watch.worst <= MAX_STILL_S, f"stood {watch.worst:.1f} s at {watch.worst_at}"
+
+
 def test_every_shipped_map_is_covered():
-    assert sorted(p.stem for p in MAPS_DIR.glob("*.yaml")) == ["arcade", "lab"], \
+    assert sorted(p.stem for p in MAPS_DIR.glob("*.yaml")) == ["arcade", "lab", "station"], \
         "a new map: add it to the stand-still tests above"
