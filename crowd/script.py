@@ -309,7 +309,7 @@ def load_script(path: str | Path) -> Script:
 
     resolved = resolve(path, "scenarios", suffix=".scn")
     try:
-        text = read_text(resolved)  # a binary file is refused at the line of its first bad byte
+        text = read_text(resolved, "scenario")  # a binary file is refused at the line of its first bad byte
     except ConfigError as exc:
         raise ScriptError(exc.source, exc.line or 0, None, exc.message) from None
     script = parse(text, str(resolved))

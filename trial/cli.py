@@ -168,7 +168,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip().isidentifier():
             raise ValueError(f"--param {item!r}: expected KEY=VALUE with KEY a name (cruise_m_s=0.4)")
-        params[key.strip()] = plain(load_yaml_text(value, f"--param {key}"))
+        params[key.strip()] = plain(load_yaml_text(value, f"--param {key}", "param"))
     return params
 
 

@@ -89,7 +89,7 @@ def _places(map_path: Path) -> dict[str, tuple[float, float]]:
     from devices.map_format import point
     from devices.yaml_source import load_yaml_file
 
-    doc = load_yaml_file(map_path)
+    doc = load_yaml_file(map_path, "map")
     out: dict[str, tuple[float, float]] = {}
     for section in ("places", "entrances"):
         table = doc.get(section) or {}
@@ -109,9 +109,10 @@ def _where(value: Any, key: str, places: dict[str, tuple[float, float]], spec: T
     if value is None or isinstance(value, tuple):
         return value
     if not places:
-        raise ConfigError(spec.source, None, f"{key}: {value!r} is a place name, and a place needs a map (map:)")
+        raise ConfigError(spec.source, spec.line_of(key),
+                          f"{key}: {value!r} is a place name, and a place needs a map (map:)")
     if value not in places:
-        raise ConfigError(spec.source, None, f"{key}: the map {spec.map} has no place {value!r}; it has "
+        raise ConfigError(spec.source, spec.line_of(key), f"{key}: the map {spec.map} has no place {value!r}; it has "
                                              f"{', '.join(sorted(places))}")
     return places[value]
 

@@ -40,7 +40,7 @@ class TrustStore:
         path = Path(path) if path is not None else default_trust_file()
         if not path.exists():
             return cls(source=str(path))
-        doc = load_yaml_file(path) or {}
+        doc = load_yaml_file(path, "trust") or {}
         hashes = doc.get("sha256", []) or []
         keys = doc.get("keys", {}) or {}
         if not isinstance(hashes, list) or not all(isinstance(h, str) and len(h) == 64 for h in hashes):
