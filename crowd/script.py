@@ -49,7 +49,7 @@ class ScriptError(ValueError):
 
     def __init__(self, source: str, line: int, column: int | None, message: str) -> None:
         self.source, self.line, self.column, self.message = source, line, column, message
-        where = f"{source}:{line}" + (f":{column}" if column else "")
+        where = (f"{source}:{line}" if line else source) + (f":{column}" if line and column else "")
         super().__init__(f"{where}: {message}")
 
 
