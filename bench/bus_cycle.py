@@ -32,6 +32,8 @@ from devices.control_table import XM430_W350
 from devices.protocol import HEADER, encode_fast_reply, encode_request
 from devices.protocol import requests as rq
 from firmware_sim.timing import wire_time_s
+from bench._proc import process_jiffies
+from bench._smoke import parse_with_smoke
 from bench._pty_process import PtyProcess, hil_command
 from runtime.bus import BusHost
 from runtime.transports import open_transport
@@ -331,7 +333,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per client and setting (default 2)")
     parser.add_argument("--rounds", type=int, default=4, help="alternating slices per comparison (default 4)")
     parser.add_argument("--serve-canned", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, seconds=0.2, rounds=1)
     if args.serve_canned:
         serve_canned()
         return {}

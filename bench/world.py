@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pybullet as p
 
+from bench._smoke import parse_with_smoke
 from firmware_sim.assembly import load_assembly
 from firmware_sim.world import (
     DEFAULT_TIME_STEP_S,
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.world", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per round (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per side (default 5)")
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, seconds=0.5, rounds=1)
     dt = DEFAULT_TIME_STEP_S
     steps = max(1, round(args.seconds / dt))
 
