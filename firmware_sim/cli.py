@@ -117,7 +117,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if clock_server is not None:
             clock_server.close()
+        _report_faults(device)
     return 0
+
+
+def _report_faults(device: VirtualBusDevice) -> None:
+    """What the injector did, at exit, so a host's CRC errors and timeouts can be checked against it."""
+    if device.faults is not None:
+        print(device.faults.summary(), file=sys.stderr, flush=True)
 
 
 def _clock_security(args: argparse.Namespace):
@@ -145,7 +152,9 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
     from bridge.lockstep import ClockServer
 
     core, _ = embodied.lockstep(args.stall_timeout)
-    return ClockServer(core, args.clock_endpoint, lock=device.lock, security=security)
+    faults = device.faults
+    return ClockServer(core, args.clock_endpoint, lock=device.lock, security=security,
+                       status=lambda: {"faults": faults.status() if faults is not None else None})
 
 
 def register(sub) -> None:
