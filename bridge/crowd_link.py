@@ -10,7 +10,7 @@ within the timeout is reported by name and endpoint, never waited for forever. P
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import zmq
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 REQUESTS = ("tick", "bye")
 REPLIES = ("intents", "error")
+LIVENESS_EVERY_S = 0.1  # while waiting for a reply, how often the crowd process (when we started it) is checked
 
 
 class CrowdLinkError(RuntimeError):
@@ -108,15 +109,16 @@ class CrowdClient:
 
         self._socket, self._watch = connect_client(zmq.REQ, endpoint, security)
         self.seq = 0
+        # set by whoever started the crowd process (trial/task.py CrowdProcess.watch): None while it runs, else how
+        # it died (exit status or signal, its last stderr lines), so a dead crowd is reported at once, not after
+        # the whole timeout as "did not answer"
+        self.liveness: Callable[[], str | None] | None = None
 
     def tick(self, t_s: float, robot: dict | None, people: list[dict]) -> tuple[float, list[Person], dict]:
         """Send one tick; returns (crowd time, people, the whole reply payload)."""
         self.seq += 1
         self._socket.send(pack("tick", tick_payload(t_s, robot, people), seq=self.seq, t=t_s))
-        if not self._socket.poll(int(self.timeout_s * 1000)):
-            why = self._watch.reason() if self._watch is not None else ""
-            raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer tick {self.seq} (t={t_s:.3f} s) within "
-                                 f"{self.timeout_s:g} s: {why or 'stopped, crashed or stalled'}")
+        self.await_reply(t_s)
         try:
             reply = unpack(self._socket.recv(), REPLIES)
         except EnvelopeError as exc:
@@ -127,6 +129,22 @@ class CrowdClient:
             return intents_time(reply.payload), parse_people(reply.payload), reply.payload
         except EnvelopeError as exc:
             raise CrowdLinkError(f"the crowd at {self.endpoint} sent a bad reply to tick {self.seq}: {exc}") from None
+
+    def await_reply(self, t_s: float) -> None:
+        """Wait up to ``timeout_s`` for the answer to tick ``seq``, checking :attr:`liveness` every
+        LIVENESS_EVERY_S: CrowdLinkError saying how the crowd died, or that it did not answer in time."""
+        slices = max(1, math.ceil(self.timeout_s / LIVENESS_EVERY_S)) if self.liveness is not None else 1
+        slice_ms = int(self.timeout_s * 1000 / slices)
+        for _ in range(slices):
+            if self._socket.poll(slice_ms):
+                return
+            death = self.liveness() if self.liveness is not None else None
+            if death:
+                raise CrowdLinkError(f"the crowd at {self.endpoint} died while the world waited for tick {self.seq} "
+                                     f"(t={t_s:.3f} s): {death}")
+        why = self._watch.reason() if self._watch is not None else ""
+        raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer tick {self.seq} (t={t_s:.3f} s) within "
+                             f"{self.timeout_s:g} s: {why or 'stopped, crashed or stalled'}")
 
     def close(self) -> None:
         """Say bye when the socket still can (after an unanswered tick a REQ socket cannot send), then release it."""

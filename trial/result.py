@@ -85,7 +85,8 @@ class TrialResult:
 
     def summary_line(self) -> str:
         """One line: how it ended and the metrics a developer looks at first."""
-        head = f"{self.label}: {self.status} ({self.stopped}) after {self.sim_s:.1f} s"
+        how = f" ({self.stopped})" if self.stopped != self.status else ""  # "failed", not "failed (failed)"
+        head = f"{self.label}: {self.status}{how} after {self.sim_s:.1f} s"
         if self.error:
             head += f": {self.error}"
         m = self.metrics

@@ -105,6 +105,8 @@ class _Run:
             robot.params = spec.params
             arm_deadline(robot, spec.duration)
             probe = WorldProbe.of(robot)
+            if self.crowd is not None:
+                self.crowd.watch(probe)  # a crowd process that dies is reported at once, and of what
             if self.folder is not None:
                 self.log = self._start_log(task, probe, controller, inner)
             if task.goal is not None:

@@ -10,7 +10,9 @@ on the sim clock, streaming in real time on the real clock.
 """
 from __future__ import annotations
 
+import collections
 import math
+import signal
 import subprocess
 import sys
 import threading
@@ -145,7 +147,29 @@ class CrowdProcess:
             reason = err.strip().splitlines()[-1] if err.strip() else f"said {' '.join(line)!r}"
             raise TrialError(f"the crowd did not start: {reason} (exit {self.proc.returncode})")
         self.endpoint = line[1]
-        threading.Thread(target=_relay, args=(self.proc.stderr,), daemon=True).start()  # its log reaches ours
+        self.last_lines: collections.deque[str] = collections.deque(maxlen=STDERR_KEPT)
+        self._stderr_done = threading.Event()
+        threading.Thread(target=_relay, args=(self.proc.stderr, self.last_lines, self._stderr_done),
+                         daemon=True).start()  # its log reaches ours
+
+    def death(self) -> str | None:
+        """None while the crowd process runs; else how it ended (exit status or signal) and its last stderr
+        lines: what the world's wait for a tick says instead of a timeout."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+        self._stderr_done.wait(STDERR_DRAIN_S)  # its last lines may still be in the pipe (Event: wall time)
+        said = " | ".join(line.strip() for line in self.last_lines if line.strip())
+        return f"the crowd process (pid {self.proc.pid}) {how}" + (f"; its last words: {said}" if said else
+                                                                  "; it said nothing on stderr")
+
+    def watch(self, probe) -> None:
+        """Give the world's lockstep crowd client (``probe``: trial.world.WorldProbe) this process's
+        :meth:`death`, so a tick waiting for a dead crowd ends at once."""
+        client = getattr(getattr(probe, "crowd", None), "client", None) if probe is not None else None
+        if client is not None and hasattr(client, "liveness"):
+            client.liveness = self.death
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -172,6 +196,24 @@ def crowd_command(spec: TrialSpec, task: Task, *, realtime: bool) -> list[str]:
     return command
 
 
-def _relay(stream) -> None:
-    for line in stream:
-        sys.stderr.write(line)
+STDERR_KEPT = 5  # the crowd's last stderr lines kept for the message when it dies
+STDERR_DRAIN_S = 0.5  # how long a death report waits for the rest of its stderr
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _relay(stream, last_lines: collections.deque | None = None, done: threading.Event | None = None) -> None:
+    """The crowd's stderr into ours (its log reaches the user), the last lines kept for :meth:`CrowdProcess.death`."""
+    try:
+        for line in stream:
+            sys.stderr.write(line)
+            if last_lines is not None:
+                last_lines.append(line)
+    finally:
+        if done is not None:
+            done.set()
