@@ -270,6 +270,8 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
     if result.metrics is not None:
         print(f"wrote {out}/trial.mcap, metrics.json, topdown.png (open again with: hil report {out}, "
               f"hil view {out})")
+    elif result.report_error is not None:  # e.g. a full disk: say what is there and what is not
+        print(f"wrote {out}/trial.mcap; the report (metrics.json, topdown.png) failed: {result.report_error}")
     if viewer is not None:
         from .view.cli import linger
 

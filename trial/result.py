@@ -75,6 +75,7 @@ class TrialResult:
     goal_reached_at_s: float | None = None
     run_text: str = ""  # the run's summary (ticks, clock, bus statistics), as `hil run` prints it
     notes: list[str] = field(default_factory=list)
+    report_error: str | None = None  # why metrics.json / topdown.png could not be built (a full disk), if so
 
     @property
     def ok(self) -> bool:

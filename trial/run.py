@@ -123,8 +123,8 @@ class _Run:
             sim_s = robot.clock.now() - self.t0
             wall_s = WALL() - wall0
             try:
-                if self.log is not None:
-                    self.log.close()  # before the robot: the log has its footer even if closing the bus fails
+                if self.log is not None:  # before the robot: the log has its footer even if closing the bus fails
+                    error, trace = self._close_log(error, trace)
             finally:
                 try:
                     robot.close()
@@ -137,6 +137,7 @@ class _Run:
                              goal_reached_at_s=self.reached_at, notes=list(robot.notes))
         if self.folder is not None:
             result.metrics, report_error = _report(self.folder)
+            result.report_error = report_error
             run.recorded = (f"{self.log.path} ({self.log.sets} ticks), {self.folder}/metrics.json, "
                             f"{self.folder}/topdown.png" if report_error is None else
                             f"{self.log.path} ({self.log.sets} ticks); the report failed: {report_error}")
@@ -144,6 +145,17 @@ class _Run:
         return result
 
     # --- pieces -----------------------------------------------------------------------------------------------
+    def _close_log(self, error: str | None, trace: str | None) -> tuple[str | None, str | None]:
+        """Close the log; a disk that filled while closing it (the last chunk, the index) fails the trial the
+        way a disk that filled during it does (LogDiskFull names the file and the disk), not the command."""
+        from .record.recorder import LogDiskFull
+
+        try:
+            self.log.close()
+        except LogDiskFull as exc:
+            return (error or f"{type(exc).__name__}: {exc}"), trace
+        return error, trace
+
     def _start_log(self, task: Task, probe: WorldProbe | None, controller, clock) -> Any:
         from .record.tick_log import TickLog
         from .versions import versions
