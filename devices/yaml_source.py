@@ -103,6 +103,7 @@ SIZE_LIMITS: dict[str, int] = {
 }
 ALIAS_BUDGET = 10_000  # values that aliases may add to one document once expanded (anchors for shared params: tens)
 MAX_DEPTH = 64  # levels of nesting (the deepest real config is 6)
+MAX_NUMBER_CHARS = 100  # an integer longer than this is a mistake (Python refuses to parse 4300 digits anyway)
 
 
 def size_limit(kind: str) -> int:
@@ -116,6 +117,9 @@ def _children(node: yaml.Node) -> list:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     return []
+
+
+INT_TAG = "tag:yaml.org,2002:int"
 
 
 def check_nodes(root: yaml.Node, source: str) -> None:
@@ -145,6 +149,9 @@ def check_nodes(root: yaml.Node, source: str) -> None:
         refs[key] += 1
         if key in size:
             continue
+        if isinstance(node, yaml.ScalarNode) and node.tag == INT_TAG and len(node.value) > MAX_NUMBER_CHARS:
+            raise ConfigError(source, node.start_mark.line + 1,
+                              f"a number of {len(node.value):,} characters (at most {MAX_NUMBER_CHARS})")
         if key in ancestors:
             raise ConfigError(source, node.start_mark.line + 1,
                               "YAML alias inside its own anchor (a recursive structure hil cannot use)")
@@ -183,7 +190,10 @@ def load_yaml_text(text: str, source: str = "<string>", kind: str = "config") ->
             if node is None:
                 return None
             check_nodes(node, source)
-            return loader.construct_document(node)
+            try:
+                return loader.construct_document(node)
+            except ValueError as exc:  # a scalar its constructor cannot take (a date like 2024-13-45)
+                raise ConfigError(source, None, f"YAML value: {exc}") from None
         finally:
             loader.dispose()
     except yaml.MarkedYAMLError as exc:

@@ -180,6 +180,9 @@ def load_trial_file(path: str | Path, **overrides: Any) -> TrialSpec:
         raise ConfigError(str(path), getattr(doc, "line", 1) if doc is not None else 1,
                           "a trial file is a mapping of keys (controller:, map:, crowd:, ...)" +
                           (", and this one is empty" if doc is None else f", not a {type(doc).__name__}"))
+    for key in doc:
+        if not isinstance(key, str):
+            raise doc.error(key, f"a trial key is a name (controller:, map:, ...), not {type(key).__name__} {key!r}")
     values = dict(doc)
     values.update({k: v for k, v in overrides.items() if v is not None})
     lines = {k: doc.line_of(k) for k in doc if k not in overrides or overrides[k] is None}

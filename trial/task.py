@@ -55,7 +55,7 @@ def make_task(spec: TrialSpec) -> Task:
     from crowd.configfile import resolve as resolve_crowd_file
     from devices.map_format import resolve_map
 
-    map_path = resolve_map(spec.map).resolve() if spec.map else None
+    map_path = _named(spec, "map", lambda: resolve_map(spec.map).resolve()) if spec.map else None
     places = _places(map_path) if map_path is not None else {}
     start = _where(spec.start, "start", places, spec)
     goal = _where(spec.goal, "goal", places, spec)
@@ -64,16 +64,28 @@ def make_task(spec: TrialSpec) -> Task:
     background = bool(spec.crowd)
     scenario = None
     if spec.scenario is not None:
-        scenario = resolve_crowd_file(spec.scenario, "scenarios", suffix=".scn").resolve()
+        scenario = _named(spec, "scenario",
+                          lambda: resolve_crowd_file(spec.scenario, "scenarios", suffix=".scn").resolve())
     if (background or scenario) and map_path is None and spec.crowd_endpoint is None:
         raise ConfigError(spec.source, None, "a crowd or a scenario needs a map: the people walk in it (map: arcade)")
     # a staged scene alone still has the default rates' person types (and may say `generate on`)
     names = spec.crowd if background else DEFAULT_RATES if scenario is not None else ()
-    rates = tuple(resolve_crowd_file(name, "crowd").resolve() for name in names)
+    rates = tuple(_named(spec, "crowd", lambda name=name: resolve_crowd_file(name, "crowd").resolve())
+                  for name in names)
     if scenario is not None and spec.crowd_endpoint is None:
         _check_scenario(scenario, map_path, rates)
     return Task(map_name=spec.map, map_path=map_path, start=start, goal=goal[:2] if goal else None,
                 goal_radius=spec.goal_radius, rates=rates, scenario=scenario, background=background)
+
+
+def _named(spec: TrialSpec, key: str, resolve: Any) -> Any:
+    """``resolve()`` of a name the spec gives; an unknown name is the trial file's error at that key's line."""
+    try:
+        return resolve()
+    except ConfigError as exc:
+        if exc.source == spec.source:
+            raise
+        raise ConfigError(spec.source, spec.line_of(key), f"{key}: {exc.source}: {exc.message}") from None
 
 
 def _check_scenario(scenario: Path, map_path: Path, rates: tuple[Path, ...]) -> None:

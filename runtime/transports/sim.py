@@ -139,7 +139,10 @@ def _pose(url: str, text: str | None) -> tuple[float, float, float]:
 
 
 def parse_sim_url(url: str) -> tuple[str, dict]:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # sim://[x: an unclosed IPv6 bracket
+        raise TransportError(0, f"{url}: not a URL: {exc}") from None
     name = parts.netloc + parts.path
     if not name:
         raise TransportError(0, f"{url}: sim:// needs an assembly name, e.g. sim://servo_chain")
