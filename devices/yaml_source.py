@@ -192,6 +192,8 @@ def load_yaml_text(text: str, source: str = "<string>", kind: str = "config") ->
             check_nodes(node, source)
             try:
                 return loader.construct_document(node)
+            except ConfigError:  # a key that appears twice (ours, already file:line)
+                raise
             except ValueError as exc:  # a scalar its constructor cannot take (a date like 2024-13-45)
                 raise ConfigError(source, None, f"YAML value: {exc}") from None
         finally:

@@ -37,7 +37,7 @@ class SimTransport(Transport):
         from firmware_sim import FaultInjector, VirtualBusDevice, WireTiming, load_assembly
 
         self.url = url
-        check_sim_url(url)
+        check_sim_url(url, assembly=device is None)  # a given device needs no assembly file
         name, options = parse_sim_url(url)
         self.baud = options.get("baud")
         if device is None:
@@ -163,11 +163,12 @@ CLOCK_VALUES = ("real", "sim")
 CROWD_MODES = ("lockstep", "realtime")
 
 
-def check_sim_url(url: str) -> None:
+def check_sim_url(url: str, assembly: bool = True) -> None:
     """Check a sim:// URL's name and options without building anything (a profile checks its buses at load, so a
     bad option is reported with the profile's file:line before any world exists); TransportError says what."""
     name, options = parse_sim_url(url)
-    _check_assembly_name(url, name)
+    if assembly:
+        _check_assembly_name(url, name)
     _pose(url, options.get("pose"))
     for key, allowed in (("clock", CLOCK_VALUES), ("crowd_mode", CROWD_MODES)):
         if key in options and options[key] not in allowed:
