@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -93,13 +92,14 @@ def _loader_for(source: str) -> type:
 KIB = 1024
 MIB = 1024 * KIB
 
-# the largest file of each kind hil reads, checked before parsing: a few times the largest real one (the arcade map
-# is 12 KB; a large building's map with a thousand places is ~200 KB; libyaml plus our constructors read ~5 MB/s
-# on a loaded core, so the largest limit bounds a load to well under a second and a few tens of MB)
+# the largest file of each kind hil reads, checked before parsing: far above the largest real one (the arcade map
+# is 6 KB; a large building's map with a thousand places ~50 KB; the commbot's assembly 5 KB). libyaml's parser plus
+# our line-keeping constructors read ~0.5-1 MB/s on this loaded 2-core machine, so 1 MiB bounds a load to a few
+# seconds and ~100 MB; a scenario is text (no YAML) and cheap
 SIZE_LIMITS: dict[str, int] = {
-    "trial": 256 * KIB, "sweep": 1 * MIB, "map": 2 * MIB, "rates": 1 * MIB, "profile": 256 * KIB,
+    "trial": 256 * KIB, "sweep": 256 * KIB, "map": 1 * MIB, "rates": 256 * KIB, "profile": 256 * KIB,
     "robot": 1 * MIB, "semantics": 256 * KIB, "descriptor": 256 * KIB, "scenario": 1 * MIB,
-    "calibration": 1 * MIB, "trust": 256 * KIB, "param": 64 * KIB, "config": 2 * MIB,
+    "calibration": 1 * MIB, "trust": 256 * KIB, "param": 64 * KIB, "config": 1 * MIB,
 }
 ALIAS_BUDGET = 10_000  # values that aliases may add to one document once expanded (anchors for shared params: tens)
 MAX_DEPTH = 64  # levels of nesting (the deepest real config is 6)
@@ -130,38 +130,48 @@ def check_nodes(root: yaml.Node, source: str) -> None:
     what every constructor, ``plain`` or JSON encoder would walk."""
     size: dict[int, int] = {}
     height: dict[int, int] = {}
-    refs: Counter = Counter()
+    refs: dict[int, int] = {}
+    kids_of: dict[int, list] = {}
     nodes: dict[int, yaml.Node] = {}
     ancestors: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    scalar = yaml.ScalarNode
     while stack:
         node, finished = stack.pop()
         key = id(node)
         if finished:
             ancestors.discard(key)
-            kids = _children(node)
+            kids = kids_of.pop(key)
             size[key] = 1 + sum(size[id(k)] for k in kids)
-            height[key] = 1 + max((height[id(k)] for k in kids), default=0)
-            if height[key] > MAX_DEPTH:
+            tallest = 1 + max((height[id(k)] for k in kids), default=0)
+            height[key] = tallest
+            if tallest > MAX_DEPTH:
                 raise ConfigError(source, node.start_mark.line + 1,
                                   f"YAML nested deeper than {MAX_DEPTH} levels (a config needs a handful)")
             continue
-        refs[key] += 1
-        if key in size:
+        if type(node) is scalar:  # a leaf: most nodes; no bookkeeping beyond its count
+            if key in size:
+                refs[key] = refs.get(key, 1) + 1
+                continue
+            if node.tag == INT_TAG and len(node.value) > MAX_NUMBER_CHARS:
+                raise ConfigError(source, node.start_mark.line + 1,
+                                  f"a number of {len(node.value):,} characters (at most {MAX_NUMBER_CHARS})")
+            size[key], height[key], nodes[key] = 1, 1, node
             continue
-        if isinstance(node, yaml.ScalarNode) and node.tag == INT_TAG and len(node.value) > MAX_NUMBER_CHARS:
-            raise ConfigError(source, node.start_mark.line + 1,
-                              f"a number of {len(node.value):,} characters (at most {MAX_NUMBER_CHARS})")
+        if key in size:
+            refs[key] = refs.get(key, 1) + 1
+            continue
         if key in ancestors:
             raise ConfigError(source, node.start_mark.line + 1,
                               "YAML alias inside its own anchor (a recursive structure hil cannot use)")
         ancestors.add(key)
         nodes[key] = node
+        kids = kids_of[key] = _children(node)
         stack.append((node, True))
-        stack.extend((kid, False) for kid in reversed(_children(node)))
+        stack.extend((kid, False) for kid in reversed(kids))
     added = size[id(root)] - len(size)
     if added > ALIAS_BUDGET:
-        culprit = max((k for k in refs if refs[k] > 1), key=lambda k: size[k] * (refs[k] - 1))
+        culprit = max(refs, key=lambda k: size[k] * (refs[k] - 1))
         raise ConfigError(source, nodes[culprit].start_mark.line + 1,
                           f"YAML aliases expand this document by {added:,} values, over the budget of "
                           f"{ALIAS_BUDGET:,} (an alias bomb?): the anchor here is repeated {refs[culprit] - 1} "
