@@ -2,7 +2,7 @@
 #   make demo    the main job on the built-in virtual robot (installs hil alone)
 #   make test    the whole suite (hil + the test extra: only what the tests import; + view: the viewer they drive)
 #   make bench   side-by-side benchmarks (+ the bench extra: the peers, JuPedSim and pysocialforce among them)
-#   make fuzz    the long fuzz run against every server (1M messages each)
+#   make fuzz    the long fuzz run against every server (1M messages each) and every config kind (5,000 files)
 #   make wheel-smoke   the wheel installed in a fresh venv outside the checkout, used from another folder
 PYTHON ?= python3
 VENV := .venv
@@ -42,7 +42,8 @@ bench: $(VENV)/.installed-bench-$(SUM)
 	$(BIN)/python -m bench
 
 fuzz: $(VENV)/.installed-test-$(SUM)
-	FUZZ_N=$${FUZZ_N:-1000000} $(BIN)/python -m pytest tests/test_fuzz_servers.py -q --durations=0 -o faulthandler_timeout=0
+	FUZZ_N=$${FUZZ_N:-1000000} FUZZ_YAML_N=$${FUZZ_YAML_N:-5000} $(BIN)/python -m pytest tests/test_fuzz_servers.py \
+		tests/test_fuzz_yaml.py -q --durations=0 -o faulthandler_timeout=0
 
 wheel-smoke:
 	bash .ci/wheel_smoke

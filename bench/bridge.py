@@ -45,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._smoke import parse_with_smoke
+
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "tcp://127.0.0.1:*"
 CROWD_DT_S = 0.1
@@ -733,7 +735,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="simulated seconds of the profiled trial, 0: none (default 30; quick 5)")
     parser.add_argument("--seed", type=int, default=0, help="trial seed (default 0)")
     parser.add_argument("--only", choices=("tick", "trial"), help="run one part only")
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, ticks=30, full_ticks=10, rounds=1, trial_seconds=2.0, trial_rounds=1,
+                            profile_seconds=0.0)
 
     def pick(value, default, quick):
         return value if value is not None else (quick if args.quick else default)

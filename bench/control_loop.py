@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._smoke import parse_with_smoke
 from bench.world import BareSide, commbot_urdf
 
 HZ = 50.0
@@ -55,7 +56,7 @@ def bare_run(seconds: float, urdf: Path, model, pose) -> float:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.control_loop", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per side (default 10)")
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, seconds=1.0)
     with tempfile.TemporaryDirectory() as tmp:
         urdf, model = commbot_urdf(Path(tmp))
         wall, ticks, stats = controller_run(args.seconds)

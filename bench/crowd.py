@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._smoke import have, parse_with_smoke
+
 LENGTH_M = 200.0
 WIDTH_M = 6.0
 RADIUS_M = 0.25
@@ -195,14 +197,15 @@ SAME_DT = (0.1, 0.05)
 PEERS = ("JuPedSim CFSM", "JuPedSim SFM")
 
 
-def makers(sc: dict[str, np.ndarray], tmp: Path) -> list:
-    """Every side at the same dt (0.1 and 0.05 s), then JuPedSim at its default 0.01 s (for the RTF figures)."""
+def makers(sc: dict[str, np.ndarray], tmp: Path, jps: bool = True, psf: bool = True) -> list:
+    """Every side at the same dt (0.1 and 0.05 s), then JuPedSim at its default 0.01 s (for the RTF figures); a
+    peer that is not installed (``jps``/``psf`` False) is left out."""
     out = []
     for dt in SAME_DT:
-        out += [lambda dt=dt: HilSide(sc, dt), lambda dt=dt: JupedsimSide(sc, "cfsm", dt),
-                lambda dt=dt: JupedsimSide(sc, "sfm", dt)]
-    out += [lambda: PysocialforceSide(sc, tmp, 0.1), lambda: JupedsimSide(sc, "cfsm", 0.01),
-            lambda: JupedsimSide(sc, "sfm", 0.01)]
+        out += [lambda dt=dt: HilSide(sc, dt)]
+        out += [lambda dt=dt: JupedsimSide(sc, "cfsm", dt), lambda dt=dt: JupedsimSide(sc, "sfm", dt)] if jps else []
+    out += [lambda: PysocialforceSide(sc, tmp, 0.1)] if psf else []
+    out += [lambda: JupedsimSide(sc, "cfsm", 0.01), lambda: JupedsimSide(sc, "sfm", 0.01)] if jps else []
     return out
 
 
@@ -210,11 +213,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.crowd", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="wall seconds per side and size (default 2)")
     parser.add_argument("--sizes", default="100,400,800", help="agent counts (default 100,400,800)")
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, seconds=0.4, sizes="50")
     sizes = [int(s) for s in args.sizes.split(",")]
-    import jupedsim
-
-    _import_pysocialforce_quietly()
+    jps = have("jupedsim", "the JuPedSim sides")
+    psf = have("pysocialforce", "the pysocialforce side")
+    if psf:
+        _import_pysocialforce_quietly()
     from importlib.metadata import version
 
     rows: list[str] = []
@@ -223,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="hil-bench-crowd-") as tmp:
         for n in sizes:
             sc = scenario(n)
-            sides = makers(sc, Path(tmp))
+            sides = makers(sc, Path(tmp), jps, psf)
             totals: dict[int, list] = {k: [0, 0.0, 0.0, 0, "", 0.0] for k in range(len(sides))}
             for rnd in range(ROUNDS):  # short slices, side after side, order flipped each round: load evens out
                 order = range(len(sides)) if rnd % 2 == 0 else reversed(range(len(sides)))
@@ -251,7 +255,8 @@ def main(argv: list[str] | None = None) -> dict:
             rows += [f"  {n:>6}  {name:<24}  failed: {why}" for (m, name), why in failed.items() if m == n]
     print(f"corridor {LENGTH_M:g} m x {WIDTH_M:g} m, counterflow, agents in the middle {LENGTH_M / 2:g} m; "
           f"~{args.seconds:g} s of wall time per side (<= {MAX_SIM_S:g} s simulated); {os.cpu_count()} CPU cores; "
-          f"pysocialforce {version('pysocialforce')}, JuPedSim {jupedsim.__version__}")
+          f"pysocialforce {version('pysocialforce') if psf else 'absent'}, "
+          f"JuPedSim {version('jupedsim') if jps else 'absent'}")
     print("  same dt, hil steps/s over the peer's (the target: >= 1x everywhere):")
     met = True
     for dt in SAME_DT:
@@ -259,17 +264,17 @@ def main(argv: list[str] | None = None) -> dict:
             cells = []
             for n in sizes:
                 theirs = results.get((n, f"{peer} dt {dt:g}"))
-                if theirs is None:  # the peer cannot run this dt: nothing to be slower than
-                    cells.append(f"{n} agents  (peer fails)")
+                if theirs is None:  # the peer cannot run this dt (or is absent): nothing to be slower than
+                    cells.append(f"{n} agents  (peer {'fails' if jps else 'absent'})")
                     continue
                 ratio = results[(n, f"hil crowd dt {dt:g}")] / theirs
                 met &= ratio >= 1.0
                 cells.append(f"{n} agents {ratio:5.2f}x")
             print(f"    dt {dt:<5g} hil/{peer:<14} " + "  ".join(cells))
-    print(f"  target: at least JuPedSim's steps/s at the same dt at every size: {'met' if met else 'missed'}")
+    print(f"  target: at least JuPedSim's steps/s at the same dt at every size: {('met' if met else 'missed') if jps else 'not measured (JuPedSim absent)'}")
     for (n, name), why in sorted(failed.items()):
         print(f"  {name} failed at {n} agents ({why.split(':')[0]}): it cannot run at that step")
-    for n in sizes:
+    for n in sizes if jps and psf else ():
         ours = results[(n, "hil crowd dt 0.1")]
         print(f"  {n} agents: hil dt 0.1 / pysocialforce dt 0.1 {ours / results[(n, 'pysocialforce dt 0.1')]:.0f}x; "
               f"real-time factor hil dt 0.1 / JuPedSim CFSM at its default dt 0.01 "

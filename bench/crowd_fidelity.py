@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bench._smoke import have, parse_with_smoke
+
 WEIDMANN_V0, WEIDMANN_GAMMA, WEIDMANN_RHO_MAX = 1.34, 1.913, 5.4
 DENSITIES = (0.5, 1.0, 2.0, 3.0, 4.0)
 FD_TARGET_RMS = 0.15
@@ -393,12 +395,18 @@ def measure_bottleneck(make, seed: int = 0, n: int = 60, on_step=None) -> dict:
 
 # --- the report --------------------------------------------------------------------------------------------------
 
-def sides(only: str | None):
-    makers = [("hil dt 0.1", lambda sc: HilSide(sc, 0.1)), ("hil dt 0.05", lambda sc: HilSide(sc, 0.05))]
-    if only != "hil":
+def sides(only: str | None, smoke: bool = False):
+    """The models compared: hil at two steps and the peers (those installed; a missing one is named and left out)."""
+    makers = [("hil dt 0.1", lambda sc: HilSide(sc, 0.1))]
+    makers += [] if smoke else [("hil dt 0.05", lambda sc: HilSide(sc, 0.05))]
+    if only != "hil" and have("jupedsim", "the JuPedSim models") and have("shapely", "the JuPedSim models"):
         makers += [("JuPedSim CFSM dt 0.01", lambda sc: JupedsimSide(sc, "cfsm")),
-                   ("JuPedSim SFM dt 0.01", lambda sc: JupedsimSide(sc, "sfm")),
-                   ("pysocialforce dt 0.1", lambda sc: PysocialforceSide(sc))]
+                   ("JuPedSim SFM dt 0.01", lambda sc: JupedsimSide(sc, "sfm"))]
+    if only != "hil" and have("pysocialforce", "the pysocialforce model"):
+        from bench.crowd import _import_pysocialforce_quietly
+
+        _import_pysocialforce_quietly()
+        makers += [("pysocialforce dt 0.1", lambda sc: PysocialforceSide(sc))]
     return makers
 
 
@@ -440,14 +448,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.crowd_fidelity", description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=["hil"], help="hil's sides only (no peers)")
     parser.add_argument("--quick", action="store_true", help="the fundamental diagram at 1 and 3 /m^2 only")
-    args = parser.parse_args(argv)
-    if args.only != "hil":
-        from bench.crowd import _import_pysocialforce_quietly
-
-        _import_pysocialforce_quietly()
-    densities = (1.0, 3.0) if args.quick else DENSITIES
+    args = parse_with_smoke(parser, argv, only="hil")
+    densities = (1.0,) if args.smoke else (1.0, 3.0) if args.quick else DENSITIES
     results: dict[str, dict] = {}
-    for name, make in sides(args.only):
+    for name, make in sides(args.only, args.smoke):
         start = time.perf_counter()
         results[name] = {"rimea1": measure_rimea1(make), "rimea6": measure_rimea6(make),
                          "bottleneck": measure_bottleneck(make), "fd": measure_fd(make, densities),

@@ -30,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from bench._smoke import parse_with_smoke
 from bench.bus_cycle import CpuMeter
 from runtime.bus import BusHost
 from runtime.model import (LOCAL_WORLD_ALIGNED, Model, build_model, center_of_mass, create_data, forward_dynamics,
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dynamics", description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="calls per timing (default 300)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds (default 7)")
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, calls=10, rounds=1)
     pin = import_pinocchio()
     print(f"numpy {np.__version__}, Pinocchio {pin.__version__}, {os.cpu_count()} CPU cores, "
           f"load average {os.getloadavg()[0]:.2f} before the run")

@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._smoke import parse_with_smoke
 from bench._pty_process import ROOT, PtyProcess, hil_command, stop
 
 START = (-18.0, 0.0, 0.0)  # west hall, facing east down the middle passage
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="wall seconds of driving (default 10)")
     parser.add_argument("--hz", type=float, default=20.0, help="control loop rate (default 20)")
     parser.add_argument("--out", type=Path, help="trial folder (default: a temporary one, removed at the end)")
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, seconds=2.0)
     with tempfile.TemporaryDirectory(prefix="hil-bench-mixed-") as tmp:
         out = args.out or Path(tmp) / "trial"
         result = run(args.seconds, args.hz, out, Path(tmp))

@@ -30,6 +30,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench._smoke import parse_with_smoke
 from bench.bridge import CpuMeter
 from bridge.lockstep import LocalParticipant, LockstepCore
 from runtime.clock.sim import LockstepClock
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sleeps", type=int, default=20000, help="sleeps per run in section 2 (default 20000)")
     parser.add_argument("--reads", type=int, default=5_000_000, help="clock reads per run in section 3")
     parser.add_argument("--neck-rounds", type=int, default=2, help="rounds of section 4 (default 2; 0: skip)")
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, rounds=1, sleeps=200, reads=20_000, neck_rounds=1)
     tools = ensure_built()
     print(f"shim: {tools.shim} (built with {tools.compiler})")
     with tempfile.TemporaryDirectory() as tmp:

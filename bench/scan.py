@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from bench._pty_process import PtyProcess, hil_command
+from bench._smoke import parse_with_smoke
 from runtime.bus import BusHost
 from runtime.scan import DescriptorCache, NoCache, ScanReport, scan_bus
 from runtime.transports import open_transport
@@ -41,9 +42,9 @@ def timed_scan(url: str, baud: int, cache) -> tuple[float, float, int]:
     return elapsed, wire_bytes * 10 / baud, len(robot.parts)
 
 
-def commbot_section(repeats: int) -> list[str]:
+def commbot_section(repeats: int, bauds: tuple[int, ...] = BAUDS) -> list[str]:
     rows = []
-    for baud in BAUDS:
+    for baud in bauds:
         device = PtyDevice("commbot", baud)
         try:
             with tempfile.TemporaryDirectory() as cache_dir:
@@ -70,11 +71,11 @@ def chain_assembly(n: int, directory: Path) -> Path:
     return path
 
 
-def part_count_section() -> list[str]:
+def part_count_section(counts: tuple[int, ...] = PART_COUNTS) -> list[str]:
     rows = []
     baud = BAUDS[0]
     with tempfile.TemporaryDirectory() as tmp:
-        for n in PART_COUNTS:
+        for n in counts:
             # world=0: the scan needs no physics, and 128 two-body parts exceed what one pybullet body can hold
             url = f"sim://{chain_assembly(n, Path(tmp))}?baud={baud}&world=0"
             cold = timed_scan(url, baud, NoCache())
@@ -90,12 +91,12 @@ def part_count_section() -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, repeats=1)
     print("scan of the commbot (40 parts, 17 DoF + 2 wheels) over a pty, wire timing emulated by the device:")
-    for row in commbot_section(args.repeats):
+    for row in commbot_section(args.repeats, BAUDS[-1:] if args.smoke else BAUDS):
         print(row)
     print("scan time against part count:")
-    for row in part_count_section():
+    for row in part_count_section(PART_COUNTS[:1] if args.smoke else PART_COUNTS):
         print(row)
     print("targets: warm scan under 100 ms; cold scan within 1.2x of the wire-time limit")
 

@@ -36,6 +36,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from bench._smoke import parse_with_smoke
 from bench.bridge import _busy_s
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,13 +120,16 @@ def measure(variant: str, spec: Path, out: Path) -> dict:
             "trials": len(inner["trial_wall_s"])}
 
 
-def run(rounds: int, duration: float) -> list[dict]:
+def run(rounds: int, duration: float, seeds: int = 2) -> list[dict]:
     results = []
     with tempfile.TemporaryDirectory(prefix="hil-bench-sweep-") as tmp:
         folder = Path(tmp)
         (folder / "east.py").write_text(CONTROLLER)
         spec = folder / "bench.yaml"
-        spec.write_text(SPEC.format(duration=duration, goal=""))
+        text = SPEC.format(duration=duration, goal="")
+        if seeds != 2:  # the smoke run: two trials (one scale, two speeds, one seed)
+            text = text.replace("seeds: 2", f"seeds: {seeds}").replace("[0.5, 1.5]", "[1.0]")
+        spec.write_text(text)
         for r in range(rounds):
             order = VARIANTS if r % 2 == 0 else tuple(reversed(VARIANTS))
             for variant in order:
@@ -175,11 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_with_smoke(parser, argv, rounds=1, duration=1.0)
     if args.child:
         child(args.child, args.spec, args.out)
         return 0
-    results = run(args.rounds, args.duration)
+    results = run(args.rounds, args.duration, seeds=1 if args.smoke else 2)
     report(results, args.duration)
     return 0
 

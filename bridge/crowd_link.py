@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import zmq
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 REQUESTS = ("tick", "bye")
 REPLIES = ("intents", "error")
+LIVENESS_EVERY_S = 0.1  # while waiting for a reply, how often the crowd process (when we started it) is checked
 
 
 class CrowdLinkError(RuntimeError):
@@ -116,6 +117,10 @@ class CrowdClient:
         self._socket.setsockopt(zmq.RCVTIMEO, max(1, int(timeout_s * 1000)))
         self.seq = 0
         self._pending_t: float | None = None  # the time of a tick sent and not yet answered
+        # set by whoever started the crowd process (trial/task.py CrowdProcess.watch): None while it runs, else how
+        # it died (exit status or signal, its last stderr lines), so a dead crowd is reported at once, not after
+        # the whole timeout as "did not answer"
+        self.liveness: Callable[[], str | None] | None = None
 
     def tick(self, t_s: float, robot: dict | None, people: list[dict]) -> tuple[float, list[Person], dict]:
         """Send one tick; returns (crowd time, people, the whole reply payload)."""
@@ -138,6 +143,8 @@ class CrowdClient:
         """The second half of :meth:`tick`: the answer to the tick sent last, waited for up to ``timeout_s``
         (a blocking receive with the socket's own timeout: no poller built per tick)."""
         t_s, self._pending_t = self._pending_t, None
+        if self.liveness is not None:  # a crowd process we started: its death is named at once (await_reply)
+            self.await_reply(t_s)
         try:
             data = self._socket.recv()
         except zmq.Again:
@@ -154,6 +161,22 @@ class CrowdClient:
             return intents_time(reply.payload), parse_people(reply.payload), reply.payload
         except EnvelopeError as exc:
             raise CrowdLinkError(f"the crowd at {self.endpoint} sent a bad reply to tick {self.seq}: {exc}") from None
+
+    def await_reply(self, t_s: float) -> None:
+        """Wait up to ``timeout_s`` for the answer to tick ``seq``, checking :attr:`liveness` every
+        LIVENESS_EVERY_S: CrowdLinkError saying how the crowd died, or that it did not answer in time."""
+        slices = max(1, math.ceil(self.timeout_s / LIVENESS_EVERY_S)) if self.liveness is not None else 1
+        slice_ms = int(self.timeout_s * 1000 / slices)
+        for _ in range(slices):
+            if self._socket.poll(slice_ms):
+                return
+            death = self.liveness() if self.liveness is not None else None
+            if death:
+                raise CrowdLinkError(f"the crowd at {self.endpoint} died while the world waited for tick {self.seq} "
+                                     f"(t={t_s:.3f} s): {death}")
+        why = self._watch.reason() if self._watch is not None else ""
+        raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer tick {self.seq} (t={t_s:.3f} s) within "
+                             f"{self.timeout_s:g} s: {why or 'stopped, crashed or stalled'}")
 
     def close(self) -> None:
         """Say bye when the socket still can (after an unanswered tick a REQ socket cannot send), then release it."""

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DEFAULT_STALL_TIMEOUT_S = 10.0
-REQUESTS = ("hello", "sleep_until", "bye")
-REPLIES = ("welcome", "wake", "error")
+REQUESTS = ("hello", "sleep_until", "bye", "status")
+REPLIES = ("welcome", "wake", "error", "status")
 REQUEST_DECODER = TypedDecoder({kind: ClockRequest for kind in REQUESTS})
 ADVANCE_SLICE_S = 1.0  # the master advances at most this much per call, so a long sleep never holds the lock long
 
@@ -203,8 +203,9 @@ class ClockServer:
     """
 
     def __init__(self, core: LockstepCore, endpoint: str, lock: threading.RLock | None = None,
-                 security: Security | None = None):
-        self.core, self.endpoint = core, endpoint
+                 security: Security | None = None, status: Callable[[], dict] | None = None):
+        """``status`` adds what the server's owner reports to a ``status`` reply (``hil sim``: its fault counts)."""
+        self.core, self.endpoint, self._status = core, endpoint, status
         self.lock = lock or threading.RLock()
         self._context = zmq.Context.instance()
         self._socket = self._context.socket(zmq.ROUTER)
@@ -260,6 +261,9 @@ class ClockServer:
             name = msg.payload.name if msg.payload is not None else ""
             if not name:
                 raise EnvelopeError(f"{msg.type} without a participant name")
+            if msg.type == "status":  # anyone connected may ask; it changes nothing
+                self._reply_status(identity)
+                return
             bound = self._identity_of.get(identity)
             if msg.type == "hello" and bound is not None:
                 raise EnvelopeError(f"hello as {name!r} on a connection that already joined as {bound!r}")
@@ -288,6 +292,12 @@ class ClockServer:
             except LockstepError as exc:
                 self._reply(identity, "error", {"reason": str(exc)})
 
+    def _reply_status(self, identity: bytes) -> None:
+        with self.lock:
+            extra = self._status() if self._status is not None else {}
+            self._reply(identity, "status", {"participants": sorted(self._identity_of.values()),
+                                             "dropped": self.counters.dropped, **extra})
+
     def _run(self) -> None:
         self._wake(self.core.run())
 
@@ -313,6 +323,32 @@ class ClockServer:
         self._stop.set()
         self._thread.join(5)
         self._socket.close(0)
+
+
+def clock_status(endpoint: str, timeout_s: float = 2.0, security: Security | None = None) -> dict:
+    """A clock server's ``status`` (its participants, the messages it dropped and what its owner adds: ``hil sim``
+    its fault counts), for tools and tests; asking does not join the run. LockstepError if nothing answers."""
+    from .security import connect_client
+
+    sock, watch = connect_client(zmq.REQ, endpoint, security)
+    try:
+        sock.send(pack("status", {"name": "status"}))
+        if not sock.poll(int(timeout_s * 1000)):
+            why = watch.reason() if watch is not None else ""
+            raise LockstepError(f"lockstep: the clock at {endpoint} did not answer status within {timeout_s:g} s "
+                                f"({why or 'stalled or gone'})")
+        try:
+            reply = unpack(sock.recv(), REPLIES)
+        except EnvelopeError as exc:
+            raise LockstepError(f"lockstep: bad reply from {endpoint}: {exc}") from None
+        if reply.type != "status":
+            raise LockstepError(f"lockstep: the clock at {endpoint} answered status with {reply.type}: "
+                                f"{reply.payload}")
+        return {"t": reply.t, **reply.payload}
+    finally:
+        if watch is not None:
+            watch.close()
+        sock.close(0)
 
 
 class RemoteParticipant:

@@ -13,6 +13,7 @@ from devices import config_path
 from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_mapping
 
 WHAT = {"crowd": "rates file", "maps": "map", "scenarios": "scenario"}
+SIZE_KIND = {"crowd": "rates", "maps": "map", "scenarios": "scenario"}  # devices.yaml_source.SIZE_LIMITS
 
 
 def resolve(name_or_path: str | Path, kind: str, suffix: str = ".yaml") -> Path:
@@ -24,7 +25,7 @@ def resolve(name_or_path: str | Path, kind: str, suffix: str = ".yaml") -> Path:
 
 def load(name_or_path: str | Path, kind: str) -> SourceDict:
     """Load a YAML mapping with line numbers; a file that is not a mapping is an error at its first line."""
-    return load_yaml_mapping(resolve(name_or_path, kind), WHAT.get(kind, kind))
+    return load_yaml_mapping(resolve(name_or_path, kind), WHAT.get(kind, kind), SIZE_KIND.get(kind, "config"))
 
 
 def mapping(parent: SourceDict, key: str, what: str, required: bool = True) -> SourceDict:

@@ -313,7 +313,7 @@ def resolve_map_path(name_or_path: str | Path) -> Path:
 def load_crowd_map(name_or_path: str | Path) -> CrowdMap:
     """Load and check a map file whole; errors are ConfigError with file:line."""
     path = resolve_map_path(name_or_path)
-    return parse_crowd_map(load_yaml_file(path), str(path))
+    return parse_crowd_map(load_yaml_file(path, "map"), str(path))
 
 
 def parse_crowd_map(doc: object, source: str) -> CrowdMap:

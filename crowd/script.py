@@ -49,7 +49,7 @@ class ScriptError(ValueError):
 
     def __init__(self, source: str, line: int, column: int | None, message: str) -> None:
         self.source, self.line, self.column, self.message = source, line, column, message
-        where = f"{source}:{line}" + (f":{column}" if column else "")
+        where = (f"{source}:{line}" if line else source) + (f":{column}" if line and column else "")
         super().__init__(f"{where}: {message}")
 
 
@@ -309,7 +309,7 @@ def load_script(path: str | Path) -> Script:
 
     resolved = resolve(path, "scenarios", suffix=".scn")
     try:
-        text = read_text(resolved)  # a binary file is refused at the line of its first bad byte
+        text = read_text(resolved, "scenario")  # a binary file is refused at the line of its first bad byte
     except ConfigError as exc:
         raise ScriptError(exc.source, exc.line or 0, None, exc.message) from None
     script = parse(text, str(resolved))

@@ -2,6 +2,17 @@
 
 Mappings load as :class:`SourceDict` and sequences as :class:`SourceList`; both know their own line and the
 line of each key or item. :class:`ConfigError` formats "file:line: what is wrong".
+
+This is the one YAML loader of every file hil reads (trial, sweep, map, rates, profile, robot/assembly, semantics,
+descriptor sources, calibration, trust list; scenarios are read as text through :func:`read_text`). It lives in
+``devices/`` because ``devices`` imports nothing of ours and every layer above may use it. What it refuses, before
+any value is built (docs/ARCHITECTURE.md, "Config files: size and YAML rules"):
+
+- a file larger than its kind's limit (:data:`SIZE_LIMITS`), checked before a byte is parsed;
+- a document whose aliases would add more than :data:`ALIAS_BUDGET` values once expanded (an alias bomb: nine
+  levels of ``&a [*b, *b, ...]`` is 90 nodes for the parser and 10^9 values for anything that walks it), named at
+  the anchor's line; an alias inside its own anchor (a recursive structure);
+- nesting deeper than :data:`MAX_DEPTH` (the constructors recurse; a thousand ``[`` would be a RecursionError).
 """
 from __future__ import annotations
 
@@ -78,6 +89,95 @@ def _loader_for(source: str) -> type:
     return Loader
 
 
+KIB = 1024
+MIB = 1024 * KIB
+
+# the largest file of each kind hil reads, checked before parsing: far above the largest real one (the arcade map
+# is 6 KB; a large building's map with a thousand places ~50 KB; the commbot's assembly 5 KB). libyaml's parser plus
+# our line-keeping constructors read ~0.5-1 MB/s on this loaded 2-core machine, so 1 MiB bounds a load to a few
+# seconds and ~100 MB; a scenario is text (no YAML) and cheap
+SIZE_LIMITS: dict[str, int] = {
+    "trial": 256 * KIB, "sweep": 256 * KIB, "map": 1 * MIB, "rates": 256 * KIB, "profile": 256 * KIB,
+    "robot": 1 * MIB, "semantics": 256 * KIB, "descriptor": 256 * KIB, "scenario": 1 * MIB,
+    "calibration": 1 * MIB, "trust": 256 * KIB, "param": 64 * KIB, "config": 1 * MIB,
+}
+ALIAS_BUDGET = 10_000  # values that aliases may add to one document once expanded (anchors for shared params: tens)
+MAX_DEPTH = 64  # levels of nesting (the deepest real config is 6)
+MAX_NUMBER_CHARS = 100  # an integer longer than this is a mistake (Python refuses to parse 4300 digits anyway)
+
+
+def size_limit(kind: str) -> int:
+    """The byte limit of a kind of config file (``config`` for a kind not in :data:`SIZE_LIMITS`)."""
+    return SIZE_LIMITS.get(kind, SIZE_LIMITS["config"])
+
+
+def _children(node: yaml.Node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+INT_TAG = "tag:yaml.org,2002:int"
+
+
+def check_nodes(root: yaml.Node, source: str) -> None:
+    """Refuse a composed document whose expansion is too large or too deep, or that contains itself.
+
+    The parser shares an anchored node among its aliases, so the node graph stays small; this walk (iterative,
+    memoised per node: linear in the nodes the parser made) counts the values the document *expands* to, which is
+    what every constructor, ``plain`` or JSON encoder would walk."""
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    refs: dict[int, int] = {}
+    kids_of: dict[int, list] = {}
+    nodes: dict[int, yaml.Node] = {}
+    ancestors: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    scalar = yaml.ScalarNode
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            ancestors.discard(key)
+            kids = kids_of.pop(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            tallest = 1 + max((height[id(k)] for k in kids), default=0)
+            height[key] = tallest
+            if tallest > MAX_DEPTH:
+                raise ConfigError(source, node.start_mark.line + 1,
+                                  f"YAML nested deeper than {MAX_DEPTH} levels (a config needs a handful)")
+            continue
+        if type(node) is scalar:  # a leaf: most nodes; no bookkeeping beyond its count
+            if key in size:
+                refs[key] = refs.get(key, 1) + 1
+                continue
+            if node.tag == INT_TAG and len(node.value) > MAX_NUMBER_CHARS:
+                raise ConfigError(source, node.start_mark.line + 1,
+                                  f"a number of {len(node.value):,} characters (at most {MAX_NUMBER_CHARS})")
+            size[key], height[key], nodes[key] = 1, 1, node
+            continue
+        if key in size:
+            refs[key] = refs.get(key, 1) + 1
+            continue
+        if key in ancestors:
+            raise ConfigError(source, node.start_mark.line + 1,
+                              "YAML alias inside its own anchor (a recursive structure hil cannot use)")
+        ancestors.add(key)
+        nodes[key] = node
+        kids = kids_of[key] = _children(node)
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in reversed(kids))
+    added = size[id(root)] - len(size)
+    if added > ALIAS_BUDGET:
+        culprit = max(refs, key=lambda k: size[k] * (refs[k] - 1))
+        raise ConfigError(source, nodes[culprit].start_mark.line + 1,
+                          f"YAML aliases expand this document by {added:,} values, over the budget of "
+                          f"{ALIAS_BUDGET:,} (an alias bomb?): the anchor here is repeated {refs[culprit] - 1} "
+                          f"times, {size[culprit]:,} values each")
+
+
 def plain(value: Any) -> Any:
     """A loaded value with its SourceDicts and SourceLists as plain dicts and lists (to compare, print or send)."""
     if isinstance(value, dict):
@@ -87,11 +187,27 @@ def plain(value: Any) -> Any:
     return value
 
 
-def load_yaml_text(text: str, source: str = "<string>") -> Any:
-    """Parse YAML text; syntax errors (and keys YAML cannot use, such as a list as a key) become ConfigError with
-    the line."""
+def load_yaml_text(text: str, source: str = "<string>", kind: str = "config") -> Any:
+    """Parse YAML text; syntax errors (and keys YAML cannot use, such as a list as a key), text over the kind's
+    size limit, alias bombs and deep nesting (:func:`check_nodes`) become ConfigError with the line."""
+    if len(text) > size_limit(kind):
+        raise ConfigError(source, None, f"{len(text):,} characters is over the {size_limit(kind):,} a {kind} "
+                                        f"may have")
     try:
-        return yaml.load(text, Loader=_loader_for(source))  # noqa: S506 - SafeLoader subclass
+        loader = _loader_for(source)(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            check_nodes(node, source)
+            try:
+                return loader.construct_document(node)
+            except ConfigError:  # a key that appears twice (ours, already file:line)
+                raise
+            except ValueError as exc:  # a scalar its constructor cannot take (a date like 2024-13-45)
+                raise ConfigError(source, None, f"YAML value: {exc}") from None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise ConfigError(source, mark.line + 1 if mark else None, f"YAML syntax: {exc.problem}") from None
@@ -103,13 +219,24 @@ def load_yaml_text(text: str, source: str = "<string>") -> Any:
         raise ConfigError(source, None, f"YAML: {exc}") from None
 
 
-def read_text(path: str | Path) -> str:
-    """A config file's text (UTF-8); a binary or mis-encoded file is refused at the line of its first bad byte."""
+def read_text(path: str | Path, kind: str = "config") -> str:
+    """A config file's text (UTF-8); a file over its kind's size limit is refused before it is read whole (at most
+    limit + 1 bytes are read, so a 50 MB map or /dev/zero costs nothing), a binary or mis-encoded one at the line
+    of its first bad byte."""
     path = Path(path)
+    limit = size_limit(kind)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            data = file.read(limit + 1)
     except OSError as exc:
         raise ConfigError(str(path), None, f"cannot read: {exc.strerror}") from None
+    if len(data) > limit:
+        try:
+            size = f"{path.stat().st_size:,} bytes"
+        except OSError:
+            size = "more bytes"
+        raise ConfigError(str(path), None, f"{size} is over the {limit:,} a {kind} file may have "
+                                           f"(devices/yaml_source.py SIZE_LIMITS): is this the right file?")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -118,13 +245,14 @@ def read_text(path: str | Path) -> str:
                                            f"is this a binary file?") from None
 
 
-def load_yaml_file(path: str | Path) -> Any:
-    return load_yaml_text(read_text(path), str(path))
+def load_yaml_file(path: str | Path, kind: str = "config") -> Any:
+    """A YAML config file of a kind (a key of :data:`SIZE_LIMITS`), loaded with lines and the limits above."""
+    return load_yaml_text(read_text(path, kind), str(path), kind)
 
 
-def load_yaml_mapping(path: str | Path, what: str) -> SourceDict:
+def load_yaml_mapping(path: str | Path, what: str, kind: str = "config") -> SourceDict:
     """A YAML file that must hold a mapping: an empty file or another kind of document is an error at line 1."""
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, kind)
     if doc is None:
         raise ConfigError(str(path), 1, f"the {what} file is empty")
     if not isinstance(doc, SourceDict):

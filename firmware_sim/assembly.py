@@ -52,7 +52,7 @@ def default_serial(assembly: str, device_id: int) -> int:
 
 def load_assembly(name_or_path: str) -> Assembly:
     path = resolve_assembly_path(name_or_path)
-    doc = load_yaml_mapping(path, "assembly")
+    doc = load_yaml_mapping(path, "assembly", "robot")
     check_keys(doc, ASSEMBLY_KEYS, "assembly")
     name = require(doc, "name", str, "assembly")
     entries = require(doc, "parts", list, "assembly")
@@ -77,6 +77,7 @@ def load_assembly(name_or_path: str) -> Assembly:
             raise entry.error(None, f"{what}: give exactly one of 'part' (catalog) or 'model' (plain Dynamixel)")
         seen[device_id] = entry
     children = _port_tables(entries, seen)
+    _check_no_cycle(entries, seen)
     parts = [_build(entry, name, children.get(entry["id"], {})) for entry in entries]
     return Assembly(name=name, source=str(path), parts=tuple(parts))
 
@@ -112,6 +113,23 @@ def _port_tables(entries: list, by_id: dict[int, SourceDict]) -> dict[int, dict[
             raise entry.error("port", f"part id {entry['id']}: port {port!r} of id {parent_id} already holds id {table[port]}")
         table[port] = entry["id"]
     return tables
+
+
+def _check_no_cycle(entries: list, by_id: dict[int, SourceDict]) -> None:
+    """Refuse a part that mounts on itself or on a chain that comes back to it, at the line of its ``parent:``
+    (the world would otherwise say "parts 2 form a cycle detached from the root 1" with no file)."""
+    for entry in entries:
+        chain, parent_id = [entry["id"]], entry.get("parent")
+        while parent_id is not None:
+            if parent_id == entry["id"]:
+                how = "on itself" if len(chain) == 1 else \
+                    "on a chain that comes back to it (" + " -> ".join(map(str, [*chain, parent_id])) + ")"
+                raise entry.error("parent", f"part id {entry['id']}: mounts {how}; a robot is a tree hanging from "
+                                            "one root part")
+            if parent_id in chain:
+                break  # a cycle that does not pass through this entry: reported at one of its own members
+            chain.append(parent_id)
+            parent_id = by_id[parent_id].get("parent")
 
 
 def _build(entry: SourceDict, assembly: str, children: dict[str, int]) -> PartFirmware:

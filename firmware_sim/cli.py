@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if clock_server is not None:
             clock_server.close()
+        _report_faults(device)
     return 0
 
 
@@ -142,6 +143,12 @@ def _arm_faults(device: VirtualBusDevice, args: argparse.Namespace) -> None:
     plan = load_fault_file(args.faults)
     plan.bind(assembly_resolver(device.parts, args.semantics))
     plan.attach(embodied.world, device, args.seed)
+
+
+def _report_faults(device: VirtualBusDevice) -> None:
+    """What the injector did, at exit, so a host's CRC errors and timeouts can be checked against it."""
+    if device.faults is not None:
+        print(device.faults.summary(), file=sys.stderr, flush=True)
 
 
 def _clock_security(args: argparse.Namespace):
@@ -169,7 +176,9 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
     from bridge.lockstep import ClockServer
 
     core, _ = embodied.lockstep(args.stall_timeout)
-    return ClockServer(core, args.clock_endpoint, lock=device.lock, security=security)
+    faults = device.faults
+    return ClockServer(core, args.clock_endpoint, lock=device.lock, security=security,
+                       status=lambda: {"faults": faults.status() if faults is not None else None})
 
 
 def register(sub) -> None:

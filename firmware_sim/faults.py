@@ -16,7 +16,11 @@ class FaultInjector:
     bit_flip_rate: float = 0.0  # probability per bit, each direction
     drop_rate: float = 0.0  # probability per reply packet
     vanished: set[int] = field(default_factory=set)
-    counts: dict[str, int] = field(default_factory=lambda: {"bit_flips": 0, "dropped_replies": 0})
+    # what was injected, and out of how much (bits through corrupt(), replies through drop()), so a host's figures
+    # (CRC errors, timeouts) can be checked against them: `hil sim` prints them at exit and in its clock's status
+    counts: dict[str, int] = field(default_factory=lambda: {"bit_flips": 0, "dropped_replies": 0,
+                                                            "corrupted_chunks": 0, "bits_seen": 0,
+                                                            "replies_seen": 0})
 
     def __post_init__(self) -> None:
         for name, rate in (("bit_flip_rate", self.bit_flip_rate), ("drop_rate", self.drop_rate)):
@@ -29,6 +33,7 @@ class FaultInjector:
         if not self.bit_flip_rate or not data:
             return data
         n_bits = 8 * len(data)
+        self.counts["bits_seen"] += n_bits
         flips = _binomial(self._rng, n_bits, self.bit_flip_rate)
         if not flips:
             return data
@@ -36,13 +41,30 @@ class FaultInjector:
         for bit in self._rng.sample(range(n_bits), flips):
             out[bit >> 3] ^= 1 << (bit & 7)
         self.counts["bit_flips"] += flips
+        self.counts["corrupted_chunks"] += 1  # a read from the wire or one reply, with at least one flip
         return bytes(out)
 
     def drop(self) -> bool:
-        if self.drop_rate and self._rng.random() < self.drop_rate:
+        if not self.drop_rate:
+            return False
+        self.counts["replies_seen"] += 1
+        if self._rng.random() < self.drop_rate:
             self.counts["dropped_replies"] += 1
             return True
         return False
+
+    def status(self) -> dict:
+        """The rates, the seed and the counts, JSON-safe (the clock's ``status`` reply, a log)."""
+        return {"seed": self.seed, "bit_flip_rate": self.bit_flip_rate, "drop_rate": self.drop_rate,
+                "vanished": sorted(self.vanished), **self.counts}
+
+    def summary(self) -> str:
+        """One line of what was injected, for ``hil sim``'s exit."""
+        c = self.counts
+        return (f"faults injected (seed {self.seed}): {c['bit_flips']} bit flips in {c['corrupted_chunks']} "
+                f"chunks of {c['bits_seen']} bits (rate {self.bit_flip_rate:g}), {c['dropped_replies']} of "
+                f"{c['replies_seen']} replies dropped (rate {self.drop_rate:g})"
+                + (f", parts vanished: {', '.join(map(str, sorted(self.vanished)))}" if self.vanished else ""))
 
 
 def _binomial(rng: random.Random, n: int, p: float) -> int:

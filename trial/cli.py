@@ -187,7 +187,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip().isidentifier():
             raise ValueError(f"--param {item!r}: expected KEY=VALUE with KEY a name (cruise_m_s=0.4)")
-        params[key.strip()] = plain(load_yaml_text(value, f"--param {key}"))
+        params[key.strip()] = plain(load_yaml_text(value, f"--param {key}", "param"))
     return params
 
 
@@ -297,6 +297,8 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
     if result.metrics is not None:
         print(f"wrote {out}/trial.mcap, metrics.json, topdown.png (open again with: hil report {out}, "
               f"hil view {out})")
+    elif result.report_error is not None:  # e.g. a full disk: say what is there and what is not
+        print(f"wrote {out}/trial.mcap; the report (metrics.json, topdown.png) failed: {result.report_error}")
     if viewer is not None:
         from .view.cli import linger
 

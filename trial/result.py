@@ -75,6 +75,7 @@ class TrialResult:
     goal_reached_at_s: float | None = None
     run_text: str = ""  # the run's summary (ticks, clock, bus statistics), as `hil run` prints it
     notes: list[str] = field(default_factory=list)
+    report_error: str | None = None  # why metrics.json / topdown.png could not be built (a full disk), if so
 
     @property
     def ok(self) -> bool:
@@ -85,7 +86,8 @@ class TrialResult:
 
     def summary_line(self) -> str:
         """One line: how it ended and the metrics a developer looks at first."""
-        head = f"{self.label}: {self.status} ({self.stopped}) after {self.sim_s:.1f} s"
+        how = f" ({self.stopped})" if self.stopped != self.status else ""  # "failed", not "failed (failed)"
+        head = f"{self.label}: {self.status}{how} after {self.sim_s:.1f} s"
         if self.error:
             head += f": {self.error}"
         m = self.metrics

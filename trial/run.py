@@ -139,6 +139,8 @@ class _Run:
                 if self.reached_at is not None and spec.end_on_goal:
                     end = self.reached_at + spec.after_goal_s
                     robot.deadline_s = end if robot.deadline_s is None else min(robot.deadline_s, end)
+            if self.crowd is not None:
+                self.crowd.watch(probe)  # a crowd process that dies is reported at once, and of what
             if self.folder is not None:
                 self.log = self._start_log(task, probe, controller, inner, saver)
             if task.goal is not None:
@@ -159,8 +161,8 @@ class _Run:
             try:
                 if saver is not None:
                     saver.close(self.log.t if self.log is not None and self.log.sets else None)
-                if self.log is not None:
-                    self.log.close()  # before the robot: the log has its footer even if closing the bus fails
+                if self.log is not None:  # before the robot: the log has its footer even if closing the bus fails
+                    error, trace = self._close_log(error, trace)
             finally:
                 try:
                     robot.close()
@@ -173,6 +175,7 @@ class _Run:
                              goal_reached_at_s=self.reached_at, notes=list(robot.notes))
         if self.folder is not None:
             result.metrics, report_error = _report(self.folder)
+            result.report_error = report_error
             run.recorded = (f"{self.log.path} ({self.log.sets} ticks), {self.folder}/metrics.json, "
                             f"{self.folder}/topdown.png" if report_error is None else
                             f"{self.log.path} ({self.log.sets} ticks); the report failed: {report_error}")
@@ -212,6 +215,17 @@ class _Run:
             self.t0 = 0.0  # trial time goes on from the restored time
             self.reached_at = resume.state["task"].get("reached_at")
         return saver
+
+    def _close_log(self, error: str | None, trace: str | None) -> tuple[str | None, str | None]:
+        """Close the log; a disk that filled while closing it (the last chunk, the index) fails the trial the
+        way a disk that filled during it does (LogDiskFull names the file and the disk), not the command."""
+        from .record.recorder import LogDiskFull
+
+        try:
+            self.log.close()
+        except LogDiskFull as exc:
+            return (error or f"{type(exc).__name__}: {exc}"), trace
+        return error, trace
 
     def _start_log(self, task: Task, probe: WorldProbe | None, controller, clock, saver=None) -> Any:
         from .record.tick_log import TickLog

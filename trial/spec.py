@@ -77,6 +77,9 @@ class TrialSpec:
     resume_from: str | None = None  # "DIR@SECONDS": start from a saved state of that trial (key ``from``; issue 27)
     state_every: float | None = 5.0  # seconds of trial time between saved states (None or 0: none saved)
     source: str = "<python>"  # where the spec came from (a trial file's path), for messages
+    # (key, line) of each key read from the trial file, so checks made later (a goal that is no place of the map)
+    # still name file:line; not part of what the trial is
+    lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def has_people(self) -> bool:
@@ -91,10 +94,15 @@ class TrialSpec:
 
     def but(self, **changes: Any) -> TrialSpec:
         """A copy with some keys changed, checked again (a sweep's or a test's variation of one trial)."""
-        return make_spec(**{**self.as_kwargs(), **changes})
+        lines = {k: v for k, v in self.lines if k not in changes}
+        return make_spec(**{**self.as_kwargs(), **changes}, lines=lines)
 
     def as_kwargs(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "lines"}
+
+    def line_of(self, key: str) -> int | None:
+        """The trial file's line of ``key`` (None: not from a file, or overridden)."""
+        return dict(self.lines).get(key)
 
     def describe(self) -> dict[str, Any]:
         """A JSON-safe summary of the spec, for the trial log's /trial/meta."""
@@ -109,7 +117,7 @@ class TrialSpec:
                 return str(value)
             return getattr(value, "__qualname__", None) or getattr(value, "source", None) or type(value).__name__
 
-        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source")}
+        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source", "lines")}
         out["controller"] = plain(self.controller) if not callable(self.controller) or \
             isinstance(self.controller, (str, Path)) else self.label
         return out
@@ -169,7 +177,8 @@ def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mappin
             raise error(key, f"unknown trial key {key!r}{hint}")
     if controller is None:
         raise error(None, f"a trial needs a controller: {KEYS['controller']}")
-    spec = TrialSpec(controller=_controller(controller, base, error), source=source)
+    spec = TrialSpec(controller=_controller(controller, base, error), source=source,
+                     lines=tuple((k, v) for k, v in lines.items() if k and isinstance(v, int)))
     checked: dict[str, Any] = {}
     for key, value in values.items():
         checked[FIELD_OF_KEY.get(key, key)] = _CHECKS[key](value, key, error, base)
@@ -195,11 +204,14 @@ def _checked_faults(spec: TrialSpec, lines: Mapping[str, int]) -> TrialSpec:
 def load_trial_file(path: str | Path, **overrides: Any) -> TrialSpec:
     """A trial file (YAML, the keys of :data:`KEYS`), with ``overrides`` (e.g. from the command line) on top."""
     path = Path(path)
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, "trial")
     if not isinstance(doc, SourceDict):
         raise ConfigError(str(path), getattr(doc, "line", 1) if doc is not None else 1,
                           "a trial file is a mapping of keys (controller:, map:, crowd:, ...)" +
                           (", and this one is empty" if doc is None else f", not a {type(doc).__name__}"))
+    for key in doc:
+        if not isinstance(key, str):
+            raise doc.error(key, f"a trial key is a name (controller:, map:, ...), not {type(key).__name__} {key!r}")
     values = dict(doc)
     values.update({k: v for k, v in overrides.items() if v is not None})
     lines = {k: doc.line_of(k) for k in doc if k not in overrides or overrides[k] is None}

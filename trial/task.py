@@ -10,7 +10,9 @@ on the sim clock, streaming in real time on the real clock.
 """
 from __future__ import annotations
 
+import collections
 import math
+import signal
 import subprocess
 import sys
 import threading
@@ -53,7 +55,7 @@ def make_task(spec: TrialSpec) -> Task:
     from crowd.configfile import resolve as resolve_crowd_file
     from devices.map_format import resolve_map
 
-    map_path = resolve_map(spec.map).resolve() if spec.map else None
+    map_path = _named(spec, "map", lambda: resolve_map(spec.map).resolve()) if spec.map else None
     places = _places(map_path) if map_path is not None else {}
     start = _where(spec.start, "start", places, spec)
     goal = _where(spec.goal, "goal", places, spec)
@@ -62,16 +64,28 @@ def make_task(spec: TrialSpec) -> Task:
     background = bool(spec.crowd)
     scenario = None
     if spec.scenario is not None:
-        scenario = resolve_crowd_file(spec.scenario, "scenarios", suffix=".scn").resolve()
+        scenario = _named(spec, "scenario",
+                          lambda: resolve_crowd_file(spec.scenario, "scenarios", suffix=".scn").resolve())
     if (background or scenario) and map_path is None and spec.crowd_endpoint is None:
         raise ConfigError(spec.source, None, "a crowd or a scenario needs a map: the people walk in it (map: arcade)")
     # a staged scene alone still has the default rates' person types (and may say `generate on`)
     names = spec.crowd if background else DEFAULT_RATES if scenario is not None else ()
-    rates = tuple(resolve_crowd_file(name, "crowd").resolve() for name in names)
+    rates = tuple(_named(spec, "crowd", lambda name=name: resolve_crowd_file(name, "crowd").resolve())
+                  for name in names)
     if scenario is not None and spec.crowd_endpoint is None:
         _check_scenario(scenario, map_path, rates)
     return Task(map_name=spec.map, map_path=map_path, start=start, goal=goal[:2] if goal else None,
                 goal_radius=spec.goal_radius, rates=rates, scenario=scenario, background=background)
+
+
+def _named(spec: TrialSpec, key: str, resolve: Any) -> Any:
+    """``resolve()`` of a name the spec gives; an unknown name is the trial file's error at that key's line."""
+    try:
+        return resolve()
+    except ConfigError as exc:
+        if exc.source == spec.source:
+            raise
+        raise ConfigError(spec.source, spec.line_of(key), f"{key}: {exc.source}: {exc.message}") from None
 
 
 def _check_scenario(scenario: Path, map_path: Path, rates: tuple[Path, ...]) -> None:
@@ -89,7 +103,7 @@ def _places(map_path: Path) -> dict[str, tuple[float, float]]:
     from devices.map_format import point
     from devices.yaml_source import load_yaml_file
 
-    doc = load_yaml_file(map_path)
+    doc = load_yaml_file(map_path, "map")
     out: dict[str, tuple[float, float]] = {}
     for section in ("places", "entrances"):
         table = doc.get(section) or {}
@@ -109,9 +123,10 @@ def _where(value: Any, key: str, places: dict[str, tuple[float, float]], spec: T
     if value is None or isinstance(value, tuple):
         return value
     if not places:
-        raise ConfigError(spec.source, None, f"{key}: {value!r} is a place name, and a place needs a map (map:)")
+        raise ConfigError(spec.source, spec.line_of(key),
+                          f"{key}: {value!r} is a place name, and a place needs a map (map:)")
     if value not in places:
-        raise ConfigError(spec.source, None, f"{key}: the map {spec.map} has no place {value!r}; it has "
+        raise ConfigError(spec.source, spec.line_of(key), f"{key}: the map {spec.map} has no place {value!r}; it has "
                                              f"{', '.join(sorted(places))}")
     return places[value]
 
@@ -144,7 +159,29 @@ class CrowdProcess:
             reason = err.strip().splitlines()[-1] if err.strip() else f"said {' '.join(line)!r}"
             raise TrialError(f"the crowd did not start: {reason} (exit {self.proc.returncode})")
         self.endpoint = line[1]
-        threading.Thread(target=_relay, args=(self.proc.stderr,), daemon=True).start()  # its log reaches ours
+        self.last_lines: collections.deque[str] = collections.deque(maxlen=STDERR_KEPT)
+        self._stderr_done = threading.Event()
+        threading.Thread(target=_relay, args=(self.proc.stderr, self.last_lines, self._stderr_done),
+                         daemon=True).start()  # its log reaches ours
+
+    def death(self) -> str | None:
+        """None while the crowd process runs; else how it ended (exit status or signal) and its last stderr
+        lines: what the world's wait for a tick says instead of a timeout."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+        self._stderr_done.wait(STDERR_DRAIN_S)  # its last lines may still be in the pipe (Event: wall time)
+        said = " | ".join(line.strip() for line in self.last_lines if line.strip())
+        return f"the crowd process (pid {self.proc.pid}) {how}" + (f"; its last words: {said}" if said else
+                                                                  "; it said nothing on stderr")
+
+    def watch(self, probe) -> None:
+        """Give the world's lockstep crowd client (``probe``: trial.world.WorldProbe) this process's
+        :meth:`death`, so a tick waiting for a dead crowd ends at once."""
+        client = getattr(getattr(probe, "crowd", None), "client", None) if probe is not None else None
+        if client is not None and hasattr(client, "liveness"):
+            client.liveness = self.death
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -171,6 +208,24 @@ def crowd_command(spec: TrialSpec, task: Task, *, realtime: bool) -> list[str]:
     return command
 
 
-def _relay(stream) -> None:
-    for line in stream:
-        sys.stderr.write(line)
+STDERR_KEPT = 5  # the crowd's last stderr lines kept for the message when it dies
+STDERR_DRAIN_S = 0.5  # how long a death report waits for the rest of its stderr
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _relay(stream, last_lines: collections.deque | None = None, done: threading.Event | None = None) -> None:
+    """The crowd's stderr into ours (its log reaches the user), the last lines kept for :meth:`CrowdProcess.death`."""
+    try:
+        for line in stream:
+            sys.stderr.write(line)
+            if last_lines is not None:
+                last_lines.append(line)
+    finally:
+        if done is not None:
+            done.set()

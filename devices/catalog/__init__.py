@@ -24,7 +24,7 @@ def part_names() -> list[str]:
 
 def load_source(path: Path, name_is_stem: bool = True) -> PartDescriptor:
     """Validate one YAML source; errors carry file:line, the part and the field."""
-    doc = load_yaml_mapping(path, "part descriptor")
+    doc = load_yaml_mapping(path, "part descriptor", "descriptor")
     desc = descriptor_from_dict(doc, part=path.stem)
     if name_is_stem and desc.name != path.stem:
         raise DescriptorError(path.stem, "name", f"{desc.name!r} differs from the file name {path.name}",

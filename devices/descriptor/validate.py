@@ -51,14 +51,17 @@ class DescriptorError(ValueError):
 class _Checker:
     """Carries the part name and builds errors with the YAML line when the document has one."""
 
-    def __init__(self, part: str):
+    def __init__(self, part: str, source: str = ""):
         self.part = part
+        self.source = source  # the document's file: named even for a value with no line of its own (a null)
 
     def fail(self, node: Any, key: str | None, field: str, message: str) -> DescriptorError:
         location = ""
         if hasattr(node, "source") and hasattr(node, "line"):
             line = node.line_of(key) if key is not None and hasattr(node, "line_of") else node.line
             location = f"{node.source}:{line}"
+        elif self.source:
+            location = self.source
         return DescriptorError(self.part, field, message, location)
 
     def get(self, node: Any, key: str, field: str, kind: type | tuple, default: Any = ...) -> Any:
@@ -115,7 +118,7 @@ class _Checker:
 def descriptor_from_dict(doc: Mapping, part: str | None = None) -> PartDescriptor:
     """Validate a descriptor document; ``part`` labels errors (defaults to the document's name)."""
     label = part or (doc.get("name") if isinstance(doc, Mapping) and isinstance(doc.get("name"), str) else "?")
-    c = _Checker(label)
+    c = _Checker(label, getattr(doc, "source", ""))
     if not isinstance(doc, Mapping):
         raise c.fail(doc, None, "descriptor", f"must be a mapping, not {type(doc).__name__}")
     c.keys(doc, TOP_KEYS, "")

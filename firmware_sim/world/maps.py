@@ -52,7 +52,7 @@ def resolve_map_path(name_or_path: str | Path) -> Path:
 
 def load_map(name_or_path: str | Path) -> Map:
     path = resolve_map_path(name_or_path)
-    return parse_map(load_yaml_file(path), str(path))
+    return parse_map(load_yaml_file(path, "map"), str(path))
 
 
 def parse_map(doc: object, source: str) -> Map:

@@ -40,7 +40,10 @@ class TrustStore:
         path = Path(path) if path is not None else default_trust_file()
         if not path.exists():
             return cls(source=str(path))
-        doc = load_yaml_file(path) or {}
+        doc = load_yaml_file(path, "trust") or {}
+        if not isinstance(doc, dict):
+            raise ConfigError(str(path), getattr(doc, "line", 1),
+                              f"a trust file is a mapping (sha256: [...], keys: {{...}}), not {type(doc).__name__}")
         hashes = doc.get("sha256", []) or []
         keys = doc.get("keys", {}) or {}
         if not isinstance(hashes, list) or not all(isinstance(h, str) and len(h) == 64 for h in hashes):

@@ -133,7 +133,10 @@ def _check_unique(specs: list[BusSpec]) -> None:
             raise ConfigError(spec.source, spec.line, f"bus name {spec.name!r} is already used on line "
                                                       f"{names[spec.name].line}")
         names[spec.name] = spec
-        device = _device_of(spec.url)
+        try:
+            device = _device_of(spec.url)
+        except ValueError as exc:  # urlsplit: sim://[ is no URL
+            raise ConfigError(spec.source, spec.line, f"bus {spec.name}: {spec.url!r} is not a URL: {exc}") from None
         if device in devices:
             other = devices[device]
             raise ConfigError(spec.source, spec.line, f"bus {spec.name}: {spec.url} is the same device as bus "

@@ -108,7 +108,7 @@ def _crowd_map(name: Any, error) -> str:
         raise error("map", f"map {name!r}: {exc.message}") from None
     if not path.is_file():
         raise error("map", f"map {name!r}: no such map file")
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, "map")
     require(doc, "name", str, "map")
     parse_walls(doc)
     return str(path)

@@ -159,7 +159,7 @@ def load_profile(profile: str | Path | Mapping[str, Any], *, bus: str | None = N
         source = getattr(profile, "source", "<profile dict>")
     else:
         path = resolve_profile_path(profile)
-        doc, base, source = load_yaml_file(path), path.parent, str(path)
+        doc, base, source = load_yaml_file(path, "profile"), path.parent, str(path)
         if doc is None:
             raise ConfigError(source, None, "the profile is empty; it needs at least bus: and clock:")
     if not isinstance(doc, Mapping):

@@ -67,7 +67,7 @@ class Semantics:
 def load_semantics(path: str | Path) -> Semantics:
     """Parse a semantics file; raises ConfigError (file:line) on anything it cannot use."""
     path = Path(path)
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, "semantics")
     source = str(path)
     if doc is None:
         return Semantics(source, None, (), ())

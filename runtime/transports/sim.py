@@ -39,7 +39,7 @@ class SimTransport(Transport):
         from firmware_sim import FaultInjector, VirtualBusDevice, WireTiming, load_assembly
 
         self.url = url
-        check_sim_url(url)
+        check_sim_url(url, assembly=device is None)  # a given device needs no assembly file
         name, options = parse_sim_url(url)
         self.baud = options.get("baud")
         if device is None:
@@ -169,7 +169,10 @@ def _pose(url: str, text: str | None) -> tuple[float, float, float]:
 
 
 def parse_sim_url(url: str) -> tuple[str, dict]:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # sim://[x: an unclosed IPv6 bracket
+        raise TransportError(0, f"{url}: not a URL: {exc}") from None
     name = parts.netloc + parts.path
     if not name:
         raise TransportError(0, f"{url}: sim:// needs an assembly name, e.g. sim://servo_chain")
@@ -190,10 +193,12 @@ CLOCK_VALUES = ("real", "sim")
 CROWD_MODES = ("lockstep", "realtime", "pipelined")
 
 
-def check_sim_url(url: str) -> None:
+def check_sim_url(url: str, assembly: bool = True) -> None:
     """Check a sim:// URL's name and options without building anything (a profile checks its buses at load, so a
     bad option is reported with the profile's file:line before any world exists); TransportError says what."""
-    _, options = parse_sim_url(url)
+    name, options = parse_sim_url(url)
+    if assembly:
+        _check_assembly_name(url, name)
     _pose(url, options.get("pose"))
     for key, allowed in (("clock", CLOCK_VALUES), ("crowd_mode", CROWD_MODES)):
         if key in options and options[key] not in allowed:
@@ -204,6 +209,17 @@ def check_sim_url(url: str) -> None:
     for key in ("watchdog_ms", "crowd_timeout"):
         if key in options and not 0.0 <= options[key] <= MAX_DURATION_OPTION_S * (1000 if "ms" in key else 1):
             raise TransportError(0, f"{url}: option {key}={options[key]!r} is outside 0..{MAX_DURATION_OPTION_S:g} s")
+
+
+def _check_assembly_name(url: str, name: str) -> None:
+    """The URL's assembly exists on the config search path (the file itself is read when the bus opens)."""
+    from devices import config_path
+    from devices.yaml_source import ConfigError
+
+    try:
+        config_path.resolve(name, "robots", "assembly")
+    except ConfigError as exc:
+        raise TransportError(0, f"{url}: {exc.message}") from None
 
 
 def open_transport(url: str, **options) -> SimTransport:

@@ -24,6 +24,7 @@ from mcap.stream_reader import breakup_chunk
 MAGIC = bytes([137, 77, 67, 65, 80, 48, 13, 10])
 REPAIR_METADATA = "hil.repair"  # the metadata record a repaired log carries (trial/record/repair.py)
 _RECORD_HEAD = struct.Struct("<BQ")
+_FOOTER_RECORD = _RECORD_HEAD.size + 8 + 8 + 4  # opcode, length, summary start, summary offset start, summary crc
 
 
 class LogMessage(NamedTuple):
@@ -94,9 +95,21 @@ def walk_records(data: bytes, source: str = "<bytes>") -> RecordWalk:
         walk.records += records
         pos = walk.end = body_start + length
         if last:
-            walk.complete = True
+            walk.complete = not _unindexed(data)
+            if not walk.complete:
+                walk.stopped = (f"the log ends at byte {pos} without its index: the recorder closed it early "
+                                "(a full disk); every message before is there")
             break
     return walk
+
+
+def _unindexed(data: bytes) -> bool:
+    """Whether the file ends with a Footer that points at no summary: the recorder's end marker after a full disk
+    (trial/record/logfile.py), where the mcap Writer always writes a summary."""
+    footer = data[-(len(MAGIC) + _FOOTER_RECORD):-len(MAGIC)] if len(data) >= 2 * len(MAGIC) + _FOOTER_RECORD else b""
+    if len(footer) != _FOOTER_RECORD or footer[0] != Opcode.FOOTER:
+        return False
+    return struct.unpack_from("<Q", footer, _RECORD_HEAD.size)[0] == 0
 
 
 def parse_log(data: bytes, source: str = "<bytes>") -> TrialLog:

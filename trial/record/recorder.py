@@ -26,6 +26,7 @@ from typing import Any
 
 from mcap.writer import CompressionType, Writer
 
+from .logfile import DISK_FULL_ERRNOS, LogFile, describe_full
 from .topics import check_payload, schema_for
 
 LOG_NAME = "trial.mcap"
@@ -47,6 +48,11 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return _plain(value.tolist())
     raise TypeError(f"cannot record a {type(value).__name__} ({value!r}) as JSON")
+
+
+class LogDiskFull(RuntimeError):
+    """The disk (or the file-size limit) refused the log: it was closed at its last whole chunk; says which file,
+    which disk, and what the file still holds."""
 
 
 def encode_json(payload: Any) -> bytes:
@@ -73,7 +79,7 @@ class TrialRecorder:
         self.path = self.out_dir / LOG_NAME
         self.flush_every_s = float(flush_every_s)
         self._fsync = fsync
-        self._file = open(self.path, "wb")
+        self._file = LogFile(self.path)  # whole records or nothing (trial/record/logfile.py)
         # chunk_size only bounds memory; the flush timer is what bounds the loss on a crash.
         self._writer = Writer(self._file, chunk_size=chunk_size, compression=CompressionType.ZSTD)
         self._writer.start(profile=PROFILE)
@@ -145,10 +151,28 @@ class TrialRecorder:
                 self._flush()
 
     def _flush(self) -> None:
-        self._writer.flush()  # mcap >= 1.6: ends the open chunk, writes it, flushes the stream
-        self._file.flush()
-        if self._fsync:
-            os.fsync(self._file.fileno())
+        try:
+            self._writer.flush()  # mcap >= 1.6: ends the open chunk, writes it, flushes the stream
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+        except OSError as exc:
+            if exc.errno not in DISK_FULL_ERRNOS:
+                raise
+            self._stop_full(exc)
+
+    def _stop_full(self, exc: OSError) -> None:
+        """The disk is full: end the file at its last whole chunk (readable by any MCAP reader when the end marker
+        fit), close it, and raise LogDiskFull saying where, why and what the log holds."""
+        self._closed = True
+        readable = self._file.cut()
+        self._file.close()
+        holds = (f"it holds every message before t={self._flushed_through_s:g} s ({self._file.flushed:,} bytes), "
+                 + ("readable by any MCAP reader; `hil log repair` indexes it once there is room"
+                    if readable else "readable by hil report; `hil log repair --out FILE` on another disk "
+                                     "completes it"))
+        raise LogDiskFull(f"{self.path}: {describe_full(self.path, exc)} ({exc.strerror}): the trial log was "
+                          f"closed at its last whole chunk; {holds}") from None
 
     def _flush_to(self, boundary_s: float) -> None:
         self._flush()
@@ -172,13 +196,11 @@ class TrialRecorder:
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
             try:
                 self._writer.finish()
-                self._file.flush()
-                if self._fsync:
-                    os.fsync(self._file.fileno())
+                self._flush()  # the summary and the footer; a full disk here ends the file at its last chunk
             finally:
+                self._closed = True
                 self._file.close()
 
     def __enter__(self) -> TrialRecorder:

@@ -78,6 +78,9 @@ def repair_log(path: str | os.PathLike[str], out: str | os.PathLike[str] | None 
         with open(partial, "wb") as f:
             _write(f, walk.records, {"original": path.name, "stopped": stopped, "messages": str(len(messages)),
                                      "end_s": f"{end_s:g}"})
+    except OSError as exc:
+        partial.unlink(missing_ok=True)  # nothing half-done stays behind
+        raise RepairError(_no_room(path, target, exc, len(data))) from None
     except BaseException:
         partial.unlink(missing_ok=True)  # nothing half-done stays behind
         raise
@@ -92,6 +95,15 @@ def repair_log(path: str | os.PathLike[str], out: str | os.PathLike[str] | None 
         os.replace(partial, target)
         source = path
     return RepairResult(source, target, len(messages), len(channels), end_s, stopped)
+
+
+def _no_room(path: Path, target: Path, exc: OSError, size: int) -> str:
+    """Why the repaired copy could not be written, and where to write it instead."""
+    from .logfile import describe_full
+
+    return (f"{path}: cannot write the repaired copy {target}: {describe_full(target, exc)} ({exc.strerror}); "
+            f"it needs about {size:,} bytes: free that much there, or write it to another disk with "
+            f"`hil log repair {path} --out OTHER_DISK/trial.mcap` (the log itself is unchanged)")
 
 
 def _write(f, records: list, repair_note: dict[str, str]) -> None:

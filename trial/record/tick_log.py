@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.map_format import parse_walls, point, resolve_map
-from devices.yaml_source import load_yaml_file, require
+from devices.yaml_source import load_yaml_mapping, require
 
 from .recorder import TrialRecorder
 
@@ -48,7 +48,7 @@ def map_message(name_or_path: str, start: tuple[float, ...] | None = None) -> di
     """The ``/map`` message of a map under config/maps/ (or a map file): walls, places, entrances (``at``
     points), no goal; ``start`` [x, y] when given. ConfigError (file:line) for a bad map."""
     path = resolve_map(name_or_path)
-    doc = load_yaml_file(path)
+    doc = load_yaml_mapping(path, "map", "map")
     name = require(doc, "name", str, "map")
     walls = parse_walls(doc)
     places = require(doc, "places", dict, "map") if "places" in doc else {}

@@ -37,9 +37,27 @@ def build_report(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
     resumed = meta[0].data.get("resumed_from") if meta and isinstance(meta[0].data, dict) else None
     if resumed:  # a trial started from a saved state (trial/state): its metrics count from there
         metrics["resumed_from"] = {**resumed, "counted_from_s": resumed["t"]}
-    write_metrics(metrics, trial_dir / METRICS_NAME)
-    write_topdown(log.messages, trial_dir / TOPDOWN_NAME, metrics)
+    _write_whole(trial_dir / METRICS_NAME, lambda path: write_metrics(metrics, path))
+    _write_whole(trial_dir / TOPDOWN_NAME, lambda path: write_topdown(log.messages, path, metrics))
     return metrics
+
+
+class ReportWriteError(ValueError):
+    """A report file could not be written (a full disk): names it and the disk; no half-written file is left."""
+
+
+def _write_whole(path: Path, write) -> None:
+    """``write(part)`` into a scratch file beside ``path``, then moved over it: a full disk leaves the old file
+    (or none), never half of a new one."""
+    from ..record.logfile import describe_full
+
+    part = path.with_name(f".{path.name}.part")
+    try:
+        write(part)
+        os.replace(part, path)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise ReportWriteError(f"{path}: cannot write it: {describe_full(path, exc)} ({exc.strerror})") from None
 
 
 def _fmt(value: Any, unit: str = "") -> str:

@@ -132,7 +132,7 @@ def format_value(value: Any) -> str:
 def load_sweep(path: str | Path, *, timeout_s: float | None = None) -> Sweep:
     """A sweep file, checked and expanded (ConfigError with file:line for anything wrong; nothing is started)."""
     path = Path(path)
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, "sweep")
     if not isinstance(doc, SourceDict):
         raise ConfigError(str(path), getattr(doc, "line", 1) if doc is not None else 1,
                           "a sweep file is a mapping of trial keys (controller:, map:, ...) and axes (grid:, "

@@ -1,0 +1,68 @@
+"""Issue 29 item 4: a crowd that dies (SIGKILL of the crowd child 5 s into ``hil demo``) is noticed at once, and
+said of what: the world's wait for a tick checks the process it started (trial/task.py CrowdProcess.death through
+bridge/crowd_link.py CrowdClient.liveness) instead of waiting out the 10 s crowd timeout as "did not answer".
+
+A real ``hil demo`` subprocess with its real crowd child; the waits are hang guards (HangGuard), not timing checks:
+the message itself tells the two behaviours apart (a timeout says "did not answer", a death "killed by SIGKILL").
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.waiting import HangGuard, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the processes whose parent is ``pid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                out.append((int(entry.name), (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def test_a_crowd_killed_5_s_into_the_demo_is_reported_at_once_with_its_signal(tmp_path):
+    out = tmp_path / "demo"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    demo = subprocess.Popen([sys.executable, "-m", "hil", "demo", "--duration", "600", "--out", str(out)],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        crowd = wait_for(lambda: [pid for pid, cmd in children(demo.pid) if " crowd " in cmd],
+                         "the demo's crowd child", seconds=120)[0]
+        time.sleep(5.0)  # the input of the issue: 5 s into the demo (not a bound on anything)
+        assert demo.poll() is None, "the 600 s demo ended before its crowd was killed"
+        os.kill(crowd, signal.SIGKILL)
+        try:
+            stdout, stderr = demo.communicate(timeout=120)  # a hang guard: the old behaviour ended 10 s later
+        except subprocess.TimeoutExpired:
+            raise AssertionError("hil demo did not end within 120 s of its crowd's death (a hang)") from None
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.communicate()
+    summary = next((line for line in stdout.splitlines() if line.startswith("demo: ")), None)
+    assert summary is not None, (stdout, stderr)
+    assert re.match(r"demo: failed after [\d.]+ s: CrowdLinkError: the crowd at tcp://127\.0\.0\.1:\d+ died while "
+                    rf"the world waited for tick \d+ \(t=[\d.]+ s\): the crowd process \(pid {crowd}\) killed by "
+                    r"SIGKILL", summary), summary
+    assert "failed (failed)" not in stdout and "did not answer" not in stdout
+    assert demo.returncode != 0
+    guard = HangGuard(30)
+    while any(pid == crowd for pid, _ in children(demo.pid)) or Path(f"/proc/{crowd}").exists():
+        guard.check(f"the crowd process {crowd} to be reaped")  # nothing left running
+        time.sleep(0.05)
+    assert (out / "trial.mcap").stat().st_size > 0 and (out / "metrics.json").is_file()  # what was recorded stays

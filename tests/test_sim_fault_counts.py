@@ -1,0 +1,73 @@
+"""Issue 29 item 6: ``hil sim ... --bitflip --drop`` says what it injected, at exit and in its clock's status, so a
+host's figures (CRC errors, timeouts) can be checked against the injector's own counts.
+
+Real subprocesses (tests/conftest.py SimProcess), a real pty, our host; the waits are hang guards.
+"""
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+
+from devices.control_table import XM430_W350 as XM
+from runtime.bus import BusError, BusHost
+from runtime.transports import open_transport
+from tests.conftest import SimProcess
+
+SUMMARY = re.compile(r"faults injected \(seed 3\): (\d+) bit flips in (\d+) chunks of (\d+) bits \(rate 0\.002\), "
+                     r"(\d+) of (\d+) replies dropped \(rate 0\.05\)")
+
+
+def test_the_injected_faults_are_printed_at_exit_and_bound_the_hosts_errors():
+    sim = SimProcess("--pty", "--bitflip", "2e-3", "--drop", "0.05", "--seed", "3")
+    try:
+        bus = BusHost(open_transport(sim.where), timeout_s=0.1, retries=1)
+        answered = 0
+        for n in range(300):
+            try:
+                bus.read_register(1 + n % 17, XM["present_position"])
+                answered += 1
+            except BusError:
+                pass
+        stats = bus.stats
+        bus.close()
+        status, said = stop_and_read(sim)
+    finally:
+        sim.stop()
+    assert status == 0
+    found = SUMMARY.search(said)
+    assert found, said
+    flips, chunks, bits, dropped, replies = map(int, found.groups())
+    assert 0 < chunks <= flips and bits >= 8 * 10 * 300  # every instruction (10+ bytes) went through the injector
+    assert 0 < dropped < replies and replies >= answered
+    assert stats.crc_errors + stats.device_crc_errors <= flips  # each CRC error needs a flipped bit
+    assert answered > 0
+
+
+def stop_and_read(sim: SimProcess) -> tuple[int, str]:
+    """SIGTERM (as Ctrl-C would), the exit status and everything it wrote to stderr; the wait is a hang guard."""
+    sim.proc.send_signal(signal.SIGTERM)
+    try:
+        sim.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("hil sim did not exit within 60 s of SIGTERM (a hang, not a timing check)") from None
+    return sim.proc.returncode, sim.stderr()
+
+
+def test_the_clock_status_carries_the_fault_counts():
+    from bridge.lockstep import clock_status
+
+    sim = SimProcess("--pty", "--clock", "sim", "--clock-endpoint", "tcp://127.0.0.1:0", "--bitflip", "1e-4",
+                     "--drop", "0.01", "--seed", "7", assembly="commbot")
+    try:
+        endpoint = sim.next_line().removeprefix("clock ")
+        status = clock_status(endpoint, timeout_s=30.0)
+        code, said = stop_and_read(sim)
+    finally:
+        sim.stop()
+    assert code == 0
+    faults = status["faults"]
+    assert faults["seed"] == 7 and faults["bit_flip_rate"] == 1e-4 and faults["drop_rate"] == 0.01, status
+    assert {"bit_flips", "dropped_replies", "corrupted_chunks", "bits_seen", "replies_seen"} <= set(faults)
+    assert status["participants"] == [] and status["dropped"] == 0
+    assert "faults injected (seed 7)" in said, said
