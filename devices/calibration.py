@@ -72,7 +72,7 @@ def apply(desc: PartDescriptor, entries: tuple[SensorCalibration, ...]) -> PartD
 
 def load_calibration(path: str | Path) -> Calibration:
     """Read and check a CAL.yaml; every error names file:line."""
-    doc = load_yaml_mapping(path, "calibration")
+    doc = load_yaml_mapping(path, "calibration", "calibration")
     source = str(path)
     check_keys(doc, ("schema", "parts", "robot", "rig", "log"), "calibration")
     if doc.get("schema") != SCHEMA:

@@ -132,10 +132,13 @@ def _loaders():
     from runtime.robot.semantics import load_semantics
     from trial.spec import load_trial_file
     from trial.sweep.spec import load_sweep
+    from devices.calibration import load_calibration
+    from trial.calibrate.rig import load_rig
 
     return {"trial": load_trial_file, "sweep": load_sweep, "map": load_map, "crowd map": load_crowd_map,
             "rates": load_rates, "profile": load_profile, "robot": lambda p: load_assembly(str(p)),
-            "semantics": load_semantics, "descriptor": load_source, "scenario": load_script}
+            "semantics": load_semantics, "descriptor": load_source, "scenario": load_script,
+            "calibration": load_calibration, "rig": load_rig}
 
 
 KIND_OF = {"crowd map": "map"}

@@ -38,6 +38,8 @@ def _kinds() -> dict:
     """kind -> (SIZE_LIMITS key, a shipped file of that kind, file suffix, its loader)."""
     from crowd.maps import load_crowd_map
     from crowd.population import load_rates
+    from devices.calibration import load_calibration
+    from trial.calibrate.rig import load_rig
     from crowd.script import load_script
     from devices.catalog import load_source
     from firmware_sim.assembly import load_assembly
@@ -62,6 +64,8 @@ def _kinds() -> dict:
         "descriptor": ("descriptor", ROOT / "devices/catalog/parts/upper_arm.yaml", ".yaml", load_source),
         "scenario": ("scenario", c / "scenarios/guide_meets_child.scn", ".scn", load_script),
         "trust": ("trust", None, ".yaml", TrustStore.load),
+        "calibration": ("calibration", ROOT / "tests/data/cal_ring.yaml", ".yaml", load_calibration),
+        "rig": ("rig", ROOT / "examples/rig_corridor.yaml", ".yaml", load_rig),
     }
 
 

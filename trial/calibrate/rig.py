@@ -54,7 +54,7 @@ class Rig:
 
 
 def load_rig(path: str | Path) -> Rig:
-    doc = load_yaml_mapping(path, "rig")
+    doc = load_yaml_mapping(path, "rig", "rig")
     check_keys(doc, ("start", "walls", "turn", "drive", "description"), "rig")
     start = _numbers(doc, "start", 3)
     walls = require(doc, "walls", list, "rig")
