@@ -418,6 +418,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.against and (args.only_against or args.smoke):
         return {"against": against(args.against, args.seconds, args.rounds)}
     if args.smoke:
+        sizes = cycle_bytes()
+        print("bus cycle (--smoke): 17 x XM430-W350, SyncWrite goal_position + FastSyncRead present_position")
+        print(f"  bytes per cycle: {sizes['total']} B; wire-time limit "
+              f"{limit_rate(sizes['total'], 1_000_000):.0f} cycles/s at 1 Mbaud")
         ours_us = cpu_cost_us(lambda: OurClient(CannedTransport()), 200, repeats=2)
         print(f"  (d) client CPU per cycle, no I/O       ours {ours_us:.1f} us")
         return {"client_cpu_us": ours_us}

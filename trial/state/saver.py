@@ -12,6 +12,8 @@ again by re-simulating (resume.py), and the crowd process comes back by replayin
 """
 from __future__ import annotations
 
+import errno
+
 import math
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,10 @@ DEFAULT_RETAIN = 24
 INTIMATE_M = 0.45  # trial/report/metrics.py PROXEMIC_ZONES: an intimate intrusion
 ROBOT_RADIUS_M = 0.3
 
+
+
+NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a full disk, a file-size limit, a quota
+MIN_FREE_BYTES = 1 << 20  # the first state's room (a commbot state is ~150 kB: its .bullet and its msgpack)
 
 class StateSaver:
     """Saves ``robot``'s world (an in-process virtual robot, ``embodied``) into ``folder/states``."""
@@ -79,11 +85,30 @@ class StateSaver:
         client.tick = journaled
 
     # --- the hooks ------------------------------------------------------------------------------------------------
+    stopped: str | None = None  # why saving stopped early (a full disk), None while it goes on
+    _last_bytes = 0  # the last state's files
+
     def attach(self) -> StateSaver:
         self.robot.before_cycle.append(self.before_cycle)
         return self
 
     def before_cycle(self, robot: Any) -> None:
+        try:
+            self._before_cycle(robot)
+        except OSError as exc:
+            if exc.errno not in NO_ROOM:
+                raise
+            self._no_room(exc)
+
+    def _no_room(self, exc: OSError) -> None:
+        """A full disk (or a file-size limit) stops the saving, not the trial: states are a help to retry, the
+        log and the controller's run matter more (issue 29's full disk: the log says for itself)."""
+        if self.before_cycle in self.robot.before_cycle:
+            self.robot.before_cycle.remove(self.before_cycle)
+        self.stopped = f"no room for saved states in {self.dir} ({exc.strerror or exc}); no more states saved"
+        self.robot.notes.append(self.stopped)
+
+    def _before_cycle(self, robot: Any) -> None:
         t = robot.clock.now()
         if not self.index["states"]:
             self.save(t, "start")
@@ -135,6 +160,7 @@ class StateSaver:
         from firmware_sim.embodied.state import save_world
 
         wall0 = WALL()
+        self._check_room()
         name = files.state_name(t, why)
         embodied = self.embodied
         with embodied.device.lock:
@@ -150,12 +176,26 @@ class StateSaver:
                  "task": self.task_state(), "commands": self._commands_total, "crowd_ticks": self._ticks_total,
                  "fingerprint": self.index["fingerprint"]}
         files.write_state(self.dir, name, state)
+        self._last_bytes = sum(f.stat().st_size for f in self.dir.glob(f"{name}.*"))
         entry = {"t": t, "file": name, "why": why}
         self.index["states"].append(entry)
         self._retire()
         self._write_index()
         self.saved_s += WALL() - wall0
         return state
+
+    def _check_room(self) -> None:
+        """pybullet's saveBullet writes what it can of a file on a full disk and says nothing (the round trip then
+        fails with a line on stdout): so a state is written only where three of the last one fit."""
+        import resource
+        import shutil
+
+        need = max(MIN_FREE_BYTES, 3 * self._last_bytes)
+        free = shutil.disk_usage(self.dir).free
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if free < need or (limit != resource.RLIM_INFINITY and limit < need):
+            room = f"{free:,} bytes free" if free < need else f"a file-size limit of {limit:,} bytes"
+            raise OSError(errno.ENOSPC, f"{room}, a state needs about {need:,}")
 
     def _retire(self) -> None:
         periodic = [e for e in self.index["states"] if e["why"] == "periodic"]
@@ -177,6 +217,11 @@ class StateSaver:
         """The journals' rest and the log's end (a later ``--from`` may ask for any time up to it)."""
         if self.before_cycle in self.robot.before_cycle:
             self.robot.before_cycle.remove(self.before_cycle)
-        self._flush()
-        self.index["log_end_s"] = log_end_s
-        self._write_index()
+        try:
+            self._flush()
+            self.index["log_end_s"] = log_end_s
+            self._write_index()
+        except OSError as exc:
+            if exc.errno not in NO_ROOM:
+                raise
+            self._no_room(exc)
