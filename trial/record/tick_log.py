@@ -69,7 +69,7 @@ class TickLog:
 
     def __init__(self, out_dir: str | os.PathLike[str], robot: Any, meta: dict[str, Any],
                  map_msg: dict[str, Any] | None = None, probe: Any = None, listeners: tuple = (),
-                 extra: tuple[tuple[str, dict[str, Any]], ...] = ()):
+                 extra: tuple[tuple[str, dict[str, Any]], ...] = (), taps: tuple = ()):
         from runtime.robot.sensors import ContactSensor, RangeRing
 
         self.robot = robot
@@ -95,6 +95,8 @@ class TickLog:
         self._closed = False
         self.rec = TrialRecorder(out_dir)
         try:
+            for tap in taps:  # a live Foxglove server: it sees the t = 0 messages too
+                self.rec.add_tap(tap)
             from .foxglove import FoxgloveChannels
             from .robot_model import robot_model_message
 

@@ -89,7 +89,8 @@ def _metrics_of(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def run_viewed(trial: Any, out: Path, args: argparse.Namespace, progress=None):
+def run_viewed(trial: Any, out: Path, args: argparse.Namespace, progress=None, taps: tuple = (),
+               hooks: tuple = ()):
     """Run ``trial`` with the page attached (``--view``); the page stays up after it ends (``--view-linger``).
 
     The page is served from a child process (trial/view/remote.py) so that watching does not slow the trial."""
@@ -99,7 +100,8 @@ def run_viewed(trial: Any, out: Path, args: argparse.Namespace, progress=None):
                            label=trial.spec.label, start_paused=args.view_paused)
     print(f"viewer: open {viewer.url} in a browser (serving on {args.view_host}; Ctrl-C to stop)", flush=True)
     try:
-        result = trial.run(out, progress=progress, listeners=viewer.listeners, hooks=viewer.hooks)
+        result = trial.run(out, progress=progress, listeners=viewer.listeners, hooks=(*viewer.hooks, *hooks),
+                           taps=taps)
         viewer.finish(result, result.error)
     except BaseException:
         viewer.finish(None, "interrupted")
