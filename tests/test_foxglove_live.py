@@ -141,3 +141,40 @@ def test_channels_bytes_time_pause_play_step_and_parameters(tmp_path):
     marks = [m.data for m in log.messages.get("/trial/mark", [])]
     assert marks and marks[0]["note"] == "look here"
     assert any("Unknown channel" in s for s in statuses) and any("Invalid message" in s for s in statuses)
+
+
+def test_a_replay_server_seeks_plays_and_refuses_a_seek_out_of_range(tmp_path):
+    from trial.foxglove_live.replay import ReplayServer
+
+    (tmp_path / "tuned.py").write_text(TUNED)
+    assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=3.0).run(tmp_path / "t").ok
+    logged, schemas = _mcap(tmp_path)
+    server = ReplayServer(tmp_path / "t", "127.0.0.1", 0)
+    try:
+        with FoxgloveClient(server.url) as client:
+            info = wait_for(lambda: client.op("serverInfo"), what="serverInfo")[0]
+            assert "playbackControl" in info["capabilities"]
+            end = logged["/clock"][-1][0]
+            assert info["dataStartTime"] == {"sec": 0, "nsec": 0}
+            assert info["dataEndTime"]["sec"] * 10**9 + info["dataEndTime"]["nsec"] == end
+            channels = client.channels(wait_for_topics=tuple(schemas))
+            subs = client.subscribe({t: channels[t] for t in ("/clock", "/robot/model")})
+            time.sleep(0.3)  # the subscription reaches the server before the seek
+            client.playback(PAUSE, seek_ns=end + 10**9, request_id="too far")
+            client.playback(PAUSE, seek_ns=2_000_000_000, request_id="seek")
+            state = wait_for(lambda: [s for s in client.states if s["request_id"] == "seek"], what="seek")[0]
+            refused = [s for s in client.states if s["request_id"] == "too far"]
+            assert refused and refused[0]["time"] == 0 and not refused[0]["did_seek"]
+            assert state["did_seek"] and state["time"] == 2_000_000_000 and state["status"] == "paused"
+            wait_for(lambda: client.received(subs["/robot/model"]), what="the t = 0 messages again after a seek")
+            before = client.received(subs["/clock"])
+            assert all(t == 0 for t, _ in before), "nothing but the t = 0 messages while paused"
+            client.playback(PLAY, speed=4.0, request_id="play")
+            wait_for(lambda: any(s["status"] == "ended" for s in client.states), what="the end of the log")
+            clocks = client.received(subs["/clock"])[len(before):]
+            assert clocks and clocks[0][0] >= 2_000_000_000, "playback goes on from the seek"
+            assert clocks == [m for m in logged["/clock"] if m[0] >= 2_000_000_000], "the log's own bytes"
+            assert client.last_time() == end
+            assert any("refused" in d["message"] for d in client.op("status"))
+    finally:
+        server.close()

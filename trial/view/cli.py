@@ -25,6 +25,9 @@ def register(sub) -> None:
     view.add_argument("log", nargs="?", help="a trial folder or its trial.mcap (none: an empty page to run from)")
     add_view_arguments(view, flag=False)
     view.add_argument("--out", default="trials/view", help="where trials run from the page write (trials/view)")
+    from trial.foxglove_live.cli import add_foxglove_arguments
+
+    add_foxglove_arguments(view, replay=True)
     view.set_defaults(func=cmd_view)
 
 
@@ -59,6 +62,8 @@ def cmd_view(args: argparse.Namespace) -> int:
 
     from .timeline import Timeline
 
+    if getattr(args, "foxglove", None) is not None:
+        return _serve_foxglove(args)
     timeline = metrics = None
     if args.log:
         path = Path(args.log)
@@ -71,6 +76,23 @@ def cmd_view(args: argparse.Namespace) -> int:
         viewer.show_replay(timeline, metrics)
         print(f"viewer: replaying {args.log} ({timeline.end_t:.1f} s)", flush=True)
     return _serve(viewer, None)
+
+
+def _serve_foxglove(args: argparse.Namespace) -> int:
+    """``hil view DIR --foxglove``: the recorded trial served to Foxglove (seek, play, speed), no page."""
+    from trial.foxglove_live.address import parse_address
+    from trial.foxglove_live.replay import ReplayServer
+
+    if not args.log:
+        raise ValueError("hil view --foxglove needs a trial folder or its trial.mcap to replay")
+    path = Path(args.log)
+    if not path.exists():
+        raise ValueError(f"{path}: no such trial folder or log")
+    host, port = parse_address(args.foxglove)
+    server = ReplayServer(path, host, port)
+    print(f"foxglove: replaying {server.path} ({(server.end_ns - server.start_ns) / 1e9:.1f} s) at {server.url} "
+          f"(Foxglove: Open connection -> Foxglove WebSocket; Ctrl-C to stop)", flush=True)
+    return _serve(server, None)
 
 
 def _metrics_of(path: Path) -> dict[str, Any] | None:
