@@ -178,3 +178,34 @@ def test_a_replay_server_seeks_plays_and_refuses_a_seek_out_of_range(tmp_path):
             assert any("refused" in d["message"] for d in client.op("status"))
     finally:
         server.close()
+
+
+def test_hil_foxglove_layout_prints_a_checked_layout_for_the_topics_a_trial_writes(tmp_path):
+    import subprocess
+    import sys
+
+    from trial.foxglove_live.layout import NEAREST_OUT, check_layout
+
+    out = subprocess.run([sys.executable, "-m", "hil", "foxglove-layout", "--image-topic", "/foxglove/cam"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    layout = json.loads(out)
+    panels = {p["panelType"]: p for p in check_layout(layout)}
+    assert set(panels) == {"ThreeDee", "Image", "Log", "Plot", "RawMessages"}
+    assert panels["Image"]["config"]["imageMode"]["imageTopic"] == "/foxglove/cam"
+    (tmp_path / "tuned.py").write_text(TUNED)
+    assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=1.0).run(tmp_path / "t").ok
+    logged, _ = _mcap(tmp_path)
+    three_d = panels["ThreeDee"]["config"]
+    model = json.loads(logged["/robot/model"][0][1])
+    assert three_d["fixedFrame"] == "map" and three_d["followTf"] == model["links"][0]["name"]
+    for topic in [*three_d["topics"], panels["Log"]["config"]["topicToRender"],
+                  panels["RawMessages"]["config"]["topicPath"].split(".")[0]]:
+        assert topic in logged, f"the layout names {topic}, the trial writes none"
+    assert "joints" in json.loads(logged["/robot/state"][-1][1])
+    plotted = [p["value"] for p in panels["Plot"]["config"]["paths"]]
+    assert f"{NEAREST_OUT}.distance_m" in plotted and "/robot/state.vx" in plotted
+    assert "/pedestrians" in layout["userScripts"]["nearest"]["sourceCode"]
+    broken = json.loads(out)
+    broken["content"]["items"][0]["content"]["items"][0]["content"]["panelType"] = "Teapot"
+    with __import__("pytest").raises(ValueError, match="unknown panel type 'Teapot'"):
+        check_layout(broken)

@@ -60,6 +60,16 @@ def close_live(server: Any, args: argparse.Namespace) -> None:
 def register_layout(sub) -> None:
     layout = sub.add_parser("foxglove-layout", help="print a Foxglove layout for hil trials (hil foxglove-layout "
                                                     "> hil.json; Foxglove: Layouts -> Import from file)")
+    from .layout import FOLLOW_FRAME, IMAGE_TOPIC, JOINTS_PATH
+
+    layout.add_argument("--follow", default=FOLLOW_FRAME, metavar="FRAME",
+                        help=f"the frame the 3D panel follows: the robot's base link (default {FOLLOW_FRAME}, the "
+                             "commbot's; the first link of /robot/model)")
+    layout.add_argument("--image-topic", default=IMAGE_TOPIC, metavar="TOPIC",
+                        help=f"the camera topic of the Image panel (default {IMAGE_TOPIC})")
+    layout.add_argument("--joints-path", default=JOINTS_PATH, metavar="PATH",
+                        help=f"the joints' raw messages (default {JOINTS_PATH}; /robot/joints for a robot without "
+                             "a base)")
     layout.set_defaults(func=cmd_layout)
 
 
@@ -68,7 +78,7 @@ def cmd_layout(args: argparse.Namespace) -> int:
 
     from .layout import check_layout, hil_layout
 
-    layout = hil_layout()
+    layout = hil_layout(args.image_topic, args.follow, args.joints_path)
     check_layout(layout)
     print(json.dumps(layout, indent=2, sort_keys=True))
     return 0
