@@ -209,3 +209,30 @@ def test_hil_foxglove_layout_prints_a_checked_layout_for_the_topics_a_trial_writ
     broken["content"]["items"][0]["content"]["items"][0]["content"]["panelType"] = "Teapot"
     with __import__("pytest").raises(ValueError, match="unknown panel type 'Teapot'"):
         check_layout(broken)
+
+
+def test_hil_trial_foxglove_serves_a_paused_trial_that_plays_from_the_client(tmp_path):
+    """The command line: ``hil trial ... --foxglove 127.0.0.1:0 --foxglove-paused`` in its own process."""
+    import re
+    import subprocess
+    import sys
+
+    (tmp_path / "tuned.py").write_text(TUNED)
+    proc = subprocess.Popen([sys.executable, "-m", "hil", "trial", str(tmp_path / "tuned.py"), "--map", "lab",
+                             "--duration", "3", "--out", str(tmp_path / "t"), "--quiet", "--foxglove",
+                             "127.0.0.1:0", "--foxglove-paused"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"serving (ws://127\.0\.0\.1:\d+)", line)
+        assert url, line
+        with FoxgloveClient(url.group(1)) as client:
+            client.subscribe(client.channels(wait_for_topics=("/trial/meta",)))
+            time.sleep(1.0)
+            assert proc.poll() is None, "the trial ran on while paused"
+            client.playback(PLAY)
+            assert proc.wait(timeout=300) == 0
+        rest = proc.stdout.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "tuned: ok (duration) after 3.0 s" in rest
