@@ -458,3 +458,87 @@ def test_a_valid_tick_decodes_to_exactly_what_was_sent(t, rows):
     msg = DECODER.decode(pack("tick", tick_payload(t, {"x": 1.0, "y": 2.0}, rows), seq=3, t=t))
     assert msg.type == "tick" and msg.seq == 3 and msg.payload.t == t
     assert msg.payload.rows() == [tuple(float(v) if k else v for k, v in enumerate(r)) for r in rows]
+
+
+# --- the live Foxglove server (issue 28) -------------------------------------------------------------------------
+FOXGLOVE_TUNED = '''\
+def main(robot):
+    robot.declare_changeable(speed=0.2)
+    for tick in robot.loop(hz=10):
+        robot.base.drive(robot.params["speed"], 0.0)
+'''
+
+
+def _foxglove_valid(rng: random.Random) -> list:
+    """Valid client messages of every kind the live server handles (JSON ops and binary frames)."""
+    import struct
+
+    seek = struct.pack("<fBQI", 1.0, 1, rng.randrange(0, 2 ** 63), 0)
+    return [{"op": "subscribe", "subscriptions": [{"id": 1, "channelId": 1}]},
+            {"op": "unsubscribe", "subscriptionIds": [1]},
+            {"op": "getParameters", "parameterNames": ["speed"], "id": "g"},
+            {"op": "setParameters", "parameters": [{"name": "speed", "value": 0.3}], "id": "s"},
+            {"op": "subscribeParameterUpdates", "parameterNames": ["speed"]},
+            bytes([3, 0]) + struct.pack("<fBQI", 1.0, 0, 0, 0),  # play
+            bytes([3, 0]) + seek,  # a seek anywhere (backwards, far ahead)
+            bytes([2]) + struct.pack("<III", 1, 1, 4) + b'json{"note": "x"}']  # a mark
+
+
+def test_live_foxglove_server_refuses_bad_frames_params_and_seeks_and_the_trial_goes_on(tmp_path):
+    """Malformed frames, unknown channel ids, wrong-typed parameters, seeks backwards or out of range: refused
+    (the SDK's status to the client, our refusals in the log), and the trial still runs to its end. FUZZ_N // 10
+    messages (a WebSocket frame each: 1,000 by default, 100,000 under make fuzz)."""
+    import json
+    import threading
+
+    from foxglove_client import PAUSE, PLAY, FoxgloveClient
+    from waiting import wait_for
+
+    from trial import Trial
+    from trial.foxglove_live.live import LiveServer
+    from trial.record.log import read_log
+
+    rng = random.Random(SEED)
+    (tmp_path / "tuned.py").write_text(FOXGLOVE_TUNED)
+    server = LiveServer("127.0.0.1", 0, duration_s=20.0)
+    box = {}
+    trial = Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=20.0)
+    runner = threading.Thread(target=lambda: box.update(r=trial.run(tmp_path / "t", taps=server.taps,
+                                                                    hooks=server.hooks)), daemon=True)
+    runner.start()
+    valid = _foxglove_valid(rng)
+    sent = reconnects = 0
+    client = FoxgloveClient(server.url)
+    try:
+        while sent < max(1000, FUZZ_N // 10):
+            doc = rng.choice(valid)
+            if isinstance(doc, bytes):
+                frame = mutate(rng, doc)
+            else:
+                frame = json.dumps(mutate_doc(rng, doc)) if rng.random() < 0.7 else \
+                    mutate(rng, json.dumps(doc).encode()).decode("latin-1")
+            try:
+                client.send(frame)
+                sent += 1
+            except Exception:  # noqa: BLE001 - the server may drop a client that floods it; connect again
+                client.close()
+                client = FoxgloveClient(server.url)
+                reconnects += 1
+                assert reconnects < 100, "the server keeps dropping the connection"
+        client.close()
+        with FoxgloveClient(server.url) as good:  # afterwards a valid client is served and steers the trial
+            good.playback(PLAY)
+            t0 = wait_for(lambda: good.last_time(), what="a Time message after the fuzzing")
+            wait_for(lambda: (good.last_time() or 0) > t0, what="sim time going on after the fuzzing")
+            good.send({"op": "getParameters", "parameterNames": ["speed"], "id": "after"})
+            values = wait_for(lambda: [d for d in good.op("parameterValues") if d.get("id") == "after"],
+                              what="the parameters after the fuzzing")
+            assert values[0]["parameters"][0]["name"] == "speed"
+            good.playback(PLAY, seek_ns=None)
+        runner.join(timeout=600)
+    finally:
+        server.close()
+    assert not runner.is_alive() and box["r"].ok, box.get("r") and box["r"].error
+    log = read_log(tmp_path / "t" / "trial.mcap")
+    assert log.complete and log.messages["/clock"][-1].t >= 19.9, "the trial ran to its end"
+    assert log.messages.get("/trial/refused"), "refusals are in the log"

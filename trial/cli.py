@@ -40,9 +40,11 @@ Ctrl-C or a controller error) DIR/metrics.json and DIR/topdown.png are built fro
 
 
 def add_view_arguments(parser: argparse.ArgumentParser) -> None:
+    from .foxglove_live.cli import add_foxglove_arguments
     from .view.cli import add_view_arguments as add
 
     add(parser)
+    add_foxglove_arguments(parser)
 
 
 def register(sub) -> None:
@@ -112,6 +114,9 @@ def register(sub) -> None:
     from .calibrate.cli import register as register_calibrate  # hil calibrate (trial/calibrate: the ring's numbers)
 
     register_calibrate(sub)
+    from .foxglove_live.cli import register_layout
+
+    register_layout(sub)
     from .sweep.cli import register as register_sweep  # hil sweep (trial/sweep: many trials on Dask)
 
     register_sweep(sub)
@@ -277,18 +282,25 @@ def start_errors() -> tuple[type[BaseException], ...]:
 def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace | None = None) -> int:
     from .report.build import format_metrics
 
+    from .foxglove_live.cli import close_live, open_live
+
     progress = None if quiet else (lambda line: print(line, flush=True))
     viewer = None
+    fox = open_live(args, trial.spec.label, trial.spec.duration)  # --foxglove: served from the log's taps
+    served = {"taps": fox.taps, "hooks": fox.hooks} if fox is not None else {}
     try:
         if args is not None and getattr(args, "view", False):
             from .view.cli import run_viewed
 
-            result, viewer = run_viewed(trial, out, args, progress)
+            result, viewer = run_viewed(trial, out, args, progress, **served)
         else:
-            result = trial.run(out, progress=progress)
+            result = trial.run(out, progress=progress, **served)
     except start_errors() as exc:
         print(f"hil: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if fox is not None and viewer is None:
+            close_live(fox, args)
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
     if result.metrics is not None:
@@ -303,6 +315,7 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
         from .view.cli import linger
 
         linger(viewer, args.view_linger)
+        close_live(fox, args)
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
 
@@ -321,15 +334,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         trial = Trial(spec=make_spec(args.controller, source="hil run", profile=args.profile, bus=args.bus,
                                      duration=args.duration, params=parse_params(args.param), end_on_goal=False))
         viewer = None
-        if args.view:
-            import tempfile
+        from .foxglove_live.cli import close_live, open_live
 
-            from .view.cli import run_viewed
+        fox = open_live(args, trial.spec.label, trial.spec.duration)  # --foxglove: served from the log (so it records, like --view)
+        served = {"taps": fox.taps, "hooks": fox.hooks} if fox is not None else {}
+        try:
+            if args.view or fox is not None:
+                import tempfile
 
-            record = Path(args.record) if args.record else Path(tempfile.mkdtemp(prefix="hil-run-view-"))
-            result, viewer = run_viewed(trial, record, args)
-        else:
-            result = trial.run(args.record)
+                from .view.cli import run_viewed
+
+                record = Path(args.record) if args.record else Path(tempfile.mkdtemp(prefix="hil-run-view-"))
+                if args.view:
+                    result, viewer = run_viewed(trial, record, args, **served)
+                else:
+                    result = trial.run(record, **served)
+            else:
+                result = trial.run(args.record)
+        finally:
+            if fox is not None and viewer is None:
+                close_live(fox, args)
     except start_errors() as exc:
         print(f"hil: error: {exc}", file=sys.stderr)
         return 2
@@ -340,6 +364,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .view.cli import linger
 
         linger(viewer, args.view_linger)
+        close_live(fox, args)
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
 

@@ -51,13 +51,14 @@ class Trial:
 
     def run(self, out_dir: str | Path | None = None, *, progress: Callable[[str], None] | None = None,
             err: TextIO | None = None, hooks: tuple[Callable[[Any], None], ...] = (),
-            listeners: tuple[Callable[[str, float, dict], None], ...] = ()) -> TrialResult:
+            listeners: tuple[Callable[[str, float, dict], None], ...] = (), taps: tuple = ()) -> TrialResult:
         """Run it; ``out_dir`` gets trial.mcap, metrics.json and topdown.png (None: nothing is recorded).
         ``progress`` receives a line now and then; ``err`` the robot's notes (stderr by default); ``hooks`` run
         after every bus cycle after the recording (the live viewer); ``listeners`` get every message the log
-        gets, ``(topic, t, payload)``, as it is written (the live viewer: it sees what a replay will)."""
+        gets, ``(topic, t, payload)``, as it is written (the live viewer: it sees what a replay will); ``taps``
+        get every message's bytes with its channel (TrialRecorder.add_tap: the live Foxglove server)."""
         return _Run(self.spec, Path(out_dir) if out_dir is not None else None, progress, err or sys.stderr,
-                    hooks, listeners).go()
+                    hooks, listeners, taps).go()
 
 
 def _part_id(robot: Any, name: Any) -> int | None:
@@ -75,9 +76,9 @@ def _part_id(robot: Any, name: Any) -> int | None:
 class _Run:
     """The state of one run of a trial, from start to report."""
 
-    def __init__(self, spec: TrialSpec, folder: Path | None, progress, err: TextIO, hooks, listeners=()):
+    def __init__(self, spec: TrialSpec, folder: Path | None, progress, err: TextIO, hooks, listeners=(), taps=()):
         self.spec, self.folder, self.progress, self.err, self.hooks = spec, folder, progress, err, hooks
-        self.listeners = listeners
+        self.listeners, self.taps = listeners, taps
         self.crowd: CrowdProcess | None = None
         self.robot: Any = None
         self.log: Any = None
@@ -253,7 +254,8 @@ class _Run:
             meta["resumed_from"] = robot.resumed_from
         listeners = self.listeners + ((saver.listener,) if saver is not None else ())
         log = TickLog(self.folder, robot, meta, map_msg, probe=probe, listeners=listeners, extra=extra,
-                      camera_rate=self.spec.camera_rate, camera_depth=self.spec.camera_depth)
+                      camera_rate=self.spec.camera_rate, camera_depth=self.spec.camera_depth,
+                      taps=self.taps)
         if robot.resumed_from is not None:
             log.t0 = 0.0  # message times are the trial's, from the restored time on
         return log.attach()

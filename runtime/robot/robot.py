@@ -46,6 +46,7 @@ from .names import NameMap
 from .adoption import adopt
 from .part_events import PartEvent
 from .presence import Presence, attach_presence
+from .params import checked_changes, declared_kinds
 from .profile import Profile, load_profile, profile_security
 from .sensors import SensorHandle, make_sensor, sensing_kind
 from .startup import bring_up, switch_mode, wind_down
@@ -82,6 +83,7 @@ class Robot:
         # it forward, e.g. a little after the goal is reached); loop() stops there, a sleep past it ends the run
         self.params: Mapping[str, Any] = MappingProxyType({})  # the run's controller parameters (a trial's
         # ``params:``), read-only; {} when the run has none
+        self.changeable: dict[str, type] = {}  # the params the controller lets change while it runs (params.py)
         self.mode: str | None = None  # what the controller says it is doing ("route", "engage"...), free text:
         # trials record it with the robot's state and the viewer shows it; None: the controller says nothing
         self._cycle = cycle
@@ -219,6 +221,21 @@ class Robot:
         self._check_open()
         joints = [self.joints[name] for name in ([names] if isinstance(names, str) else names)]
         switch_mode(joints, mode, {j.name: self.virtual.parts[j.part_key].model_number for j in joints})
+
+    def declare_changeable(self, **defaults: Any) -> None:
+        """Say which parameters may be changed while this controller runs (a live Foxglove session's Parameters
+        panel), with their defaults: ``robot.declare_changeable(cruise_m_s=0.6)``. Each takes the run's value if
+        it gave one, else the default, and keeps that value's type; read them from ``robot.params`` every tick."""
+        kinds = declared_kinds(self.params, defaults)
+        self.params = MappingProxyType({**defaults, **self.params})
+        self.changeable = {**self.changeable, **kinds}
+
+    def change_params(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply a change of declared parameters at once (between bus cycles: the caller's job) and return what
+        was applied; ParamError (which parameter, what it takes) and nothing changed when any is refused."""
+        applied = checked_changes(self.changeable, changes)
+        self.params = MappingProxyType({**self.params, **applied})
+        return applied
 
     @property
     def parts_lost(self) -> list[int]:

@@ -89,7 +89,9 @@ class FoxgloveChannels:
         self.mode: str | None = None
         self._handlers = {"/map": self._map, "/robot/model": self._model, "/robot/state": self._state,
                           "/robot/joints": self._joints_only, "/robot/sensors": self._sensors,
-                          "/pedestrians": self._people, "/crowd/script": self._script, "/trial/meta": self._meta}
+                          "/pedestrians": self._people, "/crowd/script": self._script, "/trial/meta": self._meta,
+                          "/trial/params": self._steered, "/trial/mark": self._steered,
+                          "/trial/refused": self._steered}
 
     def __call__(self, topic: str, t: float, payload: dict[str, Any]) -> None:
         handler = self._handlers.get(topic)
@@ -224,12 +226,23 @@ class FoxgloveChannels:
         if entities or deletions:
             self._write(SCENE, t, fx.SceneUpdate(deletions=deletions, entities=entities))
 
+    def _steered(self, t: float, msg: dict[str, Any]) -> None:
+        """What a live Foxglove session did to the trial (trial/foxglove_live): in the Log panel with the rest."""
+        if "changed" in msg:
+            text, level = f"parameters changed by {msg['by']}: {msg['changed']}", "Info"
+        elif "note" in msg:
+            text, level = f"mark by {msg['by']}: {msg['note']}", "Info"
+        else:
+            text, level = f"refused {msg['request']} from {msg['by']}: {msg['error']}", "Warning"
+        self._log(t, text, "steering", level=level)
+
     def _script(self, t: float, msg: dict[str, Any]) -> None:
         self._log(t, f"line {msg['line']}: {msg['text']}", "crowd/script", line=int(msg["line"]))
 
-    def _log(self, t: float, text: str, name: str, line: int = 0) -> None:
+    def _log(self, t: float, text: str, name: str, line: int = 0, level: str = "Info") -> None:
         fx = _fx()
-        self._write(LOG, t, fx.Log(timestamp=_stamp(t), level=fx.LogLevel.Info, message=text, name=name, line=line))
+        self._write(LOG, t, fx.Log(timestamp=_stamp(t), level=getattr(fx.LogLevel, level), message=text, name=name,
+                                   line=line))
 
 
 def _primitives(visuals: list[dict[str, Any]]) -> dict[str, list]:

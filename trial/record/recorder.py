@@ -22,7 +22,7 @@ import os
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcap.writer import CompressionType, Writer
 
@@ -60,6 +60,15 @@ def encode_json(payload: Any) -> bytes:
     return json.dumps(_plain(payload), sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
+class ChannelInfo(NamedTuple):
+    """A log channel as a tap sees it: how its messages are encoded and the schema they follow."""
+
+    message_encoding: str  # "json" or "protobuf"
+    schema_name: str
+    schema_encoding: str  # "jsonschema" or "protobuf"
+    schema_data: bytes
+
+
 class TrialRecorder:
     """Writes ``out_dir/trial.mcap``: ``write(topic, t_s, payload)`` per message, ``close()`` for the footer.
 
@@ -93,7 +102,20 @@ class TrialRecorder:
         # called with (topic, t_s, payload) after every write(): the Foxglove channels (foxglove.py) and a live
         # viewer (trial/view) see exactly what the log gets; they must not change the payload
         self.listeners: list[Any] = []
+        # called with (topic, t_s, data, channel) after every message of either kind, with the bytes the file
+        # got and the channel's encoding and schema (ChannelInfo): a live Foxglove server (trial/foxglove_live)
+        # serves exactly the log's channels and bytes; add them with add_tap (before the first message)
+        self.taps: list[Any] = []
+        self.channel_info: dict[str, ChannelInfo] = {}
         self.flush()  # the header is on disk before the first message
+
+    def add_tap(self, tap: Any) -> None:
+        """``tap(topic, t_s, data, channel)`` after every message from now on; ``tap.bind(self)`` first when the tap
+        has it (a live server that writes its own events into the log)."""
+        bind = getattr(tap, "bind", None)
+        if bind is not None:
+            bind(self)
+        self.taps.append(tap)
 
     @property
     def flushed_through_s(self) -> float:
@@ -125,6 +147,7 @@ class TrialRecorder:
             if schema_id is None:
                 schema_id = self._schemas[schema.name] = self._writer.register_schema(
                     name=schema.name, encoding=schema.encoding, data=bytes(schema.data))
+            self.channel_info[topic] = ChannelInfo(message_encoding, schema.name, schema.encoding, bytes(schema.data))
             return self._new_channel(topic, message_encoding, schema_id)
 
         self._add(topic, float(t_s), data, register)
@@ -143,6 +166,10 @@ class TrialRecorder:
             sequence = self._sequence[topic]
             self._sequence[topic] = sequence + 1
             self._writer.add_message(channel, log_time=log_time, data=data, publish_time=log_time, sequence=sequence)
+        if self.taps:
+            info = self.channel_info[topic]
+            for tap in self.taps:
+                tap(topic, t_s, data, info)
 
     def flush(self) -> None:
         """Close the open chunk and push everything written so far to the kernel (and disk with ``fsync``)."""
@@ -181,8 +208,9 @@ class TrialRecorder:
 
     def _register(self, topic: str) -> int:
         schema = schema_for(topic)
-        schema_id = self._writer.register_schema(name=schema.get("title", topic), encoding="jsonschema",
-                                                 data=encode_json(schema))
+        name, data = schema.get("title", topic), encode_json(schema)
+        schema_id = self._writer.register_schema(name=name, encoding="jsonschema", data=data)
+        self.channel_info[topic] = ChannelInfo("json", name, "jsonschema", data)
         return self._new_channel(topic, "json", schema_id)
 
     def _new_channel(self, topic: str, message_encoding: str, schema_id: int) -> int:

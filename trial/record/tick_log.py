@@ -72,7 +72,7 @@ class TickLog:
     def __init__(self, out_dir: str | os.PathLike[str], robot: Any, meta: dict[str, Any],
                  map_msg: dict[str, Any] | None = None, probe: Any = None, listeners: tuple = (),
                  extra: tuple[tuple[str, dict[str, Any]], ...] = (), camera_rate: float = 5.0,
-                 camera_depth: bool = False):
+                 camera_depth: bool = False, taps: tuple = ()):
         from runtime.robot.sensors import ContactSensor, RangeRing
 
         self.robot = robot
@@ -99,6 +99,8 @@ class TickLog:
         self._parts_written = len(getattr(robot, "part_events", ()))
         self.rec = TrialRecorder(out_dir)
         try:
+            for tap in taps:  # a live Foxglove server: it sees the t = 0 messages too
+                self.rec.add_tap(tap)
             from .foxglove import FoxgloveChannels
             from .robot_model import robot_model_message
 

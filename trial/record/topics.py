@@ -188,6 +188,30 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         "required": ["seed", "scenario", "profile", "versions"],
     },
+    "/trial/params": {
+        "title": "hil.ParamsChanged",
+        "description": "Controller parameters changed while it ran (a live Foxglove session), applied between two "
+                       "bus cycles at this time; who asked and the whole set after the change.",
+        "type": "object",
+        "properties": {"changed": {"type": "object"}, "params": {"type": "object"},
+                       "by": {"type": "string", "description": "e.g. 'foxglove client 3'"}},
+        "required": ["changed", "params", "by"],
+    },
+    "/trial/mark": {
+        "title": "hil.Mark",
+        "description": "A moment marked by whoever watched (Foxglove's 'mark this moment' service), with a note.",
+        "type": "object",
+        "properties": {"note": {"type": "string"}, "by": {"type": "string"}},
+        "required": ["note", "by"],
+    },
+    "/trial/refused": {
+        "title": "hil.Refused",
+        "description": "A request from whoever watched that was refused (a parameter of the wrong type, a seek "
+                       "backwards in a live trial...): what was asked, why not, by whom. The trial went on.",
+        "type": "object",
+        "properties": {"request": {"type": "string"}, "error": {"type": "string"}, "by": {"type": "string"}},
+        "required": ["request", "error", "by"],
+    },
 }
 
 GENERIC_SCHEMA: dict[str, Any] = {"title": "hil.Json", "type": "object"}

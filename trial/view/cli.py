@@ -25,6 +25,9 @@ def register(sub) -> None:
     view.add_argument("log", nargs="?", help="a trial folder or its trial.mcap (none: an empty page to run from)")
     add_view_arguments(view, flag=False)
     view.add_argument("--out", default="trials/view", help="where trials run from the page write (trials/view)")
+    from trial.foxglove_live.cli import add_foxglove_arguments
+
+    add_foxglove_arguments(view, replay=True)
     view.set_defaults(func=cmd_view)
 
 
@@ -59,6 +62,8 @@ def cmd_view(args: argparse.Namespace) -> int:
 
     from .timeline import Timeline
 
+    if getattr(args, "foxglove", None) is not None:
+        return _serve_foxglove(args)
     timeline = metrics = None
     if args.log:
         path = Path(args.log)
@@ -71,6 +76,23 @@ def cmd_view(args: argparse.Namespace) -> int:
         viewer.show_replay(timeline, metrics, folder=path if path.is_dir() else path.parent)
         print(f"viewer: replaying {args.log} ({timeline.end_t:.1f} s)", flush=True)
     return _serve(viewer, None)
+
+
+def _serve_foxglove(args: argparse.Namespace) -> int:
+    """``hil view DIR --foxglove``: the recorded trial served to Foxglove (seek, play, speed), no page."""
+    from trial.foxglove_live.address import parse_address
+    from trial.foxglove_live.replay import ReplayServer
+
+    if not args.log:
+        raise ValueError("hil view --foxglove needs a trial folder or its trial.mcap to replay")
+    path = Path(args.log)
+    if not path.exists():
+        raise ValueError(f"{path}: no such trial folder or log")
+    host, port = parse_address(args.foxglove)
+    server = ReplayServer(path, host, port)
+    print(f"foxglove: replaying {server.path} ({(server.end_ns - server.start_ns) / 1e9:.1f} s) at {server.url} "
+          f"(Foxglove: Open connection -> Foxglove WebSocket; Ctrl-C to stop)", flush=True)
+    return _serve(server, None)
 
 
 def _metrics_of(path: Path) -> dict[str, Any] | None:
@@ -89,7 +111,8 @@ def _metrics_of(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def run_viewed(trial: Any, out: Path, args: argparse.Namespace, progress=None):
+def run_viewed(trial: Any, out: Path, args: argparse.Namespace, progress=None, taps: tuple = (),
+               hooks: tuple = ()):
     """Run ``trial`` with the page attached (``--view``); the page stays up after it ends (``--view-linger``).
 
     The page is served from a child process (trial/view/remote.py) so that watching does not slow the trial."""
@@ -99,7 +122,8 @@ def run_viewed(trial: Any, out: Path, args: argparse.Namespace, progress=None):
                            label=trial.spec.label, start_paused=args.view_paused)
     print(f"viewer: open {viewer.url} in a browser (serving on {args.view_host}; Ctrl-C to stop)", flush=True)
     try:
-        result = trial.run(out, progress=progress, listeners=viewer.listeners, hooks=viewer.hooks)
+        result = trial.run(out, progress=progress, listeners=viewer.listeners, hooks=(*viewer.hooks, *hooks),
+                           taps=taps)
         viewer.finish(result, result.error)
     except BaseException:
         viewer.finish(None, "interrupted")

@@ -1,0 +1,84 @@
+"""``--foxglove [HOST:]PORT`` on ``hil trial``, ``hil demo``, ``hil run`` (and ``hil view DIR``), and
+``hil foxglove-layout``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .address import DEFAULT_PORT
+
+
+def add_foxglove_arguments(parser: argparse.ArgumentParser, *, replay: bool = False) -> None:
+    group = parser.add_argument_group("Foxglove")
+    what = "serve the recorded trial to Foxglove, with seek, play and speed" if replay else \
+        "serve the trial live to Foxglove (its channels, the simulator's time; pause, resume, step, parameters)"
+    group.add_argument("--foxglove", nargs="?", const="", default=None, metavar="[HOST:]PORT",
+                       help=f"{what}: a foxglove-sdk WebSocket server on loopback port {DEFAULT_PORT} unless "
+                            "given (0: any free port); open it in Foxglove: Open connection -> Foxglove WebSocket")
+    if not replay:
+        group.add_argument("--foxglove-paused", action="store_true",
+                           help="start paused (sim clock): press play in Foxglove's playback bar")
+        group.add_argument("--foxglove-linger", type=float, default=0.0, metavar="S",
+                           help="keep the Foxglove server up S seconds after the trial ends (default 0)")
+
+
+def wanted(args: argparse.Namespace | None) -> bool:
+    return args is not None and getattr(args, "foxglove", None) is not None
+
+
+def open_live(args: argparse.Namespace, label: str = "", duration_s: float | None = None) -> Any:
+    """The live server ``--foxglove`` asks for, started (its URL printed), or None when not asked."""
+    if not wanted(args):
+        return None
+    from .address import parse_address
+    from .live import LiveServer
+
+    host, port = parse_address(args.foxglove)
+    server = LiveServer(host, port, label=label, start_paused=getattr(args, "foxglove_paused", False),
+                        duration_s=duration_s)
+    print(f"foxglove: serving {server.url} (Foxglove: Open connection -> Foxglove WebSocket -> {server.url}"
+          f"{'; paused: press play' if getattr(args, 'foxglove_paused', False) else ''})", flush=True)
+    return server
+
+
+def close_live(server: Any, args: argparse.Namespace) -> None:
+    if server is None:
+        return
+    seconds = float(getattr(args, "foxglove_linger", 0.0) or 0.0)
+    if seconds > 0:
+        import time
+
+        print(f"foxglove: the trial has ended; serving {server.url} for {seconds:g} s more", flush=True)
+        try:
+            time.sleep(seconds)
+        except KeyboardInterrupt:
+            print("", file=sys.stderr)
+    server.close()
+
+
+def register_layout(sub) -> None:
+    layout = sub.add_parser("foxglove-layout", help="print a Foxglove layout for hil trials (hil foxglove-layout "
+                                                    "> hil.json; Foxglove: Layouts -> Import from file)")
+    from .layout import FOLLOW_FRAME, IMAGE_TOPIC, JOINTS_PATH
+
+    layout.add_argument("--follow", default=FOLLOW_FRAME, metavar="FRAME",
+                        help=f"the frame the 3D panel follows: the robot's base link (default {FOLLOW_FRAME}, the "
+                             "commbot's; the first link of /robot/model)")
+    layout.add_argument("--image-topic", default=IMAGE_TOPIC, metavar="TOPIC",
+                        help=f"the camera topic of the Image panel (default {IMAGE_TOPIC})")
+    layout.add_argument("--joints-path", default=JOINTS_PATH, metavar="PATH",
+                        help=f"the joints' raw messages (default {JOINTS_PATH}; /robot/joints for a robot without "
+                             "a base)")
+    layout.set_defaults(func=cmd_layout)
+
+
+def cmd_layout(args: argparse.Namespace) -> int:
+    import json
+
+    from .layout import check_layout, hil_layout
+
+    layout = hil_layout(args.image_topic, args.follow, args.joints_path)
+    check_layout(layout)
+    print(json.dumps(layout, indent=2, sort_keys=True))
+    return 0
