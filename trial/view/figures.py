@@ -15,6 +15,8 @@ import numpy as np
 
 from firmware_sim.world.figures import Gait, figure
 
+from .quat import wxyz_of
+
 KINDS = ("box", "cylinder", "sphere")
 
 
@@ -61,7 +63,7 @@ class FigureDrawer:
         for kind in KINDS:
             limbs = parts[kind]
             positions = np.array([limb.pose[:3, 3] for limb in limbs], np.float32).reshape(-1, 3)
-            wxyzs = np.array([_wxyz(limb.pose[:3, :3]) for limb in limbs], np.float32).reshape(-1, 4)
+            wxyzs = np.array([wxyz_of(limb.pose[:3, :3]) for limb in limbs], np.float32).reshape(-1, 4)
             node = self.nodes.get(kind)
             if node is not None and key == self._key:
                 node.batched_positions, node.batched_wxyzs = positions, wxyzs
@@ -93,11 +95,3 @@ def _scale(limb) -> tuple[float, float, float]:
     return (limb.size[0],) * 3
 
 
-def _wxyz(m: np.ndarray) -> tuple[float, float, float, float]:
-    """A rotation matrix as a unit quaternion (w, x, y, z), w >= 0 (as scene.wxyz_of; not imported: no circle)."""
-    w = math.sqrt(max(0.0, 1.0 + m[0, 0] + m[1, 1] + m[2, 2])) / 2
-    x = math.copysign(math.sqrt(max(0.0, 1.0 + m[0, 0] - m[1, 1] - m[2, 2])) / 2, m[2, 1] - m[1, 2])
-    y = math.copysign(math.sqrt(max(0.0, 1.0 - m[0, 0] + m[1, 1] - m[2, 2])) / 2, m[0, 2] - m[2, 0])
-    z = math.copysign(math.sqrt(max(0.0, 1.0 - m[0, 0] - m[1, 1] + m[2, 2])) / 2, m[1, 0] - m[0, 1])
-    n = math.sqrt(w * w + x * x + y * y + z * z) or 1.0
-    return w / n, x / n, y / n, z / n

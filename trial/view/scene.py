@@ -18,6 +18,7 @@ from trial.record.palette import (ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, V
                                   WALL_RGB, WALL_THICKNESS_M)
 from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
+from .quat import wxyz_of
 from .timeline import Frame
 
 def _unit_cylinder(segments: int = 16) -> tuple[np.ndarray, np.ndarray]:
@@ -58,15 +59,6 @@ def rgb255(rgb) -> tuple[int, int, int]:
     return tuple(int(round(255 * max(0.0, min(1.0, c)))) for c in rgb[:3])  # type: ignore[return-value]
 
 
-def wxyz_of(matrix: np.ndarray) -> tuple[float, float, float, float]:
-    """A rotation matrix as a unit quaternion (w, x, y, z), w >= 0."""
-    m = matrix
-    w = math.sqrt(max(0.0, 1.0 + m[0, 0] + m[1, 1] + m[2, 2])) / 2
-    x = math.copysign(math.sqrt(max(0.0, 1.0 + m[0, 0] - m[1, 1] - m[2, 2])) / 2, m[2, 1] - m[1, 2])
-    y = math.copysign(math.sqrt(max(0.0, 1.0 - m[0, 0] + m[1, 1] - m[2, 2])) / 2, m[0, 2] - m[2, 0])
-    z = math.copysign(math.sqrt(max(0.0, 1.0 - m[0, 0] - m[1, 1] + m[2, 2])) / 2, m[1, 0] - m[0, 1])
-    n = math.sqrt(w * w + x * x + y * y + z * z) or 1.0
-    return w / n, x / n, y / n, z / n
 
 
 def yaw_wxyz(yaw: float) -> tuple[float, float, float, float]:
