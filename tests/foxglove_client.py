@@ -34,6 +34,7 @@ class FoxgloveClient:
         self.states: list[dict[str, Any]] = []
         self.responses: list[dict[str, Any]] = []
         self.closed = False
+        self._next_sub = 1
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -82,8 +83,9 @@ class FoxgloveClient:
         return wait_for(have, what=f"the server to advertise {wait_for_topics}")
 
     def subscribe(self, channels: dict[str, dict[str, Any]]) -> dict[str, int]:
-        """Subscribe to every channel given; topic -> subscription id."""
-        subs = {topic: k + 1 for k, topic in enumerate(sorted(channels))}
+        """Subscribe to every channel given; topic -> subscription id (ids never reused on this connection)."""
+        subs = {topic: self._next_sub + k for k, topic in enumerate(sorted(channels))}
+        self._next_sub += len(subs)
         self.send({"op": "subscribe", "subscriptions": [{"id": subs[t], "channelId": channels[t]["id"]}
                                                         for t in sorted(channels)]})
         return subs

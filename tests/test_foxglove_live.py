@@ -69,6 +69,10 @@ def test_channels_bytes_time_pause_play_step_and_parameters(tmp_path):
 
             client.playback(PLAY, request_id="go")
             wait_for(lambda: (client.last_time() or 0) > 2e9, what="sim time past 2 s after play")
+            # channels are advertised when their topic is first written: a client subscribes to the late ones as
+            # Foxglove does (under load the first look can come before the first tick wrote /clock)
+            late = client.channels(wait_for_topics=("/clock", "/robot/state"))
+            subs.update(client.subscribe({t: c for t, c in late.items() if t not in subs}))
             client.playback(PAUSE, request_id="hold")
             wait_for(lambda: server.control.paused, what="paused")
             time.sleep(0.5)
