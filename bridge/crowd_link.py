@@ -115,6 +115,8 @@ class CrowdClient:
 
         self._socket, self._watch = connect_client(zmq.REQ, endpoint, security)
         self._socket.setsockopt(zmq.RCVTIMEO, max(1, int(timeout_s * 1000)))
+        # a REQ socket with no pipe (its handshake failed: a plain world at a CURVE crowd) blocks in send for ever
+        self._socket.setsockopt(zmq.SNDTIMEO, max(1, int(timeout_s * 1000)))
         self.seq = 0
         self._pending_t: float | None = None  # the time of a tick sent and not yet answered
         # set by whoever started the crowd process (trial/task.py CrowdProcess.watch): None while it runs, else how
@@ -132,7 +134,14 @@ class CrowdClient:
         meanwhile (a pipelined bridge, firmware_sim/embodied/crowd_bridge.py) and take the answer later."""
         self.seq += 1
         self._pending_t = t_s
-        self._socket.send(pack("tick", tick_payload(t_s, robot, people), seq=self.seq, t=t_s))
+        try:
+            self._socket.send(pack("tick", tick_payload(t_s, robot, people), seq=self.seq, t=t_s))
+        except zmq.Again:
+            self._pending_t = None
+            why = self._watch.reason() if self._watch is not None else ""
+            raise CrowdLinkError(f"the crowd at {self.endpoint} took no tick {self.seq} (t={t_s:.3f} s) within "
+                                 f"{self.timeout_s:g} s: no connection to send on ({why or 'refused or gone'})") \
+                from None
 
     @property
     def pending(self) -> bool:
@@ -184,7 +193,7 @@ class CrowdClient:
             if self._pending_t is not None and self._socket.poll(500):  # a pipelined tick's answer first
                 self._socket.recv()
                 self._pending_t = None
-            self._socket.send(pack("bye", {}, seq=self.seq + 1))
+            self._socket.send(pack("bye", {}, seq=self.seq + 1), zmq.NOBLOCK)
             self._socket.poll(500)
         except zmq.ZMQError:
             pass

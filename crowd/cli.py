@@ -59,6 +59,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(objectives.user: 'module:Class'); none unless given: importing runs the module's code")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="for 'objectives': a table or JSON")
+    parser.add_argument("--again", action="store_true",
+                        help="with --serve (lockstep): after each session say 'crowd-idle' on stdout and read the "
+                             "next session's options from stdin (one JSON list of strings per line; stdin closed: "
+                             "exit); hil's trials keep one crowd process across the trials of a process this way")
+
+
+class _Parser(argparse.ArgumentParser):
+    """The crowd's options for a session asked for on stdin: a bad one is an error of that session, not an exit."""
+
+    def error(self, message: str):
+        raise ValueError(f"hil crowd: {message}")
+
+
+def serve_again(args: argparse.Namespace, lines=None, say=None) -> int:
+    """``--again``: serve one session after another in this process, each a fresh crowd (map, rates, script, seed:
+    the same as a new process would build; the imports and the compiled step are paid once). Only the lockstep
+    crowd of our own trials: no --realtime, no --keys, no --allow-objectives (user objectives stay registered in a
+    process). A session that cannot start says ``crowd-error REASON`` and the process waits for the next."""
+    lines = lines if lines is not None else sys.stdin
+    say = say or (lambda text: print(text, flush=True))
+    parser = _Parser(prog="hil crowd", add_help=False)
+    add_arguments(parser)
+    while True:
+        if args is not None:
+            try:
+                if not args.serve or args.realtime or args.keys or args.allow_objectives or args.what != "run":
+                    raise ValueError("hil crowd: --again serves lockstep sessions only: --serve, and no --realtime, "
+                                     "--keys, --allow-objectives")
+                args.again = False
+                run(args)
+                say("crowd-idle")
+            except (OSError, ValueError) as exc:
+                say("crowd-error " + " ".join(str(exc).split()))
+        line = lines.readline()
+        if not line:
+            return 0
+        try:
+            argv = json.loads(line)
+            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+                raise ValueError("hil crowd --again: a session's options are one JSON list of strings per line")
+            args = parser.parse_args(argv)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            say("crowd-error " + " ".join(str(exc).split()))
+            args = None
 
 
 def _robot_pose(text: str) -> tuple[float, float, float]:
@@ -123,6 +167,8 @@ def list_objectives(fmt: str = "text") -> str:
 
 def run(args: argparse.Namespace) -> int:
     """The ``hil crowd`` command; returns the exit code. Config and script errors raise ValueError (file:line)."""
+    if getattr(args, "again", False):
+        return serve_again(args)
     if args.what == "objectives":
         print(list_objectives(args.format))
         return 0

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .result import FAILED, INTERRUPTED, OK, Metrics, TrialResult
 from .spec import TrialSpec, load_trial_file, make_spec
-from .task import CrowdProcess, Task, TrialError, make_task, map_message
+from .task import CrowdProcess, Task, TrialError, make_task, map_message, release, start_crowd
 from .world import WorldProbe, clock_of, robot_profile
 
 GOAL = "goal"
@@ -101,7 +101,7 @@ class _Run:
         try:
             endpoint = spec.crowd_endpoint
             if endpoint is None and task.has_crowd:
-                self.crowd = CrowdProcess(spec, task, realtime=clock == "real")
+                self.crowd = start_crowd(spec, task, realtime=clock == "real")
                 endpoint = self.crowd.endpoint
             from runtime.robot import Robot
 
@@ -168,7 +168,7 @@ class _Run:
                 try:
                     robot.close()
                 finally:
-                    self._stop_crowd()
+                    self._stop_crowd(ended_well=error is None)
         status = OK if error is None and stopped != "interrupted" else INTERRUPTED if error is None else FAILED
         run = summarize(controller, robot, inner.kind or type(inner).__name__, stopped, sim_s, wall_s)
         result = TrialResult(label=spec.label, folder=self.folder, status=status, stopped=run.stopped,
@@ -293,9 +293,11 @@ class _Run:
 
         return report
 
-    def _stop_crowd(self) -> None:
+    def _stop_crowd(self, ended_well: bool = False) -> None:
+        """Stop the crowd process, or keep it idle for this process's next trial when the trial ended well (the
+        world has said bye; trial/task.py release)."""
         if self.crowd is not None:
-            self.crowd.stop()
+            release(self.crowd, ended_well=ended_well)
             self.crowd = None
 
 

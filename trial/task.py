@@ -10,8 +10,12 @@ on the sim clock, streaming in real time on the real clock.
 """
 from __future__ import annotations
 
+import atexit
 import collections
+import json
 import math
+import os
+import queue
 import signal
 import subprocess
 import sys
@@ -144,25 +148,72 @@ def map_message(task: Task) -> dict[str, Any] | None:
 
 
 # --- the crowd process -------------------------------------------------------------------------------------
-class CrowdProcess:
-    """``hil crowd --serve tcp://127.0.0.1:*`` as a child process; :attr:`endpoint` says where it answers."""
+IDLE_WAIT_S = 5.0  # after the world's bye, how long the child may take to say it is idle (else it is stopped)
 
-    def __init__(self, spec: TrialSpec, task: Task, *, realtime: bool):
-        self.command = crowd_command(spec, task, realtime=realtime)
+
+class CrowdProcess:
+    """``hil crowd --serve tcp://127.0.0.1:*`` as a child process; :attr:`endpoint` says where it answers.
+
+    A lockstep crowd is started with ``--again`` and, when its trial ended well, kept idle (:func:`release`) for
+    the next trial of this process: the next trial sends its options on the child's stdin and the child builds a
+    fresh crowd from them, as a new process would (same seed, same bytes: tests/test_crowd_pool.py), without paying
+    the interpreter, numpy, numba and the compiled step's cache again (~1 s quiet, 3 s loaded, per trial: a sweep
+    worker's or a test session's trials one after another). ``HIL_CROWD_POOL=0`` turns it off."""
+
+    def __init__(self, spec: TrialSpec | None = None, task: Task | None = None, *, realtime: bool = False,
+                 command: list[str] | None = None):
+        self.command = command if command is not None else crowd_command(spec, task, realtime=realtime)
+        self.reusable = _poolable(self.command)
         from runtime.process import spawn  # dies with us, even on SIGKILL
 
-        self.proc = spawn(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().split()
-        if len(line) != 2 or line[0] != "crowd":
-            self.proc.kill()
-            _, err = self.proc.communicate()
-            reason = err.strip().splitlines()[-1] if err.strip() else f"said {' '.join(line)!r}"
-            raise TrialError(f"the crowd did not start: {reason} (exit {self.proc.returncode})")
-        self.endpoint = line[1]
+        self.proc = spawn(self.command + (["--again"] if self.reusable else []), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, stdin=subprocess.PIPE if self.reusable else subprocess.DEVNULL,
+                          text=True)
         self.last_lines: collections.deque[str] = collections.deque(maxlen=STDERR_KEPT)
         self._stderr_done = threading.Event()
         threading.Thread(target=_relay, args=(self.proc.stderr, self.last_lines, self._stderr_done),
                          daemon=True).start()  # its log reaches ours
+        self._said: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_lines_of, args=(self.proc.stdout, self._said), daemon=True).start()
+        self.endpoint = self._ready()
+
+    def _ready(self) -> str:
+        """The endpoint of the session just asked for (its first stdout line), or TrialError saying why not."""
+        line = self._said.get()
+        words = (line or "").split()
+        if len(words) == 2 and words[0] == "crowd":
+            return words[1]
+        if line is not None and line.startswith("crowd-error "):  # an idle child refused the options: it waits on
+            raise TrialError(f"the crowd did not start: {line[len('crowd-error '):].strip()}")
+        self.stop()
+        self._stderr_done.wait(STDERR_DRAIN_S)
+        err = [x.strip() for x in self.last_lines if x.strip()]
+        reason = err[-1] if err else f"said {' '.join(words)!r}"
+        raise TrialError(f"the crowd did not start: {reason} (exit {self.proc.returncode})")
+
+    def again(self, command: list[str]) -> bool:
+        """Serve the next trial's ``command`` from this idle process; False if it cannot (then it is stopped)."""
+        if self.proc.poll() is not None:
+            return False
+        try:
+            self.proc.stdin.write(json.dumps(command[command.index("crowd") + 1:]) + "\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            self.stop()
+            return False
+        self.command = command
+        self.last_lines.clear()
+        self.endpoint = self._ready()
+        return True
+
+    def idle(self, wait_s: float = IDLE_WAIT_S) -> bool:
+        """After the world said bye: True once the child says it is idle (then it may serve another trial)."""
+        if not self.reusable or self.proc.poll() is not None:
+            return False
+        try:
+            return self._said.get(timeout=wait_s) == "crowd-idle"
+        except queue.Empty:
+            return False
 
     def death(self) -> str | None:
         """None while the crowd process runs; else how it ended (exit status or signal) and its last stderr
@@ -187,7 +238,63 @@ class CrowdProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        self.proc.stdout.close()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+# --- one idle crowd process kept for the next trial ----------------------------------------------------------
+POOL_ENV = "HIL_CROWD_POOL"  # "0": a new crowd process for every trial
+_IDLE: list[CrowdProcess] = []
+_IDLE_LOCK = threading.Lock()
+
+
+def _poolable(command: list[str]) -> bool:
+    """Lockstep crowds of our own trials only (the child refuses the rest of --again anyway)."""
+    return os.environ.get(POOL_ENV, "1") != "0" and not {"--realtime", "--keys", "--allow-objectives"} & set(command)
+
+
+def start_crowd(spec: TrialSpec, task: Task, *, realtime: bool) -> CrowdProcess:
+    """The trial's crowd process: the idle one of an earlier trial if there is one, else a new one."""
+    command = crowd_command(spec, task, realtime=realtime)
+    if _poolable(command):
+        with _IDLE_LOCK:
+            idle = _IDLE.pop() if _IDLE else None
+        if idle is not None and idle.again(command):
+            return idle
+    return CrowdProcess(command=command)
+
+
+def release(crowd: CrowdProcess, *, ended_well: bool) -> None:
+    """After the trial (the world has said bye): keep the process for the next trial if it is idle, else stop it."""
+    if ended_well and crowd.idle():
+        with _IDLE_LOCK:
+            if not _IDLE:
+                _IDLE.append(crowd)
+                return
+    crowd.stop()
+
+
+@atexit.register
+def _stop_idle() -> None:
+    with _IDLE_LOCK:
+        idle, _IDLE[:] = list(_IDLE), []
+    for crowd in idle:
+        crowd.stop()
+
+
+def _lines_of(stream, out: queue.Queue) -> None:
+    """The child's stdout lines into ``out`` (None at its end): waits with a bound, and nothing else reads it."""
+    try:
+        for line in stream:
+            out.put(line.rstrip("\n"))
+    except (OSError, ValueError):
+        pass
+    finally:
+        out.put(None)
 
 
 def crowd_command(spec: TrialSpec, task: Task, *, realtime: bool) -> list[str]:
