@@ -176,6 +176,30 @@ def test_every_body_is_where_it_was_at_rest_and_at_random_configurations(which):
         close(worlds)
 
 
+@pytest.mark.parametrize("which", ["commbot", "chain"])
+def test_link_matrices_are_every_link_pose_at_once(which):
+    """RobotBody.link_matrices (one getLinkStates call, what a camera frame places the robot with) gives each
+    body's link_pose, merged and unmerged, at rest and at a random configuration: 1e-9 m and rotation entries."""
+    from firmware_sim.render.scene import _matrix
+
+    worlds, robots = pair(which, base_xy_yaw=(0.4, -0.3, 1.1))
+    try:
+        rng = np.random.default_rng(5)
+        for moved in (False, True):
+            for robot in robots:
+                if moved:
+                    q = random_q(robot, rng)
+                    for j in robot.moving_joints:
+                        p.resetJointState(robot.body_id, j.index, q[(j.part_id, j.name)],
+                                          physicsClientId=robot.client)
+                batched = robot.link_matrices()
+                one_by_one = np.stack([_matrix(*robot.link_pose(k.part_id, k.body)) for k in robot.links])
+                assert batched.shape == (len(robot.links), 4, 4)
+                assert np.abs(batched - one_by_one).max() < KINEMATICS_ATOL
+    finally:
+        close(worlds)
+
+
 def test_every_body_moves_alike_merged_and_unmerged():
     worlds, robots = pair(base_xy_yaw=(0.0, 0.0, 0.3))
     try:

@@ -103,18 +103,26 @@ def robot_scene(robot, legend: dict[int, str], cache: dict | None = None) -> Ins
         if cache.get("mirrors") != mirrors:
             cache["shapes"], cache["mirrors"] = _robot_shapes(robot), mirrors
         shapes = cache["shapes"]
+    frames = {id(body): _frames_of(body) for body in {id(b): b for b, _, _ in shapes}.values()}
     for k, (body, link, primitives) in enumerate(shapes):
         label = ROBOT_BASE + k
         legend[label] = f"robot:{link.part_id}/{link.body}"
         if not primitives:
             continue
-        frame = _matrix(*body.link_pose(link.part_id, link.body))
+        frame = frames[id(body)][link]
         for kind, local, rgba in primitives:
             items = out.items[kind]
             items[0].append(frame @ local)
             items[1].append(rgba)
             items[2].append(label)
     return out
+
+
+def _frames_of(body) -> dict:
+    """link -> 4x4 world frame of every body of ``body`` (one batched call where the body has it)."""
+    if hasattr(body, "link_matrices"):
+        return dict(zip(body.links, body.link_matrices()))
+    return {link: _matrix(*body.link_pose(link.part_id, link.body)) for link in body.links}
 
 
 def _robot_shapes(robot) -> list:

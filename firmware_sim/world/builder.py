@@ -118,6 +118,7 @@ class RobotBody:
         self._bodies_at = {index: tuple(bodies) for index, bodies in carried.items()}
         self._hit_shapes = {index: _hit_shapes(bodies, parts) for index, bodies in self._bodies_at.items()
                             if len(bodies) > 1}
+        self._in_com: np.ndarray | None = None  # per body of links: its frame in its link's CoM frame (4x4)
 
     # --- names -> indices ------------------------------------------------------------------------------------
     def link(self, part_id: int, body: str) -> RobotLink:
@@ -236,6 +237,28 @@ class RobotBody:
         link = self.link(part_id, body)
         frame = self._frame_of(link.index)
         return frame if link.offset == IDENTITY else compose(frame, link.offset)
+
+    def link_matrices(self) -> np.ndarray:
+        """Every body of :attr:`links`, in that order, as its 4x4 world frame (what :meth:`link_pose` gives one by
+        one), from one getLinkStates call and one batched product: a camera frame needs all ~60 of them, and
+        per body that was ~0.1 ms of Python each. Not cached: bodies move without a step too (place, a restore)."""
+        if self._in_com is None:
+            self._carriers = sorted(i for i in self._bodies_at if i >= 0)
+            slot = {-1: 0, **{index: k + 1 for k, index in enumerate(self._carriers)}}
+            self._slot = np.array([slot[link.index] for link in self.links])
+            self._in_com = np.stack([_matrix4(compose(inverse(self._bodies_at[link.index][0].inertial
+                                                              if link.index >= 0 else self.links[0].inertial),
+                                                      link.offset)) for link in self.links])
+        base = p.getBasePositionAndOrientation(self.body_id, physicsClientId=self.client)
+        states = p.getLinkStates(self.body_id, self._carriers, computeForwardKinematics=True,
+                                 physicsClientId=self.client) if self._carriers else ()
+        positions = np.array([base[0], *(s[0] for s in states)], float)
+        quats = np.array([base[1], *(s[1] for s in states)], float)
+        com = np.zeros((len(positions), 4, 4))
+        com[:, :3, :3] = _rotations(quats)
+        com[:, :3, 3] = positions
+        com[:, 3, 3] = 1.0
+        return com[self._slot] @ self._in_com
 
     def total_mass(self) -> float:
         """The multibody's mass as pybullet has it (sum over the base and every link), plus its mirrors'."""
@@ -405,3 +428,26 @@ def _lowest_point(robot: RobotBody, specs: list[LinkSpec]) -> float:
     """The lowest z of any collision shape at the robot's current pose (0 when it has none)."""
     lows = [lowest_z(shape, robot.link_pose(s.part_id, s.body.name)) for s in specs for shape in s.body.collisions]
     return min(lows, default=0.0) - robot.base_pose()[0][2]
+
+
+def _matrix4(frame: Frame) -> np.ndarray:
+    out = np.eye(4)
+    out[:3, :3] = rotation_matrix(frame[1])
+    out[:3, 3] = frame[0]
+    return out
+
+
+def _rotations(quats: np.ndarray) -> np.ndarray:
+    """(N, 3, 3) rotation matrices of (N, 4) xyzw unit quaternions (double precision, as frames.compose does)."""
+    x, y, z, w = quats.T
+    out = np.empty((len(quats), 3, 3))
+    out[:, 0, 0] = 1 - 2 * (y * y + z * z)
+    out[:, 0, 1] = 2 * (x * y - z * w)
+    out[:, 0, 2] = 2 * (x * z + y * w)
+    out[:, 1, 0] = 2 * (x * y + z * w)
+    out[:, 1, 1] = 1 - 2 * (x * x + z * z)
+    out[:, 1, 2] = 2 * (y * z - x * w)
+    out[:, 2, 0] = 2 * (x * z - y * w)
+    out[:, 2, 1] = 2 * (y * z + x * w)
+    out[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    return out

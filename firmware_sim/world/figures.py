@@ -15,6 +15,7 @@ Each figure is a list of :class:`Limb` primitives (box, cylinder along z, sphere
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -74,8 +75,11 @@ def half_depth(height: float, radius: float = 0.25) -> float:
     return Proportions.of(height, radius).torso_depth / 2.0
 
 
+@functools.lru_cache(maxsize=4096)
 def colours(seed: int, person_id: int) -> dict[str, tuple[float, float, float, float]]:
-    """Skin, shirt, trousers and hair of one person, drawn from (seed, id): the same person looks the same."""
+    """Skin, shirt, trousers and hair of one person, drawn from (seed, id): the same person looks the same.
+    Kept per (seed, id): every camera frame draws every person (a generator each was a quarter of a figure's
+    cost); callers only read the dict."""
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, int(person_id) & 0xFFFFFFFF])
     pick = lambda table: tuple(table[int(rng.integers(len(table)))]) + (1.0,)  # noqa: E731
     return {"skin": pick(SKIN), "shirt": pick(SHIRTS), "trousers": pick(TROUSERS), "hair": pick(HAIR)}
