@@ -1,13 +1,15 @@
 """The trial's own cost and scale (issue 24), side by side in one run; the figures that matter are the ratios.
 
   (a) loop   the demo trial's loop cost per simulated second, start-up apart: (wall time of a LONG s trial - that
-             of a SHORT s one) / (LONG - SHORT), for this checkout and, with --against DIR (default /work/main when
-             it exists), for that checkout, each trial in its own child process (same interpreter), the sides
-             alternating; beside them bare pybullet of the merged world: `hil urdf`'s commbot loaded with
-             URDF_MERGE_FIXED_LINKS, the arcade's walls and as many people capsules as the trial had on average,
-             p.stepSimulation() as often as the trial steps. Printed: cost per simulated second, the loop's share
-             of bare pybullet's speed (target >= 80 %), the whole LONG s call's RTF and its ratio against DIR's
-             (target >= 2.5x).
+             of a SHORT s one) / (LONG - SHORT), and the same by CPU time (the trial's process and its crowd's: the
+             figure other processes' load moves least), each trial in its own child process (same interpreter),
+             the sides alternating: this checkout with its cameras off (as the base before issue 23 had none),
+             with its cameras recorded at the default 5 Hz, cameras off with the pipelined crowd, and with
+             --against DIR (default /work/main when it exists) that checkout; beside them bare pybullet of the
+             merged world: `hil urdf`'s commbot loaded with URDF_MERGE_FIXED_LINKS, the arcade's walls and as
+             many people capsules as the trial had on average, p.stepSimulation() as often as the trial steps.
+             Printed: cost per simulated second, the loop's share of bare pybullet's speed (target >= 80 %), the
+             whole LONG s call's RTF and its ratio against DIR's (target >= 2.5x).
   (b) crowd  the crowd alone in the station (config/maps/station.yaml, 240 m x 90 m, five islands, six lanes):
              3,200 and 10,000 people walking the lanes end to end, steps per second at dt 0.1 of crowd.CrowdSim
              beside JuPedSim's collision-free speed model on the same geometry (a polygon with the islands as
@@ -17,7 +19,7 @@
 
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
 
---smoke: 2 s and 1 s trials (lockstep only), 400 people in the station, 1 s trials at crowd_scale 1 and 3 (exits
+--smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 400 people in the station, 1 s trials at crowd_scale 1 and 3 (exits
 0, prints the tables; its figures mean nothing). Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
 """
 from __future__ import annotations
@@ -71,28 +73,52 @@ class CpuMeter:
 
 # --- (a) the demo trial's loop against bare pybullet of the merged world ---------------------------------------
 _TRIAL_CHILD = """
-import gc, json, statistics, sys, tempfile, time
+import gc, json, os, resource, statistics, sys, tempfile, time
 from pathlib import Path
 from trial import Trial
 from trial.presets import demo_spec
 from trial.record.log import read_log
-duration, extra = float(sys.argv[1]), json.loads(sys.argv[2])
+duration, extra, warm = float(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "1"
+
+def crowd_cpu():
+    # the CPU of a crowd process kept idle across trials (trial/task.py's pool, where the checkout has one)
+    try:
+        from trial import task
+        idle = list(getattr(task, "_IDLE", ()))
+    except ImportError:
+        idle = []
+    total = 0.0
+    for crowd in idle:
+        try:
+            fields = open(f"/proc/{crowd.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
 with tempfile.TemporaryDirectory(prefix="hil-bench-loop-") as tmp:
-    Trial(spec=demo_spec(duration=1.0, **extra)).run(Path(tmp) / "warm").raise_for_status()  # imports, caches
+    if warm:
+        Trial(spec=demo_spec(duration=1.0, **extra)).run(Path(tmp) / "warm").raise_for_status()  # imports, caches
     gc.collect()
+    cpu0, kids0, crowd0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN), crowd_cpu()
     start = time.perf_counter()
     Trial(spec=demo_spec(duration=duration, **extra)).run(Path(tmp) / "t").raise_for_status()
     wall = time.perf_counter() - start
+    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (time.process_time() - cpu0) + (kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) \
+        + max(0.0, crowd_cpu() - crowd0)
     counts = [len(m.data["people"]) for m in read_log(Path(tmp) / "t" / "trial.mcap").messages.get("/pedestrians", [])]
-print(json.dumps({"wall_s": wall, "mean_people": statistics.fmean(counts) if counts else 0.0,
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "mean_people": statistics.fmean(counts) if counts else 0.0,
                   "max_people": max(counts, default=0)}))
 """
 
 
-def trial_wall(root: Path, duration_s: float, extra: dict | None = None) -> dict:
-    """One demo trial of ``duration_s`` simulated seconds in a child process running checkout ``root``."""
+def trial_wall(root: Path, duration_s: float, extra: dict | None = None, warm: bool = True) -> dict:
+    """One demo trial of ``duration_s`` simulated seconds in a child process running checkout ``root`` (after a
+    1 s warm-up trial unless ``warm`` is False): its wall time and the CPU time of it and its crowd."""
     env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, "-c", _TRIAL_CHILD, repr(duration_s), json.dumps(extra or {})],
+    proc = subprocess.run([sys.executable, "-c", _TRIAL_CHILD, repr(duration_s), json.dumps(extra or {}),
+                           "1" if warm else "0"],
                           cwd=str(root), env=env, capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"the trial in {root} failed: {proc.stderr.strip()[-2000:]}")
@@ -125,15 +151,17 @@ class BareMerged:
         self.capsules = capsules
         self.time_step_s = self.world.time_step_s
 
-    def seconds_per_sim_s(self, sim_s: float) -> float:
+    def seconds_per_sim_s(self, sim_s: float) -> tuple[float, float]:
+        """(wall s, CPU s) per simulated second of stepping."""
         steps = max(1, round(sim_s / self.time_step_s))
         step, client = self.p.stepSimulation, self.world.client
         for _ in range(min(steps, 200)):
             step(physicsClientId=client)  # warm-up
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(steps):
             step(physicsClientId=client)
-        return (time.perf_counter() - start) / (steps * self.time_step_s)
+        sim = steps * self.time_step_s
+        return (time.perf_counter() - start) / sim, (time.process_time() - cpu) / sim
 
     def close(self) -> None:
         self.world.close()
@@ -154,48 +182,67 @@ class _quiet_stdout:
         os.close(self._saved)
 
 
-def loop_section(long_s: float, short_s: float, against: Path | None, rounds: int, pipelined: bool = True,
-                 out=print) -> dict:
-    sides = {"this": ROOT} | ({"pipelined": ROOT} if pipelined else {}) | (
-        {"other": against} if against is not None else {})
-    extras = {"pipelined": {"crowd_pipeline": True}}
-    walls: dict[str, dict[float, list[float]]] = {name: {long_s: [], short_s: []} for name in sides}
+SIDES = {  # name: (label, demo_spec extras, this checkout?)
+    "this": ("this checkout, cameras off (as the base)", {"camera_rate": 0.0}, True),
+    "cameras": ("this checkout, cameras 5 Hz (the default)", {}, True),
+    "pipelined": ("this checkout, cameras off, crowd_pipeline", {"camera_rate": 0.0, "crowd_pipeline": True}, True),
+    "other": ("", {}, False),
+}
+
+
+def loop_section(long_s: float, short_s: float, against: Path | None, rounds: int, sides=("this", "cameras",
+                 "pipelined"), warm: bool = True, out=print) -> dict:
+    """(a): every side's loop cost per simulated second (LONG - SHORT), by wall and by CPU (the trial's process
+    and its crowd's: what the load of other processes moves least), beside bare pybullet of the merged world."""
+    names = [n for n in sides if n != "other"] + (["other"] if against is not None else [])
+    roots = {n: ROOT if SIDES[n][2] else against for n in names}
+    walls: dict[str, dict[float, list[float]]] = {n: {long_s: [], short_s: []} for n in names}
+    cpus: dict[str, dict[float, list[float]]] = {n: {long_s: [], short_s: []} for n in names}
     people: list[float] = []
     with CpuMeter() as cpu, tempfile.TemporaryDirectory(prefix="hil-bench-loop-") as tmp:
         for r in range(rounds):
-            order = list(sides) if r % 2 == 0 else list(sides)[::-1]
+            order = names if r % 2 == 0 else names[::-1]
             for name in order:
                 for duration in (long_s, short_s) if r % 2 == 0 else (short_s, long_s):
-                    got = trial_wall(sides[name], duration, extras.get(name))
+                    got = trial_wall(roots[name], duration, SIDES[name][1], warm)
                     walls[name][duration].append(got["wall_s"])
-                    if name == "this" and duration == long_s:
+                    cpus[name][duration].append(got.get("cpu_s", float("nan")))
+                    if name == names[0] and duration == long_s:
                         people.append(got["mean_people"])
         bare = BareMerged(round(statistics.fmean(people)), Path(tmp))
         try:
-            bare_cost = statistics.median(bare.seconds_per_sim_s(long_s - short_s) for _ in range(rounds))
+            measured = [bare.seconds_per_sim_s(long_s - short_s) for _ in range(rounds)]
+            bare_wall = statistics.median(m[0] for m in measured)
+            bare_cpu = statistics.median(m[1] for m in measured)
             info = (bare.walls, bare.capsules, bare.links)
         finally:
             bare.close()
-    out(f"(a) the demo trial's loop, {long_s:g} s - {short_s:g} s trials, each in its own process (a 1 s warm-up trial "
-        f"first), {rounds} alternating round(s), medians; bare pybullet: merged commbot ({info[2]} links), "
-        f"{info[0]} walls, {info[1]} capsules (the trial's mean people)")
-    out(f"  {'side':<44} {'loop s/sim s':>12} {'of bare':>8} {'whole RTF':>10}")
-    result: dict = {"bare_s_per_sim_s": bare_cost, "mean_people": statistics.fmean(people), "others_cores": 0.0}
-    for name, root in sides.items():
+    out(f"(a) the demo trial's loop, {long_s:g} s - {short_s:g} s trials, each in its own process"
+        f"{' (a 1 s warm-up trial first)' if warm else ''}, {rounds} alternating round(s), medians; bare pybullet: "
+        f"merged commbot ({info[2]} links), {info[0]} walls, {info[1]} capsules (the trial's mean people)")
+    out(f"  {'side':<46} {'loop wall':>9} {'of bare':>8} {'loop CPU':>9} {'of bare':>8} {'whole RTF':>10}")
+    result: dict = {"bare_s_per_sim_s": bare_wall, "bare_cpu_per_sim_s": bare_cpu,
+                    "mean_people": statistics.fmean(people), "others_cores": 0.0}
+    for name in names:
         long_wall, short_wall = (statistics.median(walls[name][d]) for d in (long_s, short_s))
-        cost = (long_wall - short_wall) / (long_s - short_s)
+        long_cpu, short_cpu = (statistics.median(cpus[name][d]) for d in (long_s, short_s))
+        cost, cpu_cost = (long_wall - short_wall) / (long_s - short_s), (long_cpu - short_cpu) / (long_s - short_s)
         rtf = long_s / long_wall
-        label = {"this": "this checkout (lockstep, the default)",
-                 "pipelined": "this checkout, crowd_pipeline: true"}.get(name, str(root))
-        out(f"  {label:<44} {cost:12.3f} {bare_cost / cost:8.0%} {rtf:10.2f}")
-        result[name] = {"loop_s_per_sim_s": cost, "of_bare": bare_cost / cost, "whole_rtf": rtf,
-                        "long_wall_s": long_wall, "short_wall_s": short_wall}
-    out(f"  {'bare pybullet, merged world, stepSimulation':<44} {bare_cost:12.3f} {1:8.0%} {1 / bare_cost:10.2f}")
-    if "other" in result:
+        label = SIDES[name][0] or str(roots[name])
+        out(f"  {label:<46} {cost:9.3f} {bare_wall / cost:8.0%} {cpu_cost:9.3f} {bare_cpu / cpu_cost:8.0%} "
+            f"{rtf:10.2f}")
+        result[name] = {"loop_s_per_sim_s": cost, "of_bare": bare_wall / cost, "loop_cpu_per_sim_s": cpu_cost,
+                        "cpu_of_bare": bare_cpu / cpu_cost, "whole_rtf": rtf, "long_wall_s": long_wall,
+                        "short_wall_s": short_wall, "long_cpu_s": long_cpu}
+    out(f"  {'bare pybullet, merged world, stepSimulation':<46} {bare_wall:9.3f} {1:8.0%} {bare_cpu:9.3f} {1:8.0%} "
+        f"{1 / bare_wall:10.2f}")
+    if "other" in result and "this" in result:
         ratio = result["this"]["whole_rtf"] / result["other"]["whole_rtf"]
-        result["whole_vs_other"] = ratio
-        out(f"  whole {long_s:g} s call: this/other RTF {ratio:.2f}x (target >= 2.5x); loop at "
-            f"{result['this']['of_bare']:.0%} of bare (target >= 80 %)")
+        cpu_ratio = result["other"]["long_cpu_s"] / result["this"]["long_cpu_s"]
+        result["whole_vs_other"], result["whole_cpu_vs_other"] = ratio, cpu_ratio
+        out(f"  whole {long_s:g} s call, cameras off against the other checkout: RTF {ratio:.2f}x, CPU {cpu_ratio:.2f}x "
+            f"less (target >= 2.5x); loop at {result['this']['of_bare']:.0%} of bare by wall, "
+            f"{result['this']['cpu_of_bare']:.0%} by CPU (target >= 80 %)")
     out(f"  {cpu.note()}")
     result["others_cores"] = cpu.others
     return result
@@ -317,12 +364,12 @@ def crowd_section(sizes: list[int], seconds: float, dt: float = 0.1, out=print) 
 
 
 # --- (c) a trial with many people --------------------------------------------------------------------------------
-def people_section(duration_s: float, scales: tuple[float, float], out=print) -> dict:
+def people_section(duration_s: float, scales: tuple[float, float], warm: bool = True, out=print) -> dict:
     rows = {}
     with CpuMeter() as cpu:
         for scale in scales:
             extra = {"crowd_scale": scale, "crowd_start": "sat 14:00", "scenario": None}
-            got = trial_wall(ROOT, duration_s, extra)
+            got = trial_wall(ROOT, duration_s, extra, warm)
             rows[scale] = {"rtf": duration_s / got["wall_s"], **got}
     low, high = (rows[s] for s in scales)
     out(f"(c) the demo trial in the arcade ({duration_s:g} s, background crowd only, Saturday 14:00) at two crowd "
@@ -352,17 +399,19 @@ def main(argv: list[str] | None = None) -> dict:
     against = None if args.against == "none" else Path(args.against) if args.against else (
         DEFAULT_AGAINST if (DEFAULT_AGAINST / "trial").is_dir() and DEFAULT_AGAINST.resolve() != ROOT else None)
     if args.smoke:
-        args.long, args.short, args.sizes, args.crowd_seconds = 2.0, 1.0, "400", 0.3
+        args.long, args.short, args.sizes, args.crowd_seconds = 1.0, 0.5, "400", 0.3
         args.people_duration, args.scales, against = 1.0, "1,3", None
     sizes = [int(s) for s in args.sizes.split(",") if s]
     scales = tuple(float(s) for s in args.scales.split(","))
     results: dict = {}
     if args.only in (None, "loop"):
-        results["loop"] = loop_section(args.long, args.short, against, args.rounds, pipelined=not args.smoke)
+        results["loop"] = loop_section(args.long, args.short, against, args.rounds,
+                                       sides=("this",) if args.smoke else ("this", "cameras", "pipelined"),
+                                       warm=not args.smoke)
     if args.only in (None, "crowd"):
         results["crowd"] = crowd_section(sizes, args.crowd_seconds)
     if args.only in (None, "people"):
-        results["people"] = people_section(args.people_duration, scales)
+        results["people"] = people_section(args.people_duration, scales, warm=not args.smoke)
     return results
 
 
