@@ -118,6 +118,7 @@ class CrowdClient:
         # a REQ socket with no pipe (its handshake failed: a plain world at a CURVE crowd) blocks in send for ever
         self._socket.setsockopt(zmq.SNDTIMEO, max(1, int(timeout_s * 1000)))
         self.seq = 0
+        self.last_t = 0.0  # the time of the last tick sent (what a state request's errors are stamped with)
         self._pending_t: float | None = None  # the time of a tick sent and not yet answered
         # set by whoever started the crowd process (trial/task.py CrowdProcess.watch): None while it runs, else how
         # it died (exit status or signal, its last stderr lines), so a dead crowd is reported at once, not after
@@ -133,7 +134,7 @@ class CrowdClient:
         """The first half of :meth:`tick`: the request goes out and the crowd starts on it; the world may step
         meanwhile (a pipelined bridge, firmware_sim/embodied/crowd_bridge.py) and take the answer later."""
         self.seq += 1
-        self._pending_t = t_s
+        self._pending_t = self.last_t = t_s
         try:
             self._socket.send(pack("tick", tick_payload(t_s, robot, people), seq=self.seq, t=t_s))
         except zmq.Again:
@@ -171,21 +172,24 @@ class CrowdClient:
         except EnvelopeError as exc:
             raise CrowdLinkError(f"the crowd at {self.endpoint} sent a bad reply to tick {self.seq}: {exc}") from None
 
-    def await_reply(self, t_s: float) -> None:
-        """Wait up to ``timeout_s`` for the answer to tick ``seq``, checking :attr:`liveness` every
-        LIVENESS_EVERY_S: CrowdLinkError saying how the crowd died, or that it did not answer in time."""
-        slices = max(1, math.ceil(self.timeout_s / LIVENESS_EVERY_S)) if self.liveness is not None else 1
-        slice_ms = int(self.timeout_s * 1000 / slices)
+    def await_reply(self, t_s: float, what: str | None = None, timeout_s: float | None = None) -> None:
+        """Wait up to ``timeout_s`` (the link's) for the answer to ``what`` (tick ``seq``), checking
+        :attr:`liveness` every LIVENESS_EVERY_S: CrowdLinkError saying how the crowd died, or that it did not
+        answer in time."""
+        what = what or f"tick {self.seq}"
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        slices = max(1, math.ceil(timeout_s / LIVENESS_EVERY_S)) if self.liveness is not None else 1
+        slice_ms = int(timeout_s * 1000 / slices)
         for _ in range(slices):
             if self._socket.poll(slice_ms):
                 return
             death = self.liveness() if self.liveness is not None else None
             if death:
-                raise CrowdLinkError(f"the crowd at {self.endpoint} died while the world waited for tick {self.seq} "
+                raise CrowdLinkError(f"the crowd at {self.endpoint} died while the world waited for {what} "
                                      f"(t={t_s:.3f} s): {death}")
         why = self._watch.reason() if self._watch is not None else ""
-        raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer tick {self.seq} (t={t_s:.3f} s) within "
-                             f"{self.timeout_s:g} s: {why or 'stopped, crashed or stalled'}")
+        raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer {what} (t={t_s:.3f} s) within "
+                             f"{timeout_s:g} s: {why or 'stopped, crashed or stalled'}")
 
     def close(self) -> None:
         """Say bye when the socket still can (after an unanswered tick a REQ socket cannot send), then release it."""

@@ -26,8 +26,9 @@ def _ask(client: CrowdClient, kind: str, payload: dict, timeout_s: float) -> dic
     client.seq += 1
     socket = client._socket
     socket.send(pack(kind, payload, seq=client.seq))
-    if not socket.poll(int(timeout_s * 1000)):
-        raise CrowdLinkError(f"the crowd at {client.endpoint} did not answer {kind} within {timeout_s:g} s")
+    # a crowd process that dies meanwhile is named at once (its signal, its last words), as during a tick
+    client.await_reply(float(payload.get("from_t", 0.0)) if kind == "crowd_replay" else client.last_t, kind,
+                       timeout_s)
     try:
         reply = unpack(socket.recv(), STATE_REPLIES)
     except EnvelopeError as exc:

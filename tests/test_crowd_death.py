@@ -57,7 +57,7 @@ def test_a_crowd_killed_5_s_into_the_demo_is_reported_at_once_with_its_signal(tm
     summary = next((line for line in stdout.splitlines() if line.startswith("demo: ")), None)
     assert summary is not None, (stdout, stderr)
     assert re.match(r"demo: failed after [\d.]+ s: CrowdLinkError: the crowd at tcp://127\.0\.0\.1:\d+ died while "
-                    rf"the world waited for tick \d+ \(t=[\d.]+ s\): the crowd process \(pid {crowd}\) killed by "
+                    rf"the world waited for (tick \d+|crowd_state) \(t=[\d.]+ s\): the crowd process \(pid {crowd}\) killed by "
                     r"SIGKILL", summary), summary
     assert "failed (failed)" not in stdout and "did not answer" not in stdout
     assert demo.returncode != 0
@@ -66,3 +66,33 @@ def test_a_crowd_killed_5_s_into_the_demo_is_reported_at_once_with_its_signal(tm
         guard.check(f"the crowd process {crowd} to be reaped")  # nothing left running
         time.sleep(0.05)
     assert (out / "trial.mcap").stat().st_size > 0 and (out / "metrics.json").is_file()  # what was recorded stays
+
+
+def test_a_crowd_that_dies_while_a_state_is_asked_of_it_is_named_at_once(monkeypatch):
+    """The saver's ``crowd_state`` request (issue 27) waits as a tick does: a dead crowd process is named by its
+    signal, not by a 10 s timeout saying it did not answer (what the suite saw when the kill landed on a save)."""
+    import signal as signals
+
+    from bridge.crowd_link import CrowdClient, CrowdLinkError
+    from bridge.crowd_state import crowd_state
+    from trial.task import CrowdProcess
+
+    monkeypatch.setenv("HIL_CROWD_POOL", "0")
+    crowd = CrowdProcess(command=[sys.executable, "-m", "hil", "crowd", "--map", "arcade", "--serve",
+                                  "tcp://127.0.0.1:*"])
+    client = CrowdClient(crowd.endpoint, timeout_s=600.0)  # a timeout no hang guard would wait for
+    client.liveness = crowd.death
+    try:
+        assert crowd_state(client)["digest"], "a live crowd answers"
+        os.kill(crowd.proc.pid, signals.SIGSTOP)  # it takes the request and never answers ...
+        os.kill(crowd.proc.pid, signals.SIGKILL)  # ... because it is dead
+        try:
+            crowd_state(client)
+        except CrowdLinkError as exc:
+            assert re.search(r"died while the world waited for crowd_state \(t=0\.000 s\): the crowd process "
+                             rf"\(pid {crowd.proc.pid}\) killed by SIGKILL", str(exc)), exc
+        else:
+            raise AssertionError("a dead crowd answered crowd_state")
+    finally:
+        client.close()
+        crowd.stop()
