@@ -3,7 +3,7 @@
 One page, three ways in: **live** (attached to a running trial: its clock, its real-time factor, pause / step /
 resume on the simulator's clock), **replay** (a trial.mcap: play, pause, scrub, speed) and **run from the page**
 (pick map, scenario and seed, press run: the trial API in a worker thread, shown live, its metrics at the end).
-The 3D scene is trial/view/scene.py; the panels are HTML blocks with stable ids (``hil-sim-time``,
+The 3D scene is trial/view/scene.py, the robot's camera panel trial/view/camera_panel.py; the panels are HTML blocks with stable ids (``hil-sim-time``,
 ``hil-people``, ``hil-script``, ``hil-metrics``...) so a person reads them and a test can too.
 
 The page is served from viser's own client, which ships inside its wheel (no CDN, no fetch at run time: the tests
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .camera_panel import CameraPanel
 from .live import LiveTrial
 from .scene import SceneDrawer
 from .timeline import Frame, Timeline
@@ -86,6 +87,7 @@ class Viewer:
 
     def _switch(self, timeline: Timeline) -> None:
         self.drawer.reset()
+        self.camera_panel.reset()
         self.timeline, self._drawn, self._static_done = timeline, None, set()
 
     def close(self) -> None:
@@ -120,6 +122,7 @@ class Viewer:
                                                  initial_value=_pick(scenarios, _stem(getattr(base, "scenario", None))))
             self.run_seed = gui.add_number("seed", initial_value=int(getattr(base, "seed", 0) or 0), step=1)
             self.b_run = gui.add_button("Run trial", disabled=base is None)
+        self.camera_panel = CameraPanel(gui)  # the robot's camera: the log's pictures at the page's time
         self.people_html = gui.add_html(_people_html([]))
         self.script_html = gui.add_html(_script_html(None, None))
         self.metrics_html = gui.add_html(_metrics_html(None))
@@ -271,6 +274,7 @@ class Viewer:
             self._drawn, self._last_frame = key, frame
         elif live is not None and self._last_frame is not None:
             self._panels(self._last_frame, timeline, live)  # the state and the real-time factor change
+        self.camera_panel.show(timeline, t)  # sends a picture only when it is another one (or another camera)
         if self.camera == "follow":
             for client in self.server.get_clients().values():
                 self._aim(client)
@@ -317,7 +321,7 @@ def run_trial_in_thread(spec: Any, out: Path, live: LiveTrial, on_done: Callable
 
     def work() -> None:
         try:
-            result = Trial(spec=spec).run(out, listeners=live.listeners, hooks=live.hooks)
+            result = Trial(spec=spec).run(out, listeners=live.listeners, hooks=live.hooks, taps=live.taps)
             live.finish(result, result.error)
         except Exception as exc:  # noqa: BLE001 - a bad choice on the page: shown there, the page goes on
             live.finish(None, f"{type(exc).__name__}: {exc}")
