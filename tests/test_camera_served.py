@@ -6,6 +6,12 @@ was wrong and goes on serving; a bad reply and a silent server are named in the 
 refuses a camera_endpoint it cannot use at its file:line."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import msgpack
 import numpy as np
 import pytest
@@ -71,6 +77,33 @@ def test_a_robot_on_a_served_device_gets_its_cameras_frames(tmp_path):
         assert device.alive
     finally:
         device.stop()
+
+
+LOOK_AROUND = Path(__file__).resolve().parents[1] / "examples" / "look_around.py"
+
+
+def test_the_look_around_example_on_a_served_device(tmp_path):
+    from PIL import Image
+
+    device, clock_endpoint, camera_endpoint = _served()
+    profile = tmp_path / "served.yaml"
+    profile.write_text(f"clock: sim\nclock_endpoint: {clock_endpoint}\ncamera_endpoint: {camera_endpoint}\n"
+                       "semantics: commbot\n")
+    picture = tmp_path / "last.png"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "hil", "run", str(LOOK_AROUND), "--profile", str(profile),
+                               "--bus", device.where, "--duration", "1.0"], capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "LOOK_AROUND_OUT": str(picture),
+                                                "HIL_CACHE_DIR": str(tmp_path / "cache")})
+    finally:
+        device.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = re.findall(r"t=\s*([0-9.]+) s  neck ([-+0-9.]+) rad  depth valid\s+([0-9.]+) %  ahead ([0-9.inf]+) m",
+                      proc.stdout)
+    assert [float(r[0]) for r in rows] == [round(0.1 * k, 1) for k in range(len(rows))] and len(rows) >= 10, \
+        proc.stdout  # one line per camera frame at 10 Hz
+    assert all(float(r[2]) > 20 for r in rows) and any(float(r[3]) < 20 for r in rows)  # it sees the lab
+    assert np.asarray(Image.open(picture)).shape == (240, 640, 3)
 
 
 BAD_REQUESTS = [

@@ -109,6 +109,7 @@ class Viewer:
             self.speed_box = gui.add_dropdown("speed", SPEEDS, initial_value="1")
             self.b_retry = gui.add_button("Retry from here", disabled=True)
             self.retry_html = gui.add_html("")
+        self.camera_panel = CameraPanel(gui)  # the robot's camera: the log's pictures at the page's time
         with gui.add_folder("Camera"):
             self.b_top, self.b_follow = gui.add_button("Top-down"), gui.add_button("Follow robot")
         with gui.add_folder("Run a trial"):
@@ -122,7 +123,6 @@ class Viewer:
                                                  initial_value=_pick(scenarios, _stem(getattr(base, "scenario", None))))
             self.run_seed = gui.add_number("seed", initial_value=int(getattr(base, "seed", 0) or 0), step=1)
             self.b_run = gui.add_button("Run trial", disabled=base is None)
-        self.camera_panel = CameraPanel(gui)  # the robot's camera: the log's pictures at the page's time
         self.people_html = gui.add_html(_people_html([]))
         self.script_html = gui.add_html(_script_html(None, None))
         self.metrics_html = gui.add_html(_metrics_html(None))
