@@ -3,8 +3,9 @@
 One page, three ways in: **live** (attached to a running trial: its clock, its real-time factor, pause / step /
 resume on the simulator's clock), **replay** (a trial.mcap: play, pause, scrub, speed) and **run from the page**
 (pick map, scenario and seed, press run: the trial API in a worker thread, shown live, its metrics at the end).
-The 3D scene is trial/view/scene.py, the robot's camera panel trial/view/camera_panel.py; the panels are HTML blocks with stable ids (``hil-sim-time``,
-``hil-people``, ``hil-script``, ``hil-metrics``...) so a person reads them and a test can too.
+The 3D scene is trial/view/scene.py, the robot's camera panel trial/view/camera_panel.py; the panels are HTML
+blocks with stable ids (``hil-sim-time``, ``hil-people``, ``hil-script``, ``hil-metrics``, ``hil-camera``...) so a
+person reads them and a test can too.
 
 The page is served from viser's own client, which ships inside its wheel (no CDN, no fetch at run time: the tests
 load it in a Chromium with background networking off and check every request went to this server). It binds

@@ -15,7 +15,8 @@ The child dies with the trial process (runtime.process.spawn) and ends when the 
 the trial goes on: nothing is ever lost from the log, the page is only a copy of it.
 
 Wire (parent -> child): a msgpack stream of maps ``{"m": [[topic, t, payload], ...], "s": {state}}`` (payload: the
-JSON message, or for a camera's picture topic its protobuf bytes, from a recorder tap) and at the end ``{"done": {...}}``; (child -> parent): JSON lines, the first ``{"url": ...}`` or ``{"error": ...}``, then
+JSON message, or for a camera's picture topic its protobuf bytes, from a recorder tap) and at the end
+``{"done": {...}}``; (child -> parent): JSON lines, the first ``{"url": ...}`` or ``{"error": ...}``, then
 ``{"control": "pause" | "step" | "resume"}``. No pickle: both ends only ever decode plain data.
 """
 from __future__ import annotations
