@@ -109,6 +109,7 @@ def _check_durations(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     security = _clock_security(args)  # a bad key directory stops us before anything is built or bound
+    _check_camera_endpoint(args)
     device = build_device(args)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -179,13 +180,19 @@ def _clock_security(args: argparse.Namespace):
     return security
 
 
+def _check_camera_endpoint(args: argparse.Namespace) -> None:
+    endpoint = getattr(args, "camera_endpoint", None)
+    if endpoint is not None and not endpoint.startswith(("tcp://", "ipc://")):
+        raise ValueError(f"hil sim: --camera-endpoint {endpoint!r}: a ZeroMQ endpoint such as tcp://127.0.0.1:5758")
+    if endpoint is not None and args.no_world:
+        raise ValueError("hil sim: --camera-endpoint: --no-world has no world to render camera frames in")
+
+
 def _camera_server(device: VirtualBusDevice, args: argparse.Namespace, security=None):
     """With --camera-endpoint, the world's cameras served beside the bus (firmware_sim/camera_server.py)."""
     endpoint = getattr(args, "camera_endpoint", None)
     if not endpoint:
         return None
-    if not endpoint.startswith(("tcp://", "ipc://")):
-        raise ValueError(f"hil sim: --camera-endpoint {endpoint!r}: a ZeroMQ endpoint such as tcp://127.0.0.1:5758")
     embodied = getattr(device, "embodied", None)
     if embodied is None:
         raise ValueError(f"hil sim: --camera-endpoint: {args.assembly} has no world (--no-world, or parts that do "

@@ -209,6 +209,17 @@ def test_bad_replies_and_a_silent_server_are_named():
         silent.close(0)
 
 
+def test_hil_sim_refuses_a_camera_endpoint_it_cannot_serve(capsys):
+    from hil.cli import main
+
+    for args, says in [(["commbot", "--tcp", "0", "--camera-endpoint", "http://127.0.0.1:1"], "a ZeroMQ endpoint"),
+                       (["commbot", "--tcp", "0", "--no-world", "--camera-endpoint", LOOPBACK_ANY], "no world"),
+                       (["servo_chain", "--tcp", "0", "--camera-endpoint", LOOPBACK_ANY], "no world")]:
+        assert main(["sim", *args]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and says in captured.err, captured.err
+
+
 def test_a_profile_refuses_a_camera_endpoint_it_cannot_use(tmp_path):
     from devices.yaml_source import ConfigError
     from runtime.robot.profile import load_profile
