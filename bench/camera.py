@@ -13,6 +13,10 @@ The real-time factor is simulated seconds over wall seconds of the demo trial (`
 ``--duration`` s), plain and with a hook that reads ``head_camera.frame()`` every 0.1 s of the trial's clock
 (the hook runs in the controller's thread after each bus cycle, as a controller's own read does); rounds
 alternate so both see the same machine load. Target: camera >= 70 % of plain.
+
+A frame from a device served by ``hil sim`` in another process (``--camera-endpoint``, loopback ZeroMQ): the
+controller's ``frame()`` per new frame period, in process against served, and a read within the same period
+(served: a header and no pixels), medians of N, side by side in one run.
 """
 from __future__ import annotations
 
@@ -191,6 +195,41 @@ def _reader():
     return read
 
 
+def served_costs(frames: int) -> list[tuple[str, float, float]]:
+    """(what, in process ms, served ms): frame() of a new period and of the same period, 320x240 RGB-D."""
+    import subprocess
+
+    from runtime.process import spawn
+    from runtime.robot import Robot
+
+    def measure(robot) -> tuple[float, float]:
+        camera, new, same = robot.sensors["head_camera"], [], []
+        camera.frame()  # warm-up: the renderer's context, the connection
+        for tick in robot.loop(hz=10, duration_s=(frames + 1) / 10):
+            start = time.perf_counter()
+            camera.frame()
+            new.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            camera.frame()
+            same.append(time.perf_counter() - start)
+        return 1000 * statistics.median(new), 1000 * statistics.median(same)
+
+    with Robot.open({"bus": "sim://commbot?map=lab", "clock": "sim", "semantics": "commbot"}) as robot:
+        here = measure(robot)
+    proc = spawn([sys.executable, "-m", "hil", "sim", "commbot", "--pty", "--map", "lab", "--clock", "sim",
+                  "--clock-endpoint", "tcp://127.0.0.1:*", "--camera-endpoint", "tcp://127.0.0.1:*"],
+                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    try:
+        pty, clock, camera = (proc.stdout.readline().split()[-1] for _ in range(3))
+        with Robot.open({"bus": pty, "clock": "sim", "clock_endpoint": clock, "camera_endpoint": camera,
+                         "semantics": "commbot"}) as robot:
+            served = measure(robot)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return [("new frame period", here[0], served[0]), ("same period", here[1], served[1])]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.camera", description=__doc__.split("\n")[0])
     parser.add_argument("--smoke", action="store_true", help="the smallest settings (a few frames, a 3 s trial)")
@@ -208,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"demo real-time factor, first {args.duration:g} s, {args.rounds} alternating round(s)")
     print(f"  plain                      {plain:.2f}")
     print(f"  camera 10 Hz 320x240 RGB-D {camera:.2f}  ({100 * camera / plain:.0f} % of plain; target >= 70 %)")
+    print(f"frame() of 320x240 RGB-D + labels, in process vs served by hil sim (loopback ZeroMQ), median of "
+          f"{args.frames}")
+    for what, here, served in served_costs(args.frames):
+        print(f"  {what:<26} {here:7.2f} ms in process  {served:7.2f} ms served  ({served / here:.1f}x)")
     return 0
 
 

@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     world.add_argument("--clock-endpoint", default="tcp://127.0.0.1:5757",
                        help="with --clock sim: where the lockstep clock is served (ZeroMQ; loopback by default; "
                             "tcp://127.0.0.1:* picks a free port). Printed as the second line of stdout")
+    world.add_argument("--camera-endpoint", metavar="EP",
+                       help="serve the world's camera frames for controllers in other processes (ZeroMQ REQ/REP, "
+                            "firmware_sim/camera_server.py; e.g. tcp://127.0.0.1:5758, tcp://127.0.0.1:* for a free "
+                            "port; keep it on loopback). Printed as 'camera EP' on stdout after the clock line; a "
+                            "profile's camera_endpoint: points the robot at it")
     world.add_argument("--keys", metavar="DIR",
                        help="with --clock sim: CURVE-encrypt the clock endpoint and admit only participants whose "
                             "key is in DIR/authorized/ (a key directory made by 'hil keys DIR'); needed off "
@@ -104,17 +109,26 @@ def _check_durations(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     security = _clock_security(args)  # a bad key directory stops us before anything is built or bound
+    _check_camera_endpoint(args)
     device = build_device(args)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     clock_server = _clock_server(device, args, security)
+    try:
+        camera_server = _camera_server(device, args, security)
+    except BaseException:
+        if clock_server is not None:
+            clock_server.close()
+        raise
     _arm_faults(device, args)
 
     def ready(where: str) -> None:
         print(where, flush=True)
         if clock_server is not None:
             print(f"clock {clock_server.endpoint}", flush=True)
+        if camera_server is not None:
+            print(f"camera {camera_server.endpoint}", flush=True)
         print(f"serving {len(device.parts)} parts of {args.assembly}; stop with Ctrl-C", file=sys.stderr, flush=True)
 
     try:
@@ -127,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if clock_server is not None:
             clock_server.close()
+        if camera_server is not None:
+            camera_server.close()
         _report_faults(device)
     return 0
 
@@ -162,6 +178,30 @@ def _clock_security(args: argparse.Namespace):
     security = Security.load(args.keys)
     security.check_server()
     return security
+
+
+def _check_camera_endpoint(args: argparse.Namespace) -> None:
+    endpoint = getattr(args, "camera_endpoint", None)
+    if endpoint is not None and not endpoint.startswith(("tcp://", "ipc://")):
+        raise ValueError(f"hil sim: --camera-endpoint {endpoint!r}: a ZeroMQ endpoint such as tcp://127.0.0.1:5758")
+    if endpoint is not None and args.no_world:
+        raise ValueError("hil sim: --camera-endpoint: --no-world has no world to render camera frames in")
+
+
+def _camera_server(device: VirtualBusDevice, args: argparse.Namespace, security=None):
+    """With --camera-endpoint, the world's cameras served beside the bus (firmware_sim/camera_server.py)."""
+    endpoint = getattr(args, "camera_endpoint", None)
+    if not endpoint:
+        return None
+    embodied = getattr(device, "embodied", None)
+    if embodied is None:
+        raise ValueError(f"hil sim: --camera-endpoint: {args.assembly} has no world (--no-world, or parts that do "
+                         f"not describe themselves): there is nothing to render camera frames in")
+    if not embodied.cameras:
+        raise ValueError(f"hil sim: --camera-endpoint: {args.assembly} has no camera part")
+    from .camera_server import CameraServer
+
+    return CameraServer(embodied, endpoint, security=security)
 
 
 def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=None):

@@ -542,3 +542,52 @@ def test_live_foxglove_server_refuses_bad_frames_params_and_seeks_and_the_trial_
     log = read_log(tmp_path / "t" / "trial.mcap")
     assert log.complete and log.messages["/clock"][-1].t >= 19.9, "the trial ran to its end"
     assert log.messages.get("/trial/refused"), "refusals are in the log"
+
+
+# --- the camera endpoint of `hil sim` (firmware_sim/camera_server.py) ----------------------------------------------
+
+def test_camera_endpoint_answers_every_fuzzed_request_and_still_serves_frames():
+    import numpy as np
+
+    from bridge.camera_wire import RemoteCameraError, encode_request, parse_reply
+    from firmware_sim import load_assembly
+
+    camera_part = next(p.id for p in load_assembly("commbot").parts
+                       if any(s.kind == "camera" for s in p.descriptor.sensors))
+    # on the simulator's clock with nobody stepping it: the world's time, and so its frame, stays where it is
+    device = SimProcess("--pty", "--clock", "sim", "--clock-endpoint", "tcp://127.0.0.1:*", "--camera-endpoint",
+                        "tcp://127.0.0.1:*", assembly="commbot")
+    context = zmq.Context.instance()
+    sock = None
+    try:
+        device.next_line()  # clock tcp://...
+        endpoint = device.next_line().split()[1]
+        sock = context.socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(endpoint)
+
+        def ask(frames):
+            sock.send_multipart(frames)
+            assert sock.poll(int(DEADLINE_S * 1000)), f"no answer to {frames!r:.200}"
+            return sock.recv_multipart(copy=False)
+
+        first = parse_reply(ask([encode_request(camera_part, None)]))
+        assert first["rgb"].shape == (240, 320, 3)
+        before = rss_kb(device.proc.pid)
+        rng = random.Random(SEED)
+        valid = [{"v": 1, "part": 1, "sensor": None, "have": None}, {"v": 1, "part": 2, "sensor": "camera"}]
+        refused = 0
+        for k, data in enumerate(fuzz_messages(rng, valid, FUZZ_N)):
+            try:
+                parse_reply(ask([data] if k % 5 else [data, b"x"]))  # an answer in the format, every time
+            except RemoteCameraError:
+                refused += 1
+        assert refused >= 0.99 * FUZZ_N, f"only {refused} of {FUZZ_N} fuzzed requests refused"
+        again = parse_reply(ask([encode_request(camera_part, None)]))
+        assert np.array_equal(again["rgb"], first["rgb"]), "the server serves another frame after the fuzz"
+        assert device.alive, device.stderr()
+        assert rss_kb(device.proc.pid) - before < MAX_GROWTH_KB
+    finally:
+        if sock is not None:
+            sock.close(0)
+        device.stop()

@@ -12,7 +12,8 @@ Pixels never travel over the Dynamixel bus: a frame comes from a *camera source*
 in this process (sim://), the transport renders it in the world (``transport.camera_frame``, firmware_sim's
 cameras); for a camera descriptor that names a ``device`` on a real robot, from the device through OpenCV
 (runtime/robot/uvc.py, the ``camera`` extra), with depth and labels None. The arrays are handed out as made
-(no copy) and read-only: a controller that wants to draw on one copies it.
+(no copy) and read-only: a controller that wants to draw on one copies it. For a device served by ``hil sim`` in
+another process, from its camera endpoint (the profile's ``camera_endpoint``, runtime/robot/camera_remote.py).
 """
 from __future__ import annotations
 
@@ -181,7 +182,11 @@ def camera_sensor(desc: PartDescriptor) -> Sensor | None:
 
 def attach_camera_sources(robot: Any, undo: Any = None) -> None:
     """Give every camera of an opened robot its frame source: the in-process world of its bus when there is one
-    (the transport's ``camera_frame``), else the device its descriptor names, else none (frame() says why)."""
+    (the transport's ``camera_frame``), else the served world's camera endpoint (the profile's
+    ``camera_endpoint``, for the main bus's cameras), else the device its descriptor names, else none (frame()
+    says why)."""
+    profile = getattr(robot, "profile", None)
+    endpoint = getattr(profile, "camera_endpoint", None)
     for camera in robot.sensors.values():
         if not isinstance(camera, Camera):
             continue
@@ -190,6 +195,15 @@ def attach_camera_sources(robot: Any, undo: Any = None) -> None:
         if render is not None and getattr(transport, "embodied", None) is not None:
             part_id, sensor = camera.part_id, camera.sensor.name
             camera.attach(lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor))
+        elif endpoint is not None and camera.host is robot.bus:
+            from .camera_remote import RemoteCameraSource
+            from .profile import profile_security
+
+            source = RemoteCameraSource(endpoint, camera.part_id, camera.sensor.name,
+                                        security=profile_security(profile))
+            if undo is not None:
+                undo.callback(source.close)
+            camera.attach(source)
         elif camera.spec.device is not None:
             from .uvc import DeviceSource
 

@@ -8,6 +8,7 @@ half-start a robot.
     bus: sim://commbot?clock=sim         # a transport URL (runtime.transports); `hil run --bus` overrides it
     clock: sim                           # real | sim
     clock_endpoint: tcp://127.0.0.1:5757 # sim clock of a device in another process (`hil sim --clock sim`)
+    camera_endpoint: tcp://127.0.0.1:5758  # its cameras' frames (`hil sim --camera-endpoint`; camera_remote.py)
     semantics: commbot                   # config/semantics/commbot.yaml, or a path relative to this file
     start_pose: [-18.0, 0.0, 0.0]        # odometry starts here (x m, y m, yaw rad in the map frame)
     crowd: {endpoint: tcp://127.0.0.1:5760, mode: realtime}   # virtual people on the ring (runtime/robot/overlay.py)
@@ -44,6 +45,7 @@ class Profile:
     bus: str | None
     clock: str
     clock_endpoint: str | None = None
+    camera_endpoint: str | None = None  # the served device's camera frames (runtime/robot/camera_remote.py)
     semantics: Path | None = None
     name: str = "controller"
     stall_timeout_s: float | None = None
@@ -116,6 +118,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "buses": ((list,), "a list of {name, url, mount} (one robot on several buses)"),
     "clock": ((str,), f"one of {', '.join(CLOCKS)}"),
     "clock_endpoint": ((str,), "a ZeroMQ endpoint such as tcp://127.0.0.1:5757"),
+    "camera_endpoint": ((str,), "a ZeroMQ endpoint such as tcp://127.0.0.1:5758 (hil sim --camera-endpoint)"),
     "semantics": ((str,), "a name under config/semantics/ or a path to a YAML file"),
     "name": ((str,), "the controller's name on the clock"),
     "stall_timeout_s": ((int, float), "a number of seconds > 0"),
@@ -221,6 +224,15 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         if not endpoint.startswith(ENDPOINT_SCHEMES):
             raise error("clock_endpoint", f"clock_endpoint must start with {' or '.join(ENDPOINT_SCHEMES)}, "
                                           f"not {endpoint!r}")
+    camera_endpoint = doc.get("camera_endpoint")
+    if camera_endpoint is not None:
+        if not camera_endpoint.startswith(ENDPOINT_SCHEMES):
+            raise error("camera_endpoint", f"camera_endpoint must start with {' or '.join(ENDPOINT_SCHEMES)}, "
+                                           f"not {camera_endpoint!r}")
+        if bus.startswith("sim://"):
+            raise error("camera_endpoint", "camera_endpoint is for a device served by `hil sim` in another "
+                                           f"process; the bus {bus} is a world in this process, whose cameras "
+                                           "render here")
     for key, (low, low_ok, high, bound) in _BOUNDS.items():
         value = doc.get(key)
         if value is not None and not ((value >= low if low_ok else value > low) and value <= high):  # NaN too
@@ -231,9 +243,9 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
     crowd = parse_crowd(doc["crowd"], source, _line(doc, "crowd"), clock) if "crowd" in doc else None
     keys_dir = _path(doc.get("keys"), base)
     if keys_dir is not None:
-        if endpoint is None and crowd is None:
-            raise error("keys", "keys secures the links to other processes (clock_endpoint, crowd); this profile "
-                                "has neither")
+        if endpoint is None and crowd is None and camera_endpoint is None:
+            raise error("keys", "keys secures the links to other processes (clock_endpoint, camera_endpoint, "
+                                "crowd); this profile has none of them")
         if not keys_dir.is_dir():
             raise error("keys", f"keys: no such key directory {keys_dir} (create one with `hil keys DIR`)")
     calibration = _path(doc.get("calibration"), base)
@@ -250,7 +262,8 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         if not semantics.is_file():
             raise error("semantics", f"semantics file {semantics} does not exist")
     return Profile(
-        source=source, bus=bus, clock=clock, clock_endpoint=endpoint, semantics=semantics,
+        source=source, bus=bus, clock=clock, clock_endpoint=endpoint, camera_endpoint=camera_endpoint,
+        semantics=semantics,
         name=doc.get("name", "controller"), stall_timeout_s=_float(doc.get("stall_timeout_s")),
         bus_timeout_s=float(doc.get("bus_timeout_ms", 25.0)) / 1000.0, bus_retries=int(doc.get("bus_retries", 3)),
         cache_dir=_path(doc.get("cache_dir"), base), no_cache=bool(doc.get("no_cache", False)),

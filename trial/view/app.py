@@ -3,8 +3,9 @@
 One page, three ways in: **live** (attached to a running trial: its clock, its real-time factor, pause / step /
 resume on the simulator's clock), **replay** (a trial.mcap: play, pause, scrub, speed) and **run from the page**
 (pick map, scenario and seed, press run: the trial API in a worker thread, shown live, its metrics at the end).
-The 3D scene is trial/view/scene.py; the panels are HTML blocks with stable ids (``hil-sim-time``,
-``hil-people``, ``hil-script``, ``hil-metrics``...) so a person reads them and a test can too.
+The 3D scene is trial/view/scene.py, the robot's camera panel trial/view/camera_panel.py; the panels are HTML
+blocks with stable ids (``hil-sim-time``, ``hil-people``, ``hil-script``, ``hil-metrics``, ``hil-camera``...) so a
+person reads them and a test can too.
 
 The page is served from viser's own client, which ships inside its wheel (no CDN, no fetch at run time: the tests
 load it in a Chromium with background networking off and check every request went to this server). It binds
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .camera_panel import CameraPanel
 from .live import LiveTrial
 from .scene import SceneDrawer
 from .timeline import Frame, Timeline
@@ -86,6 +88,7 @@ class Viewer:
 
     def _switch(self, timeline: Timeline) -> None:
         self.drawer.reset()
+        self.camera_panel.reset()
         self.timeline, self._drawn, self._static_done = timeline, None, set()
 
     def close(self) -> None:
@@ -107,6 +110,7 @@ class Viewer:
             self.speed_box = gui.add_dropdown("speed", SPEEDS, initial_value="1")
             self.b_retry = gui.add_button("Retry from here", disabled=True)
             self.retry_html = gui.add_html("")
+        self.camera_panel = CameraPanel(gui)  # the robot's camera: the log's pictures at the page's time
         with gui.add_folder("Camera"):
             self.b_top, self.b_follow = gui.add_button("Top-down"), gui.add_button("Follow robot")
         with gui.add_folder("Run a trial"):
@@ -271,6 +275,7 @@ class Viewer:
             self._drawn, self._last_frame = key, frame
         elif live is not None and self._last_frame is not None:
             self._panels(self._last_frame, timeline, live)  # the state and the real-time factor change
+        self.camera_panel.show(timeline, t)  # sends a picture only when it is another one (or another camera)
         if self.camera == "follow":
             for client in self.server.get_clients().values():
                 self._aim(client)
@@ -317,7 +322,7 @@ def run_trial_in_thread(spec: Any, out: Path, live: LiveTrial, on_done: Callable
 
     def work() -> None:
         try:
-            result = Trial(spec=spec).run(out, listeners=live.listeners, hooks=live.hooks)
+            result = Trial(spec=spec).run(out, listeners=live.listeners, hooks=live.hooks, taps=live.taps)
             live.finish(result, result.error)
         except Exception as exc:  # noqa: BLE001 - a bad choice on the page: shown there, the page goes on
             live.finish(None, f"{type(exc).__name__}: {exc}")

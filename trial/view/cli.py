@@ -123,7 +123,7 @@ def run_viewed(trial: Any, out: Path, args: argparse.Namespace, progress=None, t
     print(f"viewer: open {viewer.url} in a browser (serving on {args.view_host}; Ctrl-C to stop)", flush=True)
     try:
         result = trial.run(out, progress=progress, listeners=viewer.listeners, hooks=(*viewer.hooks, *hooks),
-                           taps=taps)
+                           taps=(*viewer.taps, *taps))
         viewer.finish(result, result.error)
     except BaseException:
         viewer.finish(None, "interrupted")

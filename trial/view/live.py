@@ -97,6 +97,11 @@ class LiveTrial:
         return (self.timeline.add,)
 
     @property
+    def taps(self) -> tuple:
+        """The recorder taps that hand the cameras' pictures to the timeline (the listeners see only JSON)."""
+        return (self.timeline.tap,)
+
+    @property
     def hooks(self) -> tuple:
         return (self.after_cycle,)
 

@@ -14,8 +14,9 @@ applies them to its lockstep master (:class:`~trial.view.live.SimControl`) and a
 The child dies with the trial process (runtime.process.spawn) and ends when the pipe closes. If it dies first
 the trial goes on: nothing is ever lost from the log, the page is only a copy of it.
 
-Wire (parent -> child): a msgpack stream of maps ``{"m": [[topic, t, payload], ...], "s": {state}}`` and at the
-end ``{"done": {...}}``; (child -> parent): JSON lines, the first ``{"url": ...}`` or ``{"error": ...}``, then
+Wire (parent -> child): a msgpack stream of maps ``{"m": [[topic, t, payload], ...], "s": {state}}`` (payload: the
+JSON message, or for a camera's picture topic its protobuf bytes, from a recorder tap) and at the end
+``{"done": {...}}``; (child -> parent): JSON lines, the first ``{"url": ...}`` or ``{"error": ...}``, then
 ``{"control": "pause" | "step" | "resume"}``. No pickle: both ends only ever decode plain data.
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 
 from runtime.clock.base import WALL
 
+from .camera_panel import is_camera_topic
 from .live import LiveTrial
 from .timeline import Timeline
 
@@ -39,6 +41,7 @@ NICE = 10  # the page's process yields the CPU to the trial's (a woken trial thr
 START_TIMEOUT_S = 120.0  # the page's process must say where it serves within this (viser's start is ~1 s)
 OUTBOX_LIMIT_B = 64 << 20  # a page that stopped reading is given up on (the trial goes on) beyond this backlog
 CONTROLS = ("pause", "step", "resume")
+DRAIN_S = 30.0  # at the trial's end, the page's process is given this long to take what the pipe held back
 
 
 def _packable(value: Any) -> Any:
@@ -98,12 +101,22 @@ class ViewerProcess:
         return (self._listen,)
 
     @property
+    def taps(self) -> tuple:
+        """Give these to ``Trial.run(taps=...)``: the cameras' pictures, as the log gets them, for the camera panel."""
+        return (self._tap,)
+
+    @property
     def hooks(self) -> tuple:
         return (self.live.after_cycle, self._after_cycle)
 
     def _listen(self, topic: str, t: float, payload: dict[str, Any]) -> None:
         with self._lock:
             self._batch.append([topic, t, payload])
+
+    def _tap(self, topic: str, t: float, data: bytes, _channel: Any = None) -> None:
+        if is_camera_topic(topic):
+            with self._lock:
+                self._batch.append([topic, t, bytes(data)])
 
     def _after_cycle(self, _robot: Any) -> None:
         now = WALL()
@@ -116,6 +129,29 @@ class ViewerProcess:
         self.live.finish(result, error)
         self.flush({"done": {"metrics": self.live.metrics, "error": error or getattr(result, "error", None),
                              "status": getattr(result, "status", None)}})
+        self._drain(DRAIN_S)
+
+    def _drain(self, timeout_s: float) -> None:
+        """Write what a full pipe held back (the trial has ended: waiting here slows nothing), for at most
+        ``timeout_s``; a page that does not read by then is left as it is."""
+        end = WALL() + timeout_s
+        while True:
+            with self._lock:
+                if not self._outbox or self._gone is not None:
+                    return
+                try:
+                    written = os.write(self._out, self._outbox)
+                    del self._outbox[:written]
+                    continue
+                except BlockingIOError:
+                    pass
+                except (BrokenPipeError, OSError) as exc:
+                    self._give_up(f"it ended ({type(exc).__name__})")
+                    return
+            left = end - WALL()
+            if left <= 0:
+                return
+            select.select([], [self._out], [], min(left, 0.5))
 
     # --- the pipe --------------------------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
@@ -234,9 +270,12 @@ class RemoteLive:
         if not isinstance(item, dict):
             return
         for message in item.get("m") or ():
-            if isinstance(message, list) and len(message) == 3 and isinstance(message[0], str) \
-                    and isinstance(message[1], (int, float)) and isinstance(message[2], dict):
-                self.timeline.add(message[0], float(message[1]), message[2])
+            if not (isinstance(message, list) and len(message) == 3 and isinstance(message[0], str)
+                    and isinstance(message[1], (int, float))):
+                continue
+            topic, t, payload = message
+            if isinstance(payload, dict) or (isinstance(payload, bytes) and is_camera_topic(topic)):
+                self.timeline.add(topic, float(t), payload)
         state = item.get("s")
         if isinstance(state, dict):
             self.rtf = state.get("rtf")

@@ -5,6 +5,10 @@ message as it writes it (``Trial.run(listeners=(timeline.add,))``); replayed, :m
 from trial.mcap. Either way :meth:`frame` gives the :class:`Frame` at a time (the latest message of each topic at
 or before it), so the live page and a replay draw the same data the same way, and what was seen live is what a
 replay of the log shows.
+
+The cameras' pictures (``/foxglove/NAME/image``, ``/foxglove/NAME/depth``: protobuf bytes) are kept too, for the
+camera panel (trial/view/camera_panel.py); live they come through :meth:`Timeline.tap`, a recorder tap, since the
+recorder's listeners see only its JSON topics.
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from .camera_panel import CAMERA_TOPIC, is_camera_topic
 
 STATIC = ("/map", "/robot/model", "/trial/meta", "/crowd/scenario")
 TRAIL_S = 8.0  # how far back the people's trails reach
@@ -58,14 +64,15 @@ class Timeline:
         log = read_log(path)
         timeline = cls()
         for topic, messages in log.messages.items():
-            if topic.startswith("/foxglove/"):
+            if topic.startswith("/foxglove/") and not is_camera_topic(topic):
                 continue  # the same data again, for Foxglove
             for message in messages:
                 timeline.add(topic, message.t, message.data)
         return timeline
 
-    def add(self, topic: str, t: float, payload: dict[str, Any]) -> None:
-        """One message (a recorder listener: called as the log writes it). Messages come in time order."""
+    def add(self, topic: str, t: float, payload: Any) -> None:
+        """One message (a recorder listener: called as the log writes it). Messages come in time order. The
+        payload is the JSON message, or a camera picture's bytes."""
         with self._lock:
             if topic in STATIC:
                 self.static[topic] = payload
@@ -78,6 +85,27 @@ class Timeline:
             if t > self.end_t:
                 self.end_t = t
             self.version += 1
+
+    def tap(self, topic: str, t: float, data: bytes, _channel: Any = None) -> None:
+        """A recorder tap (``Trial.run(taps=...)``): keeps the cameras' pictures, as the log got them."""
+        if is_camera_topic(topic):
+            self.add(topic, t, bytes(data))
+
+    def cameras(self) -> tuple[str, ...]:
+        """The names of the cameras with pictures in the timeline (sorted)."""
+        with self._lock:
+            return tuple(sorted({m.group(1) for topic in self._times if (m := CAMERA_TOPIC.match(topic))}))
+
+    def has_topic(self, topic: str) -> bool:
+        with self._lock:
+            return bool(self._times.get(topic))
+
+    def latest_at(self, topic: str, t: float) -> tuple[float, Any] | None:
+        """(time, message) of the last message of ``topic`` at or before ``t`` (None before the first)."""
+        with self._lock:
+            times = self._times.get(topic)
+            k = bisect.bisect_right(times, t + 1e-9) if times else 0
+            return (times[k - 1], self._data[topic][k - 1]) if k else None
 
     def latest(self, topic: str, t: float) -> Any:
         """The last message of ``topic`` at or before ``t`` (None before the first)."""
