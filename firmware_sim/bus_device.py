@@ -47,6 +47,8 @@ class VirtualBusDevice:
                          "oversized": 0, "internal_errors": 0}
         self._by_id: dict[int, list[PartFirmware]] = {}
         self.silent_until: dict[int, float] = {}  # unplugged or booting parts (hotplug.py): ID -> device time
+        # hotplug.swap calls each hook(old, new) -> the firmware to serve (an embodied world's: embodied/reembody.py)
+        self.swap_hooks: list[Callable[[PartFirmware, PartFirmware], PartFirmware]] = []
         self._index()
 
     # topology
