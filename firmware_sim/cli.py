@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve a live fault control (ZeroMQ; e.g. tcp://127.0.0.1:* picks a free port; loopback "
                              "unless told otherwise, CURVE with --keys): `hil sim fault unplug PART --control "
                              "ENDPOINT`. Printed on stdout as `control ENDPOINT` after the address (and clock) lines")
+    faults.add_argument("--chain-stops", action="store_true",
+                        help="a fast read's reply stops at the first silent part, as a real bus's chained reply "
+                             "does (default: every present part answers its slot)")
     faults.add_argument("--bitflip", type=float, default=0.0, help="probability of a flipped bit, per bit")
     faults.add_argument("--drop", type=float, default=0.0, help="probability of a dropped reply, per reply")
     faults.add_argument("--seed", type=int, default=0, help="seed of the fault injector and of the sensors' noise")
@@ -77,13 +80,15 @@ def build_device(args: argparse.Namespace) -> VirtualBusDevice:
     faults = None
     if args.bitflip or args.drop:
         faults = FaultInjector(seed=args.seed, bit_flip_rate=args.bitflip, drop_rate=args.drop)
+    chain_stops = bool(getattr(args, "chain_stops", False))
     if args.no_world or not all(hasattr(part, "descriptor") for part in assembly.parts):
-        return VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
+        return VirtualBusDevice(assembly.parts, timing=timing, faults=faults, chain_stops=chain_stops)
     from .embodied import embody
 
     embodied = embody(assembly, clock=args.clock, gui=args.gui, map_name=args.map, base_xy_yaw=_pose(args.pose),
                       seed=args.seed, watchdog_s=args.watchdog_ms / 1000.0, timing=timing, faults=faults)
     embodied.device.embodied = embodied  # keeps the world alive as long as the device
+    embodied.device.chain_stops = chain_stops
     return embodied.device
 
 

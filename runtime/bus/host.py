@@ -21,9 +21,11 @@ from devices.protocol import (
     DeviceCrcError,
     FrameError,
     MalformedPacket,
+    StatusError,
     StreamDecoder,
     encode_request,
     encode_sync_write,
+    fast_reply_prefix,
     parse_fast_reply,
     status_error,
 )
@@ -39,8 +41,11 @@ ALERT = 0x80
 
 
 class _Silence(Exception):
-    def __init__(self, missing: tuple[int, ...]):
-        self.missing = missing
+    """``missing``: the IDs without a slot; ``cut_short``: a fast reply that never completed (a real bus's chain
+    stops at the first silent part, so the IDs after it are unknown, not known silent)."""
+
+    def __init__(self, missing: tuple[int, ...], cut_short: bool = False):
+        self.missing, self.cut_short = missing, cut_short
 
 
 class _Corrupt(Exception):
@@ -244,6 +249,7 @@ class BusHost:
         timeout = self._timeout(len(frame), slots)
         stats = self.stats
         failure: Exception | None = None
+        silence: _Silence | None = None
         for attempt in range(self.retries + 1):
             if attempt:
                 stats.retries += 1
@@ -258,9 +264,11 @@ class BusHost:
                 result = self._check_errors(request, replies) if check else self._check_crc_only(replies)
             except _Silence as exc:
                 stats.timeouts += 1
+                silence = exc
                 failure = BusTimeout(self._describe(request, f"no answer from id {_ids(exc.missing)} "
                                                              f"within {1000 * timeout:.1f} ms"), exc.missing)
             except _Corrupt as exc:
+                silence = None
                 failure = CorruptReply(self._describe(request, str(exc)))
             else:
                 stats.transactions += 1
@@ -272,8 +280,32 @@ class BusHost:
         stats.transactions += 1
         stats.failures += 1
         assert failure is not None
+        if silence is not None and silence.cut_short and len(silence.missing) > 1:
+            silent = self._chain_fallback(request, silence.missing, check)
+            failure = BusTimeout(self._describe(request, f"no answer from id {_ids(silent)} (the reply stopped at "
+                                                         f"id {silent[0]}; the parts after it read one by one)"),
+                                 silent)
         failure.args = (f"{failure.args[0]} (after {self.retries} retries)",)
         raise failure
+
+    def _chain_fallback(self, request: rq.Request, missing: tuple[int, ...], check: bool) -> tuple[int, ...]:
+        """The IDs of a cut-short fast read that are really silent. On a real bus the chained reply stops at the
+        first silent part (``missing[0]``, in the order asked): the parts after it never got their turn, so each
+        is read on its own (a Read with the host's retries); those that answer are not silent, so one part
+        unplugged does not make every part after it in the read miss a cycle."""
+        self.stats.chain_fallbacks += 1
+        where = ({i: (request.address, request.length) for i in request.ids} if isinstance(request, rq.SyncRead)
+                 else {i: (a, n) for i, a, n in request.items})
+        silent = [missing[0]]
+        for device_id in missing[1:]:
+            address, length = where[device_id]
+            try:
+                self._transact(rq.Read(device_id, address, length), ((device_id, length),), check=check, cache=True)
+            except (BusTimeout, CorruptReply):
+                silent.append(device_id)
+            except StatusError:
+                pass  # a device error code: it answered
+        return tuple(silent)
 
     def _collect(self, slots: tuple[tuple[int, int], ...], fast: bool, deadline: float) -> dict[int, tuple[int, bytes]]:
         lengths = dict(slots)
@@ -287,6 +319,9 @@ class BusHost:
             data = transport.read(4096, max(remaining, 0.0))
             if not data:
                 if remaining <= 0 or transport.idle:
+                    if fast:  # no whole frame: the slots that came intact (running CRCs) before it stopped
+                        came = {i for _, i, _ in fast_reply_prefix(decoder.partial_frame(), lengths)}
+                        raise _Silence(tuple(i for i in lengths if i not in came), cut_short=True)
                     raise _Silence(tuple(i for i in lengths if i not in got))
                 continue
             stats.bytes_rx += len(data)
