@@ -31,6 +31,8 @@ from devices.protocol import (
 )
 from devices.protocol import requests as rq
 
+from devices.protocol.packets import HEADER_LEN
+
 from ..transports.base import Transport
 from .errors import BusError, BusTimeout, CorruptReply
 from .stats import BusStats
@@ -293,7 +295,9 @@ class BusHost:
         first silent part (``missing[0]``, in the order asked): the parts after it never got their turn, so each
         is read on its own (a Read with the host's retries); those that answer are not silent, so one part
         unplugged does not make every part after it in the read miss a cycle."""
-        self.stats.chain_fallbacks += 1
+        stats = self.stats
+        stats.chain_fallbacks += 1
+        transactions, failures = stats.transactions, stats.failures  # the part reads are attempts of this call
         where = ({i: (request.address, request.length) for i in request.ids} if isinstance(request, rq.SyncRead)
                  else {i: (a, n) for i, a, n in request.items})
         silent = [missing[0]]
@@ -305,12 +309,15 @@ class BusHost:
                 silent.append(device_id)
             except StatusError:
                 pass  # a device error code: it answered
+        stats.retries += stats.failures - failures  # a part read that failed: one more failed attempt of this call
+        stats.transactions, stats.failures = transactions, failures
         return tuple(silent)
 
     def _collect(self, slots: tuple[tuple[int, int], ...], fast: bool, deadline: float) -> dict[int, tuple[int, bytes]]:
         lengths = dict(slots)
         got: dict[int, tuple[int, bytes]] = {}
         transport, decoder, stats = self.transport, self._decoder, self.stats
+        rx_before = stats.bytes_rx
         while True:
             # what has arrived is always read, even past the deadline: a host that was itself held up (a loaded
             # machine, a GUI frame) must not call a reply that came in time a silence; an in-process device on
@@ -319,9 +326,8 @@ class BusHost:
             data = transport.read(4096, max(remaining, 0.0))
             if not data:
                 if remaining <= 0 or transport.idle:
-                    if fast:  # no whole frame: the slots that came intact (running CRCs) before it stopped
-                        came = {i for _, i, _ in fast_reply_prefix(decoder.partial_frame(), lengths)}
-                        raise _Silence(tuple(i for i in lengths if i not in came), cut_short=True)
+                    if fast:
+                        raise self._fast_silence(lengths, stats.bytes_rx > rx_before)
                     raise _Silence(tuple(i for i in lengths if i not in got))
                 continue
             stats.bytes_rx += len(data)
@@ -344,6 +350,23 @@ class BusHost:
                 got[event.id] = (error, payload)
                 if len(got) == len(lengths):
                     return got
+
+    def _fast_silence(self, lengths: dict[int, int], heard: bool) -> _Silence:
+        """No whole fast reply by the deadline. A chain cut short at a silent part looks like this: nothing at all
+        (the first part asked is silent), or a frame announcing every asked slot whose bytes end right after the
+        last intact slot (running CRCs). Anything else (a garbled length field, stray bytes) is noise: every ID
+        stays missing, as before."""
+        all_ids = tuple(lengths)
+        partial = self._decoder.partial_frame()
+        if not partial:
+            return _Silence(all_ids, cut_short=not heard)
+        came = fast_reply_prefix(partial, lengths)
+        announced = 1 + sum(4 + n for n in lengths.values())
+        filled = HEADER_LEN + 1 + sum(4 + len(data) for _, _, data in came)
+        if not came or partial[5] | (partial[6] << 8) != announced or len(partial) != filled:
+            return _Silence(all_ids)
+        ids = {i for _, i, _ in came}
+        return _Silence(tuple(i for i in lengths if i not in ids), cut_short=True)
 
     def _fast_slots(self, packet, lengths: dict[int, int]) -> dict[int, tuple[int, bytes]]:
         try:
