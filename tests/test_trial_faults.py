@@ -193,3 +193,16 @@ def test_a_sweeps_faults_by_default_joint_name_and_tree_path_load(tmp_path):
                     "      - {at: 5, unplug: 'torso/neck:horn'}\n      - {at: 6, reboot: torso/shoulder_right}\n")
     sweep = load_sweep(path)
     assert [f.get("line") for f in sweep.jobs[-1].spec.faults] == [6, 7], "entries keep their own lines"
+
+
+def test_the_survive_unplug_example_runs_its_faults(tmp_path):
+    """examples/survive_unplug.yaml: the controller holds its target through an unplug, a plug and a reboot."""
+    from pathlib import Path
+
+    from trial.record.log import read_log
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "survive_unplug.yaml"
+    result = Trial(spec=load_trial_file(path)).run(tmp_path / "t")
+    assert result.ok and result.stopped == "duration", result.error
+    kinds = [m.data["kind"] for m in read_log(tmp_path / "t" / "trial.mcap").messages["/robot/parts"]]
+    assert kinds == ["lost", "back", "lost", "back"]
