@@ -153,3 +153,27 @@ def test_swap_and_a_new_part_over_the_control_are_seen_on_the_bus(tmp_path):
         assert send_fault(control, "status")["faults"]["bit_flip_rate"] == 0.5
     finally:
         assert sim.stop() == 0, sim.stderr()
+
+
+def test_the_control_binds_loopback_unless_secured_and_a_secured_one_admits_only_its_clients(tmp_path):
+    from bridge.security import Security, create_keys
+    from firmware_sim.assembly import load_assembly
+    from firmware_sim.bus_device import VirtualBusDevice
+    from firmware_sim.control import FaultControl
+    from firmware_sim.fault_plan import assembly_resolver
+
+    device = VirtualBusDevice(load_assembly("servo_chain").parts)
+    with pytest.raises(ValueError, match="off loopback the control needs --keys"):
+        FaultControl(device, "tcp://0.0.0.0:*", assembly_resolver)
+    with pytest.raises(ValueError, match="cannot bind"):
+        FaultControl(device, "nonsense", assembly_resolver)
+    create_keys(tmp_path / "keys")
+    security = Security.load(tmp_path / "keys")
+    control = FaultControl(device, "tcp://127.0.0.1:*", assembly_resolver, security=security)
+    try:
+        assert send_fault(control.endpoint, "unplug", {"part": 3}, security=security)["did"] == "unplug 3 (id 3)"
+        with pytest.raises(ConnectionError):
+            send_fault(control.endpoint, "plug", {"part": 3}, timeout_s=1.0)  # a plain client is not admitted
+        assert control.status()["unplugged"] == [3], "the plain client changed nothing"
+    finally:
+        control.close()
