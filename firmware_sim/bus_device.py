@@ -32,8 +32,12 @@ log = logging.getLogger(__name__)
 class VirtualBusDevice:
     def __init__(self, parts: Iterable[PartFirmware], *, timing: WireTiming | None = None,
                  faults: FaultInjector | None = None, clock: Callable[[], float] = time.perf_counter,
-                 ticker: Callable[[float, int | None], bool] | None = None, tick_period_s: float | None = None):
+                 ticker: Callable[[float, int | None], bool] | None = None, tick_period_s: float | None = None,
+                 chain_stops: bool = False):
+        """``chain_stops``: a fast read's reply stops at the first asked part that is silent, as a real bus's
+        chained reply does (the parts after it wait for its slot); False answers every present part's slot."""
         self.parts: list[PartFirmware] = list(parts)
+        self.chain_stops = chain_stops
         self.timing = timing
         self.faults = faults
         self.clock = clock
@@ -47,6 +51,8 @@ class VirtualBusDevice:
                          "oversized": 0, "internal_errors": 0}
         self._by_id: dict[int, list[PartFirmware]] = {}
         self.silent_until: dict[int, float] = {}  # unplugged or booting parts (hotplug.py): ID -> device time
+        # hotplug.swap calls each hook(old, new) -> the firmware to serve (an embodied world's: embodied/reembody.py)
+        self.swap_hooks: list[Callable[[PartFirmware, PartFirmware], PartFirmware]] = []
         self._index()
 
     # topology
@@ -290,6 +296,9 @@ class VirtualBusDevice:
             if parts:
                 self._refuse_oversized(request, parts, length, fast, arrival)
             return
+        if fast and self.chain_stops:
+            self._chained_fast_reply(items, now, arrival)
+            return
         slots = self._read_slots(items, now)
         if not slots:
             return
@@ -300,6 +309,22 @@ class VirtualBusDevice:
         after = arrival
         for part, err, data in slots:
             after = self._queue(encode_status(part.id, err, data), part, after)
+
+    def _chained_fast_reply(self, items: list[tuple[int, int, int]], now: float, arrival: float) -> None:
+        """A real chain: the first device announces every asked slot in the length field, each device appends its
+        slot after the one before it, and a silent device stops the chain there (nothing at all if it is the
+        first): the host gets a frame cut short, its intact slots told by their running CRCs."""
+        slots = []
+        for device_id, address, length in items:
+            present = [p for p in self._present(device_id) if p.return_level >= READ_LEVEL]
+            if not present:
+                break
+            slots.extend((part, err, data) for part, err, data in self._read_slots([(device_id, address, length)], now))
+        if not slots:
+            return
+        announced = FAST_FRAME_OVERHEAD + sum(FAST_SLOT_OVERHEAD + n for _, _, n in items)
+        frame = encode_fast_reply([(err, part.id, data) for part, err, data in slots], length=announced)
+        self._queue(frame, slots[0][0], arrival)
 
     def _sync_read(self, request: rq.SyncRead, now: float, arrival: float) -> None:
         items = [(i, request.address, request.length) for i in request.ids]

@@ -64,6 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                          "noise; as a trial's faults:) run on the world's time")
     faults.add_argument("--semantics", metavar="FILE", help="blueprint names for --faults (e.g. "
                                                             "config/semantics/commbot.yaml)")
+    faults.add_argument("--control", metavar="ENDPOINT",
+                        help="serve a live fault control (ZeroMQ; e.g. tcp://127.0.0.1:* picks a free port; loopback "
+                             "unless told otherwise, CURVE with --keys): `hil sim fault unplug PART --control "
+                             "ENDPOINT`. Printed on stdout as `control ENDPOINT` after the address (and clock) lines")
+    faults.add_argument("--chain-stops", action="store_true",
+                        help="a fast read's reply stops at the first silent part, as a real bus's chained reply "
+                             "does (default: every present part answers its slot)")
     faults.add_argument("--bitflip", type=float, default=0.0, help="probability of a flipped bit, per bit")
     faults.add_argument("--drop", type=float, default=0.0, help="probability of a dropped reply, per reply")
     faults.add_argument("--seed", type=int, default=0, help="seed of the fault injector and of the sensors' noise")
@@ -78,13 +85,15 @@ def build_device(args: argparse.Namespace) -> VirtualBusDevice:
     faults = None
     if args.bitflip or args.drop:
         faults = FaultInjector(seed=args.seed, bit_flip_rate=args.bitflip, drop_rate=args.drop)
+    chain_stops = bool(getattr(args, "chain_stops", False))
     if args.no_world or not all(hasattr(part, "descriptor") for part in assembly.parts):
-        return VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
+        return VirtualBusDevice(assembly.parts, timing=timing, faults=faults, chain_stops=chain_stops)
     from .embodied import embody
 
     embodied = embody(assembly, clock=args.clock, gui=args.gui, map_name=args.map, base_xy_yaw=_pose(args.pose),
                       seed=args.seed, watchdog_s=args.watchdog_ms / 1000.0, timing=timing, faults=faults)
     embodied.device.embodied = embodied  # keeps the world alive as long as the device
+    embodied.device.chain_stops = chain_stops
     return embodied.device
 
 
@@ -122,6 +131,14 @@ def run(args: argparse.Namespace) -> int:
             clock_server.close()
         raise
     _arm_faults(device, args)
+    try:
+        control = _control(device, args, security)
+    except BaseException:
+        if clock_server is not None:
+            clock_server.close()
+        if camera_server is not None:
+            camera_server.close()
+        raise
 
     def ready(where: str) -> None:
         print(where, flush=True)
@@ -129,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"clock {clock_server.endpoint}", flush=True)
         if camera_server is not None:
             print(f"camera {camera_server.endpoint}", flush=True)
+        if control is not None:
+            print(f"control {control.endpoint}", flush=True)
         print(f"serving {len(device.parts)} parts of {args.assembly}; stop with Ctrl-C", file=sys.stderr, flush=True)
 
     try:
@@ -139,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             serve_tcp(device, stop, ready, port=args.tcp, host=args.host)
     finally:
+        if control is not None:
+            control.close()
         if clock_server is not None:
             clock_server.close()
         if camera_server is not None:
@@ -161,6 +182,19 @@ def _arm_faults(device: VirtualBusDevice, args: argparse.Namespace) -> None:
     plan.attach(embodied.world, device, args.seed)
 
 
+def _control(device: VirtualBusDevice, args: argparse.Namespace, security=None):
+    """--control ENDPOINT: the live fault control (control.py), names resolved as --faults resolves them."""
+    if not getattr(args, "control", None):
+        return None
+    from .control import FaultControl
+    from .fault_plan import assembly_resolver
+
+    embodied = getattr(device, "embodied", None)
+    semantics = args.semantics
+    return FaultControl(device, args.control, lambda parts: assembly_resolver(parts, semantics),
+                        world=embodied.world if embodied is not None else None, seed=args.seed, security=security)
+
+
 def _report_faults(device: VirtualBusDevice) -> None:
     """What the injector did, at exit, so a host's CRC errors and timeouts can be checked against it."""
     if device.faults is not None:
@@ -171,8 +205,9 @@ def _clock_security(args: argparse.Namespace):
     """The clock endpoint's keys (``--keys``), loaded and checked up front; None serves the clock plain."""
     if not args.keys:
         return None
-    if args.clock != "sim" or args.no_world:
-        raise ValueError("hil sim: --keys secures the lockstep clock endpoint: it needs --clock sim (and a world)")
+    if (args.clock != "sim" or args.no_world) and not getattr(args, "control", None):
+        raise ValueError("hil sim: --keys secures the lockstep clock endpoint (--clock sim, with a world) and the "
+                         "--control endpoint: give one of them")
     from bridge.security import Security
 
     security = Security.load(args.keys)
@@ -209,7 +244,7 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
     (CURVE-secured with ``security``)."""
     embodied = getattr(device, "embodied", None)
     if embodied is None or embodied.clock != "sim":
-        if security is not None:
+        if security is not None and not getattr(args, "control", None):
             raise ValueError(f"hil sim: --keys: {args.assembly} has no world (its parts do not describe "
                              f"themselves), so there is no lockstep clock to secure")
         return None
@@ -221,8 +256,79 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
                        status=lambda: {"faults": faults.status() if faults is not None else None})
 
 
+FAULT_ACTIONS = ("unplug", "plug", "reboot", "swap", "noise", "status")
+
+
+def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=FAULT_ACTIONS, help="what to do (status: what was done so far)")
+    parser.add_argument("part", nargs="?", help="the part: bus ID, tree path (torso/shoulder_right) or blueprint "
+                                                "name (hil sim --semantics); for a new part, its free bus ID")
+    parser.add_argument("--control", required=True, metavar="ENDPOINT", help="the `control` line hil sim printed")
+    parser.add_argument("--with", dest="with_", metavar="CATALOG_PART", help="swap: the part put in its place")
+    parser.add_argument("--new", metavar="CATALOG_PART", help="plug: a new part (with --parent and --port)")
+    parser.add_argument("--parent", help="plug --new: the part it hangs on (name or ID)")
+    parser.add_argument("--port", help="plug --new: the parent's free port")
+    parser.add_argument("--boot-s", type=float, help="reboot: how long it stays silent (default 0.5)")
+    parser.add_argument("--bitflip", type=float, help="noise: probability of a flipped bit, per bit (0 ends it)")
+    parser.add_argument("--for", dest="for_s", type=float, help="noise: for this long (s; default: until changed)")
+    parser.add_argument("--keys", metavar="DIR", help="the key directory when hil sim serves the control with --keys")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
+
+
+def run_fault(args: argparse.Namespace) -> int:
+    """``hil sim fault ACTION PART --control ENDPOINT``: one request, the answer printed as a JSON line."""
+    import json
+
+    from .control import ControlError, send_fault
+
+    payload: dict = {}
+    if args.part is not None:
+        payload["part"] = int(args.part) if args.part.isdigit() else args.part
+    for key, value in (("with", args.with_), ("new", args.new), ("parent", args.parent), ("port", args.port),
+                       ("boot_s", args.boot_s), ("bitflip", args.bitflip), ("for_s", args.for_s)):
+        if value is not None:
+            payload[key] = int(value) if key == "parent" and value.isdigit() else value
+    security = None
+    if args.keys:
+        from bridge.security import Security
+
+        security = Security.load(args.keys)
+        security.check_client()
+    try:
+        reply = send_fault(args.control, args.action, payload, timeout_s=args.timeout, security=security)
+    except ControlError as exc:
+        raise ValueError(f"hil sim fault {args.action}: refused: {exc}"
+                         + (f" (field {exc.field})" if exc.field else "")) from None
+    except ConnectionError as exc:
+        raise ValueError(str(exc)) from None
+    print(json.dumps(reply), flush=True)
+    return 0
+
+
+class _SimParser(argparse.ArgumentParser):
+    """``hil sim ASSEMBLY ...`` serves; ``hil sim fault ...`` talks to one that serves. The first word decides
+    (no assembly is called ``fault``), which argparse's subparsers cannot express beside a positional."""
+
+    fault_parser: argparse.ArgumentParser
+
+    def parse_known_args(self, args=None, namespace=None):
+        if args and args[0] == "fault":
+            return self.fault_parser.parse_known_args(args[1:], namespace)
+        return super().parse_known_args(args, namespace)
+
+
 def register(sub) -> None:
-    """``hil sim``: the device side's one subcommand."""
-    sim = sub.add_parser("sim", help="serve a virtual bus device on a pty or TCP")
+    """``hil sim``: the device side's one subcommand (and ``hil sim fault``, its live control's client)."""
+    sim = sub.add_parser("sim", help="serve a virtual bus device on a pty or TCP (hil sim fault ...: unplug, plug, "
+                                     "reboot, swap a part of one that serves with --control)",
+                         epilog="hil sim fault {unplug,plug,reboot,swap,noise,status} [PART] --control ENDPOINT "
+                                "[--with CATALOG_PART] [--new CATALOG_PART --parent P --port PORT] [--bitflip R "
+                                "--for S]: see hil sim fault --help")
     add_arguments(sim)
     sim.set_defaults(func=run)
+    fault = argparse.ArgumentParser(prog="hil sim fault", description="send a fault to a running hil sim (started "
+                                                                      "with --control ENDPOINT)")
+    add_fault_arguments(fault)
+    fault.set_defaults(func=run_fault)
+    sim.__class__ = _SimParser  # the parser argparse made, taught the one extra word
+    sim.fault_parser = fault

@@ -212,8 +212,10 @@ def load_fault_file(path: str, duration_s: float | None = None) -> FaultPlan:
 
 
 def assembly_resolver(parts: Any, semantics_path: str | None = None) -> Callable[[Any], int | None]:
-    """Name -> bus ID on a served device: a bus ID, a tree path (port names from the root, as ``hil scan``
-    shows them) or, with a semantics file, a blueprint name (its target's tree path)."""
+    """Name -> bus ID on a served device (or an assembly not yet opened: a sweep checks its conditions' faults
+    with it at load): a bus ID, a tree path (port names from the root, as ``hil scan`` shows them; ``PATH:JOINT``
+    names a joint of the part there, as the runtime's default joint names do) or, with a semantics file, a
+    blueprint name (its target: a tree path or ``serial:HEX``, optionally ``:JOINT``)."""
     from devices.yaml_source import load_yaml_file
 
     parts = list(parts)
@@ -226,16 +228,26 @@ def assembly_resolver(parts: Any, semantics_path: str | None = None) -> Callable
             cur, port = parent_of[cur]
             names.append(port)
         paths["/".join(reversed(names)) or "root"] = p.id
-    names: dict[str, str] = {}
+    by_serial = {getattr(p, "serial_number", None): p.id for p in parts}
+    named: dict[str, int | None] = {}
     if semantics_path:
         doc = load_yaml_file(semantics_path) or {}
         for group in ("joints", "sensors"):
             for name, target in (doc.get(group) or {}).items():
-                names[str(name)] = str(target).split(":")[0]
+                text = str(target)
+                if text.startswith("serial:"):
+                    try:
+                        named[str(name)] = by_serial.get(int(text[len("serial:"):].split(":")[0], 16))
+                    except ValueError:
+                        named[str(name)] = None
+                else:
+                    named[str(name)] = paths.get(text.split(":")[0])
 
     def resolve(name: Any) -> int | None:
         if isinstance(name, int):
             return name if name in ids else None
-        return paths.get(names.get(name, name))
+        if name in named:
+            return named[name]
+        return paths.get(str(name).split(":")[0])
 
     return resolve

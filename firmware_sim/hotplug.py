@@ -12,9 +12,10 @@ a part for another model or plugs a new one into a free port. Each function acts
 - :func:`swap`: another catalog part at the same ID (same ports where their names match) and a new serial;
 - :func:`add`: a new part at a free ID, hung on a free port of a self-describing part (its port table says so).
 
-Departure: the physics world is not rebuilt. A swapped-in or added part answers on the bus with its own
-descriptor and registers, but the world keeps the old body (or has none for an added part), and its firmware is
-the plain one (not world-backed): the host's model sees the new part, the simulated physics do not.
+A swap on an embodied device changes the world too (the device's ``swap_hooks``, embodied/reembody.py): the new
+part's joint limits, torque, friction and mass, and world-backed firmware for a servo or a wheel; the old part's
+shapes stay. Departure: an added part has no body in the world and its firmware is the plain one (not
+world-backed): the host's model sees it, the simulated physics do not.
 """
 from __future__ import annotations
 
@@ -80,6 +81,8 @@ def swap(device: VirtualBusDevice, device_id: int, new_part: str | PartDescripto
         kept = {port: child for port, child in children.items() if port in names}
         serial = default_serial(f"swap:{desc.name}", device_id)
         part = _build(desc, device_id, serial, kept)
+        for hook in device.swap_hooks:  # a world gives the new part its physics (embodied/reembody.py)
+            part = hook(old, part)
         device.parts[device.parts.index(old)] = part
         device.silent_until.pop(device_id, None)
         device._index()

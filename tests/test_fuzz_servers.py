@@ -591,3 +591,47 @@ def test_camera_endpoint_answers_every_fuzzed_request_and_still_serves_frames():
         if sock is not None:
             sock.close(0)
         device.stop()
+
+
+# --- hil sim's live fault control (issue 26) ---------------------------------------------------------------------
+def test_the_fault_control_answers_every_request_and_keeps_serving():
+    """Every message to ``hil sim --control`` gets a reply (done or error naming the field), never silence or a
+    crash, and afterwards a valid request still works. The device is the servo chain without a world, in process."""
+    from firmware_sim.assembly import load_assembly
+    from firmware_sim.bus_device import VirtualBusDevice
+    from firmware_sim.control import FaultControl
+    from firmware_sim.fault_plan import assembly_resolver
+
+    device = VirtualBusDevice(load_assembly("servo_chain").parts)
+    control = FaultControl(device, "tcp://127.0.0.1:*", assembly_resolver)
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(control.endpoint)
+
+    def ask_control(data: bytes):
+        sock.send(data)
+        assert sock.poll(int(DEADLINE_S * 1000)), "the control answers every request"
+        return unpack(sock.recv(), ("done", "error"))
+
+    try:
+        valid = [envelope("unplug", {"part": 3}), envelope("plug", {"part": 3}), envelope("reboot", {"part": 4}),
+                 envelope("swap", {"part": 5, "with": "cpc_servo"}), envelope("noise", {"bitflip": 1e-6, "for_s": 1}),
+                 envelope("plug", {"part": 60, "new": "speaker", "parent": 1, "port": "x"}), envelope("status", {})]
+        rng = random.Random(SEED)
+        kinds = {"done": 0, "error": 0}
+        for data in fuzz_messages(rng, valid, FUZZ_N):
+            reply = ask_control(data)
+            kinds[reply.type] += 1
+            if reply.type == "error":
+                assert isinstance(reply.payload["reason"], str) and reply.payload["reason"]
+        assert kinds["error"] > 0 and kinds["done"] > 0, kinds
+        status = ask_control(pack("status", {}))
+        assert status.type == "done" and status.payload["refused"] == kinds["error"]
+        assert control._thread.is_alive()
+        silent = set(status.payload["unplugged"])
+        target = next(i for i in range(1, 18) if i not in silent)
+        assert ask_control(pack("unplug", {"part": target})).type == "done"
+        assert target in ask_control(pack("status", {})).payload["unplugged"]
+    finally:
+        sock.close(0)
+        control.close()

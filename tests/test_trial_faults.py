@@ -158,3 +158,51 @@ def test_faults_as_sweep_cases(tmp_path):
     bad.write_text("controller: c.py\nduration: 20\ncases:\n  - {faults: [{at: 50, reboot: 32}]}\n")
     with pytest.raises(ConfigError, match="past the trial's duration"):
         load_sweep(bad)
+
+
+@pytest.mark.parametrize("body, line, what", [
+    # a block list in a case: the entry's own line, not the case's
+    ("cases:\n  - {faults: []}\n  - faults:\n      - {at: 5, unplug: right_arm.elbow}\n      - {at: 50, reboot: 32}\n",
+     7, "past the trial's duration (20 s) (in condition faults="),
+    # fine in one condition of the grid, past the duration in the other
+    ("grid:\n  duration: [10, 30]\nfaults:\n  - {at: 5, unplug: right_arm.elbow}\n  - {at: 25, plug: right_arm.elbow}\n",
+     7, "(in condition duration=10)"),
+    # a part the condition's robot lacks: refused at load, not when each of its trials starts
+    ("cases:\n  - {faults: []}\n  - faults:\n      - {at: 5, unplug: right_arm.elbow}\n"
+     "      - {at: 6, reboot: left_arm.tail}\n", 7, "reboot 'left_arm.tail': the robot has no such part"),
+    ("grid:\n  faults:\n    - [{at: 1, unplug: 26}]\n    - [{at: 1, plug: 61, part: speaker, parent: 99, port: x}]\n",
+     6, "no parent part 99"),
+])
+def test_a_sweeps_faults_are_checked_per_condition_at_load_with_the_entrys_line(tmp_path, body, line, what):
+    from trial.sweep.spec import load_sweep
+
+    (tmp_path / "c.py").write_text("")
+    path = tmp_path / "s.yaml"
+    path.write_text("controller: c.py\nduration: 20\n" + body)
+    with pytest.raises(ConfigError) as caught:
+        load_sweep(path)
+    assert f"{path}:{line}:" in str(caught.value) and what in str(caught.value), str(caught.value)
+
+
+def test_a_sweeps_faults_by_default_joint_name_and_tree_path_load(tmp_path):
+    from trial.sweep.spec import load_sweep
+
+    (tmp_path / "c.py").write_text("")
+    path = tmp_path / "s.yaml"
+    path.write_text("controller: c.py\nduration: 20\ncases:\n  - {faults: []}\n  - faults:\n"
+                    "      - {at: 5, unplug: 'torso/neck:horn'}\n      - {at: 6, reboot: torso/shoulder_right}\n")
+    sweep = load_sweep(path)
+    assert [f.get("line") for f in sweep.jobs[-1].spec.faults] == [6, 7], "entries keep their own lines"
+
+
+def test_the_survive_unplug_example_runs_its_faults(tmp_path):
+    """examples/survive_unplug.yaml: the controller holds its target through an unplug, a plug and a reboot."""
+    from pathlib import Path
+
+    from trial.record.log import read_log
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "survive_unplug.yaml"
+    result = Trial(spec=load_trial_file(path)).run(tmp_path / "t")
+    assert result.ok and result.stopped == "duration", result.error
+    kinds = [m.data["kind"] for m in read_log(tmp_path / "t" / "trial.mcap").messages["/robot/parts"]]
+    assert kinds == ["lost", "back", "lost", "back"]

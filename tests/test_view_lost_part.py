@@ -35,3 +35,40 @@ def test_a_lost_part_is_grey_while_lost():
         assert tuple(sphere[0][0].color) == (0, 0, 255)
     finally:
         server.stop()
+
+
+def test_a_swapped_part_is_redrawn_with_its_own_shape_from_the_time_it_was_swapped():
+    """A later ``/robot/model`` (logged after a changed or new part) is drawn from its time on; scrubbing back
+    draws the robot as it was."""
+    import copy
+
+    swapped = copy.deepcopy(MODEL)
+    swapped["links"][1]["visuals"] = [{"kind": "box", "size": [0.2, 0.05, 0.05], "xyz": [0, 0, 0], "rpy": [0, 0, 0],
+                                       "rgba": [0, 1, 0, 1]}]
+    timeline = Timeline()
+    timeline.add("/robot/model", 0.0, MODEL)
+    timeline.add("/robot/state", 1.0, {"x": 0.0, "y": 0.0, "yaw": 0.0})
+    timeline.add("/robot/parts", 5.0, {"kind": "lost", "part_id": 26})
+    timeline.add("/robot/parts", 7.0, {"kind": "changed", "part_id": 26})
+    timeline.add("/robot/model", 7.0, swapped)
+    timeline.add("/clock", 10.0, {"t": 10.0})
+    assert timeline.static["/robot/model"] is MODEL, "the robot as it started is drawn first"
+    assert timeline.frame(6.0).model is MODEL and timeline.frame(8.0).model is swapped
+    server = viser.ViserServer(host="127.0.0.1", port=0, verbose=False)
+    try:
+        drawer = SceneDrawer(server)
+        drawer.draw_robot(timeline.static["/robot/model"])
+
+        def part_26():
+            return [(type(handle).__name__, colour) for handle, colour in dict(drawer._link_shapes)[26]]
+
+        drawer.draw(timeline.frame(6.0), lines=False)
+        assert part_26() == [("IcosphereHandle", (0, 0, 255))]
+        drawer.draw(timeline.frame(8.0), lines=False)
+        assert part_26() == [("BoxHandle", (0, 255, 0))], "the new part's shape and colour"
+        assert len(drawer.link_nodes) == 2, "the old robot's nodes removed, not drawn over"
+        drawer.draw(timeline.frame(6.0), lines=False)
+        assert part_26() == [("IcosphereHandle", (0, 0, 255))], "scrubbed back: the part as it was"
+        assert tuple(dict(drawer._link_shapes)[26][0][0].color) == LOST_RGB, "and lost at 6 s"
+    finally:
+        server.stop()

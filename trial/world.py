@@ -162,3 +162,24 @@ class WorldProbe:
     def crowd_period_s(self) -> float | None:
         crowd = self.embodied.crowd
         return getattr(crowd, "period_s", None) if crowd is not None else None
+
+
+def fault_resolver(spec: TrialSpec):
+    """Name -> bus ID over the parts of the virtual robot ``spec`` opens, known before it opens (a sweep checks
+    each condition's ``faults:`` with it at load: firmware_sim.fault_plan.assembly_resolver, from the assembly
+    file and the semantics the trial would use); None when the robot is not a one-bus virtual one known by name
+    (the trial itself refuses faults on another bus when it starts)."""
+    from firmware_sim.assembly import load_assembly
+    from firmware_sim.fault_plan import assembly_resolver
+
+    if spec.profile is None:
+        name = spec.robot
+        semantics = config_path.find(Path(str(name)).stem, "semantics")
+    else:
+        from runtime.transports.sim import parse_sim_url
+
+        profile = _load(spec)
+        if profile.buses or not str(profile.bus or "").startswith("sim://"):
+            return None
+        name, semantics = parse_sim_url(profile.bus)[0], profile.semantics
+    return assembly_resolver(load_assembly(name).parts, str(semantics) if semantics else None)

@@ -9,7 +9,7 @@ from .packets import Packet, StreamDecoder, decode_frame, encode_packet
 from .requests import (Action, BulkRead, BulkWrite, Clear, FactoryReset, InvalidRequest, Ping, Read, Reboot,
                        RegWrite, Request, SyncRead, SyncWrite, Write, decode_request, encode_request,
                        encode_sync_write)
-from .status import encode_fast_reply, encode_ping_reply, encode_status, parse_fast_reply
+from .status import encode_fast_reply, encode_ping_reply, encode_status, fast_reply_prefix, parse_fast_reply
 from .stuffing import stuff, unstuff
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -103,6 +103,12 @@ class StreamDecoder:
         """Bytes held while waiting for the rest of a frame."""
         return len(self._buffer)
 
+    def partial_frame(self) -> bytes:
+        """The bytes held of the frame being received, from its header on (b"" if none has begun): what a fast
+        reply cut short leaves, for the host to read the slots that came (status.fast_reply_prefix)."""
+        start = self._buffer.find(HEADER)
+        return bytes(self._buffer[start:]) if start >= 0 else b""
+
     def bytes_needed(self) -> int:
         """How many more bytes complete the frame being received (at least 1 if nothing is known yet)."""
         buf = self._buffer

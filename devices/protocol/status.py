@@ -25,11 +25,16 @@ def encode_ping_reply(packet_id: int, model_number: int, firmware_version: int, 
     return encode_status(packet_id, error, model_number.to_bytes(2, "little") + bytes((firmware_version,)))
 
 
-def encode_fast_reply(slots: list[tuple[int, int, bytes]]) -> bytes:
-    """One frame carrying ``(error, id, data)`` for each answering device, with running CRCs between slots."""
+def encode_fast_reply(slots: list[tuple[int, int, bytes]], length: int | None = None) -> bytes:
+    """One frame carrying ``(error, id, data)`` for each answering device, with running CRCs between slots.
+
+    ``length``: the length field the first device announced when it is more than these slots fill: a chain cut
+    short (a real bus's chained reply stops at the first silent device, the ones after it wait for a slot that
+    never comes), whose bytes end after the last slot that was sent (:func:`fast_reply_prefix` reads them)."""
     if not slots:
         raise MalformedPacket("a fast reply needs at least one slot")
-    length = 1 + sum(len(data) + 4 for _, _, data in slots)
+    filled = 1 + sum(len(data) + 4 for _, _, data in slots)
+    length = filled if length is None else length
     check_frame_length(length)
     frame = bytearray(HEADER + bytes((BROADCAST_ID,)) + length.to_bytes(2, "little") + bytes((_STATUS,)))
     crc = 0
@@ -91,4 +96,28 @@ def parse_fast_reply(packet: Packet, lengths: dict[int, int]) -> list[tuple[int,
     return slots
 
 
-__all__ = ["encode_status", "encode_ping_reply", "encode_fast_reply", "parse_fast_reply", "HEADER_LEN"]
+def fast_reply_prefix(data: bytes, lengths: dict[int, int]) -> list[tuple[int, int, bytes]]:
+    """The ``(error, id, data)`` slots of a fast reply cut short (``data``: its bytes from the header on, fewer
+    than its length field says) that can be trusted: each slot's running CRC covers the frame up to it, so every
+    slot whose CRC checks arrived intact. Stops at the first incomplete or failing slot, or one from an ID not
+    asked; [] when ``data`` is not the start of a fast reply."""
+    if len(data) < HEADER_LEN + 1 or data[:4] != HEADER or data[4] != BROADCAST_ID or data[HEADER_LEN] != _STATUS:
+        return []
+    slots = []
+    i, crc, checked = HEADER_LEN + 1, 0, 0
+    while i + 2 <= len(data):
+        device_id = data[i + 1]
+        n = lengths.get(device_id)
+        if n is None or i + 4 + n > len(data):
+            break
+        crc = crc16(memoryview(data)[checked:i + 2 + n], crc)
+        if crc != data[i + 2 + n] | (data[i + 3 + n] << 8):
+            break
+        slots.append((data[i], device_id, bytes(data[i + 2:i + 2 + n])))
+        checked = i + 2 + n
+        i += 4 + n
+    return slots
+
+
+__all__ = ["encode_status", "encode_ping_reply", "encode_fast_reply", "parse_fast_reply", "fast_reply_prefix",
+           "HEADER_LEN"]

@@ -39,6 +39,7 @@ from ..world import RobotBody, RobotBuildError, World, build_robot, load_map
 from ..world.world import STEP_EPSILON
 from ..world.mirror import MirrorBody, build_mirror
 from .adopt import adopt
+from .reembody import install as install_reembody
 from .camera import CameraError, CameraFirmware
 from .sensing import ContactFirmware, RangeRingFirmware, part_seed
 from .servo import Interlock, JointServo
@@ -87,6 +88,7 @@ class EmbodiedRobot:
     _lockstep: tuple | None = None
     crowd: object | None = None  # the CrowdBridge (crowd_bridge.attach_crowd) when a crowd is connected
     cameras: dict | None = None  # part ID -> CameraFirmware (camera.py): frames on demand, beside the bus
+    watchdog_s: float = 0.5  # the servos' default Bus Watchdog (a swapped-in servo gets it too: reembody.py)
 
     # --- cameras (camera.py): pixels never go over the bus -------------------------------------------------------
     def camera_frame(self, part_id: int, name: str | None = None) -> dict:
@@ -207,7 +209,8 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
     else:
         pacer = None
         device = VirtualBusDevice(parts, timing=timing, faults=faults, clock=lambda: world.time_s)
-    embodied = EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer)
+    embodied = EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer, watchdog_s=watchdog_s)
+    install_reembody(embodied)  # a part swapped on the bus (hotplug.swap) takes its physics in the world
     embodied.cameras = _attach_cameras(embodied, seed)
     if gui:  # the viewer's camera follows the robot (read between steps, in the stepping thread)
         world.camera_target = lambda: tuple(embodied.robot_pose()[k] for k in ("x", "y", "yaw"))

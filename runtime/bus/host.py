@@ -21,13 +21,17 @@ from devices.protocol import (
     DeviceCrcError,
     FrameError,
     MalformedPacket,
+    StatusError,
     StreamDecoder,
     encode_request,
     encode_sync_write,
+    fast_reply_prefix,
     parse_fast_reply,
     status_error,
 )
 from devices.protocol import requests as rq
+
+from devices.protocol.packets import HEADER_LEN
 
 from ..transports.base import Transport
 from .errors import BusError, BusTimeout, CorruptReply
@@ -39,8 +43,11 @@ ALERT = 0x80
 
 
 class _Silence(Exception):
-    def __init__(self, missing: tuple[int, ...]):
-        self.missing = missing
+    """``missing``: the IDs without a slot; ``cut_short``: a fast reply that never completed (a real bus's chain
+    stops at the first silent part, so the IDs after it are unknown, not known silent)."""
+
+    def __init__(self, missing: tuple[int, ...], cut_short: bool = False):
+        self.missing, self.cut_short = missing, cut_short
 
 
 class _Corrupt(Exception):
@@ -244,6 +251,7 @@ class BusHost:
         timeout = self._timeout(len(frame), slots)
         stats = self.stats
         failure: Exception | None = None
+        silence: _Silence | None = None
         for attempt in range(self.retries + 1):
             if attempt:
                 stats.retries += 1
@@ -258,9 +266,11 @@ class BusHost:
                 result = self._check_errors(request, replies) if check else self._check_crc_only(replies)
             except _Silence as exc:
                 stats.timeouts += 1
+                silence = exc
                 failure = BusTimeout(self._describe(request, f"no answer from id {_ids(exc.missing)} "
                                                              f"within {1000 * timeout:.1f} ms"), exc.missing)
             except _Corrupt as exc:
+                silence = None
                 failure = CorruptReply(self._describe(request, str(exc)))
             else:
                 stats.transactions += 1
@@ -272,13 +282,42 @@ class BusHost:
         stats.transactions += 1
         stats.failures += 1
         assert failure is not None
+        if silence is not None and silence.cut_short and len(silence.missing) > 1:
+            silent = self._chain_fallback(request, silence.missing, check)
+            failure = BusTimeout(self._describe(request, f"no answer from id {_ids(silent)} (the reply stopped at "
+                                                         f"id {silent[0]}; the parts after it read one by one)"),
+                                 silent)
         failure.args = (f"{failure.args[0]} (after {self.retries} retries)",)
         raise failure
+
+    def _chain_fallback(self, request: rq.Request, missing: tuple[int, ...], check: bool) -> tuple[int, ...]:
+        """The IDs of a cut-short fast read that are really silent. On a real bus the chained reply stops at the
+        first silent part (``missing[0]``, in the order asked): the parts after it never got their turn, so each
+        is read on its own (a Read with the host's retries); those that answer are not silent, so one part
+        unplugged does not make every part after it in the read miss a cycle."""
+        stats = self.stats
+        stats.chain_fallbacks += 1
+        transactions, failures = stats.transactions, stats.failures  # the part reads are attempts of this call
+        where = ({i: (request.address, request.length) for i in request.ids} if isinstance(request, rq.SyncRead)
+                 else {i: (a, n) for i, a, n in request.items})
+        silent = [missing[0]]
+        for device_id in missing[1:]:
+            address, length = where[device_id]
+            try:
+                self._transact(rq.Read(device_id, address, length), ((device_id, length),), check=check, cache=True)
+            except (BusTimeout, CorruptReply):
+                silent.append(device_id)
+            except StatusError:
+                pass  # a device error code: it answered
+        stats.retries += stats.failures - failures  # a part read that failed: one more failed attempt of this call
+        stats.transactions, stats.failures = transactions, failures
+        return tuple(silent)
 
     def _collect(self, slots: tuple[tuple[int, int], ...], fast: bool, deadline: float) -> dict[int, tuple[int, bytes]]:
         lengths = dict(slots)
         got: dict[int, tuple[int, bytes]] = {}
         transport, decoder, stats = self.transport, self._decoder, self.stats
+        rx_before = stats.bytes_rx
         while True:
             # what has arrived is always read, even past the deadline: a host that was itself held up (a loaded
             # machine, a GUI frame) must not call a reply that came in time a silence; an in-process device on
@@ -287,6 +326,8 @@ class BusHost:
             data = transport.read(4096, max(remaining, 0.0))
             if not data:
                 if remaining <= 0 or transport.idle:
+                    if fast:
+                        raise self._fast_silence(lengths, stats.bytes_rx > rx_before)
                     raise _Silence(tuple(i for i in lengths if i not in got))
                 continue
             stats.bytes_rx += len(data)
@@ -309,6 +350,23 @@ class BusHost:
                 got[event.id] = (error, payload)
                 if len(got) == len(lengths):
                     return got
+
+    def _fast_silence(self, lengths: dict[int, int], heard: bool) -> _Silence:
+        """No whole fast reply by the deadline. A chain cut short at a silent part looks like this: nothing at all
+        (the first part asked is silent), or a frame announcing every asked slot whose bytes end right after the
+        last intact slot (running CRCs). Anything else (a garbled length field, stray bytes) is noise: every ID
+        stays missing, as before."""
+        all_ids = tuple(lengths)
+        partial = self._decoder.partial_frame()
+        if not partial:
+            return _Silence(all_ids, cut_short=not heard)
+        came = fast_reply_prefix(partial, lengths)
+        announced = 1 + sum(4 + n for n in lengths.values())
+        filled = HEADER_LEN + 1 + sum(4 + len(data) for _, _, data in came)
+        if not came or partial[5] | (partial[6] << 8) != announced or len(partial) != filled:
+            return _Silence(all_ids)
+        ids = {i for _, i, _ in came}
+        return _Silence(tuple(i for i in lengths if i not in ids), cut_short=True)
 
     def _fast_slots(self, packet, lengths: dict[int, int]) -> dict[int, tuple[int, bytes]]:
         try:

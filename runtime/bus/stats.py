@@ -18,6 +18,8 @@ class BusStats:
     status_errors: int = 0  # device error codes other than CRC, raised to the caller
     alerts: int = 0  # replies with the hardware alert bit
     failures: int = 0  # transactions that raised after all retries
+    chain_fallbacks: int = 0  # fast reads cut short at a silent part whose rest was read part by part (those
+    # reads are attempts of the fast read's one transaction: their failures count as its retries)
     bytes_tx: int = 0
     bytes_rx: int = 0
     latencies_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW), repr=False)

@@ -10,7 +10,8 @@ crowd served with ``--keys``; bad keys fail here, before the world is built), ``
 ``crowd_mode=realtime`` streams
 with a crowd served ``--realtime`` instead of ticking it (needs ``clock=real``; ``crowd_timeout`` is then the
 silence after which the link counts as lost), ``merge=0`` builds one pybullet link per body instead of merging
-the bodies joined by fixed joints (firmware_sim/world/merge.py; for comparisons). Calls go straight into the
+the bodies joined by fixed joints (firmware_sim/world/merge.py; for comparisons), ``chain_stops=1`` makes a fast
+read's reply stop at the first silent part, as a real bus's chain does. Calls go straight into the
 device, so the transport knows when no more bytes can come (:attr:`idle`) and never waits for a timeout in vain.
 This is the one place the host imports firmware_sim, and it does so lazily.
 """
@@ -26,7 +27,7 @@ from .base import Transport, TransportError
 _OPTIONS = {"baud": int, "latency_ms": float, "bitflip": float, "drop": float, "seed": int, "return_delay": int,
             "world": int, "clock": str, "map": str, "watchdog_ms": float, "pose": str, "crowd": str,
             "crowd_timeout": float, "keys": str, "gui": int,
-            "crowd_mode": str, "merge": int, "calibration": str}
+            "crowd_mode": str, "merge": int, "calibration": str, "chain_stops": int}
 
 
 _KIND = {int: "an integer", float: "a number", str: "a string"}
@@ -69,6 +70,8 @@ class SimTransport(Transport):
                 device = self.embodied.device
             else:
                 device = VirtualBusDevice(assembly.parts, timing=timing, faults=faults)
+        if options.get("chain_stops"):
+            device.chain_stops = True
         self.device = device
         self._pending = b""
 

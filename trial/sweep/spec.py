@@ -187,7 +187,7 @@ class _Expander:
             overrides, condition, lines = dict(case[0]), list(case[1]), dict(case[2])
             for (axis, _), (value, line) in zip(grid, combo):
                 _set(overrides, axis, value)
-                condition.append((axis, value))
+                condition.append((axis, plain(value)))
                 lines[axis.split(".")[0]] = line
             out.append((overrides, tuple(condition), lines))
         labels: dict[str, int] = {}
@@ -226,7 +226,8 @@ class _Expander:
             if plain(value) in seen:
                 raise ConfigError(self.source, values.line_of(i), f"grid: {axis} lists {value!r} twice")
             seen.append(plain(value))
-        return [(plain(v), values.line_of(i)) for i, v in enumerate(values)]
+        # faults keep their entries' lines (each entry is checked at its own line, in every condition)
+        return [(v if key == "faults" else plain(v), values.line_of(i)) for i, v in enumerate(values)]
 
     def _cases(self) -> list[tuple[dict[str, Any], list[tuple[str, Any]], dict[str, int]]]:
         cases = self.doc.get("cases")
@@ -249,7 +250,7 @@ class _Expander:
                         _set(overrides, f"{PARAMS}.{name}", plain(v))
                         condition.append((f"{PARAMS}.{name}", plain(v)))
                 else:
-                    overrides[key] = plain(value)
+                    overrides[key] = value if key == "faults" else plain(value)  # faults: each entry's own line
                     condition.append((key, plain(value)))
                 lines[key] = case.line_of(key)
             out.append((overrides, condition, lines))
@@ -314,9 +315,13 @@ class _Expander:
             controller = values.pop("controller")
             where = {**base_lines, **lines}
             label = str(doc.get("name") or _label(controller))
-            spec = make_spec(controller, source=self.source, lines=where, base=self.path.parent,
-                             name=f"{label} {condition_label(condition)}" if condition else label, **values)
+            try:
+                spec = make_spec(controller, source=self.source, lines=where, base=self.path.parent,
+                                 name=f"{label} {condition_label(condition)}" if condition else label, **values)
+            except ConfigError as exc:
+                raise _in_condition(exc, condition) from None
             self._check_task(spec, where, condition, checked)
+            self._check_faults(spec, condition, checked)
             for seed in seeds:
                 trial = spec.but(seed=seed)
                 jobs.append(Job(len(jobs), condition, c, seed, trial, f"trials/{folders[c]}/seed={seed}",
@@ -355,6 +360,37 @@ class _Expander:
             raise self.error(lines.get(blame) if blame else lines.get(""),
                              f"{blame + ': ' if blame else ''}{exc}" + (f" (in condition {label})"
                                                                        if condition else "")) from None
+
+
+    def _check_faults(self, spec: TrialSpec, condition, checked: dict[str, None]) -> None:
+        """Each condition's ``faults:`` bound to the parts of the robot it runs (firmware_sim.fault_plan, as the
+        trial binds them when it starts): a part that robot lacks, a plug at an ID taken, is refused now at the
+        entry's line, naming the condition, not in every one of its trials after the sweep started."""
+        if not spec.faults:
+            return
+        from firmware_sim.fault_plan import FaultPlan, parse_faults
+
+        from ..world import fault_resolver
+
+        key = "faults " + json.dumps([spec.robot, str(spec.profile), spec.bus, spec.faults], sort_keys=True,
+                                     default=str)
+        if key in checked:
+            return
+        checked[key] = None
+        try:
+            resolve = fault_resolver(spec)
+            if resolve is not None:
+                FaultPlan(parse_faults(spec.faults, spec.source, None, spec.duration)).bind(resolve)
+        except ConfigError as exc:
+            raise _in_condition(exc, condition) from None
+
+
+def _in_condition(exc: ConfigError, condition) -> ConfigError:
+    """``exc`` saying which condition it is about (the same file:line can be wrong in one condition only: a fault
+    past one of the durations the grid varies)."""
+    if not condition:
+        return exc
+    return ConfigError(exc.source, exc.line, f"{exc.message} (in condition {condition_label(condition)})")
 
 
 TASK_KEYS = ("scenario", "map", "crowd", "start", "goal")

@@ -95,6 +95,10 @@ class SceneDrawer:
             self._figure_drawer.clear()
         self._figure_drawer = None  # the people's figures (trial/view/figures.py), made on first use
         self._nodes = []
+        if getattr(self, "robot_node", None) is not None:
+            self.robot_node.remove()  # with every node below /robot (viser removes a node's children)
+        self.robot_node: Any = None
+        self.model_msg: dict[str, Any] | None = None  # the /robot/model drawn
         self.poser: LinkPoser | None = None
         self.link_nodes: list[Any] = []
         self._link_shapes: list[tuple[int | None, list[tuple[Any, tuple]]]] = []  # (part, [(handle, colour)])
@@ -138,14 +142,21 @@ class SceneDrawer:
                                                position=(start[0], start[1], 0.005), opacity=0.5))
 
     def draw_robot(self, msg: dict[str, Any]) -> None:
-        """Every link a frame node, its visual shapes children placed in the link's frame."""
+        """Every link a frame node, its visual shapes children placed in the link's frame. Called again with
+        another model (a part swapped or added while the trial ran: a later ``/robot/model``), the robot drawn so
+        far is removed and this one drawn in its place, at the pose the next frame gives."""
+        if self.robot_node is not None:
+            self.robot_node.remove()  # with every node below /robot (viser removes a node's children)
+            self.link_nodes, self._link_shapes = [], []
+            self._greyed = frozenset()
+        self.model_msg = msg
         self.poser = LinkPoser(msg)
         self.ring = msg.get("ring")
         scene = self.scene
-        self.robot_node = self._keep(scene.add_frame("/robot", show_axes=False))
+        self.robot_node = scene.add_frame("/robot", show_axes=False)
         self._sent: list[np.ndarray | None] = [None] * len(msg["links"])
         for i, entry in enumerate(msg["links"]):
-            frame = self._keep(scene.add_frame(f"/robot/l{i}", show_axes=False))
+            frame = scene.add_frame(f"/robot/l{i}", show_axes=False)
             self.link_nodes.append(frame)
             shapes = [(self._add_shape(f"/robot/l{i}/v{k}", shape), rgb255(shape["rgba"]))
                       for k, shape in enumerate(entry["visuals"])]
@@ -185,6 +196,8 @@ class SceneDrawer:
         """The scene at ``frame``; ``lines`` False leaves the paths as they are (they change slowly, and a long
         path is the biggest message: the live page redraws them less often)."""
         with self.server.atomic():
+            if frame.model is not None and self.model_msg is not None and frame.model is not self.model_msg:
+                self.draw_robot(frame.model)  # another part at t: its own shape (a scrub back: the old one)
             links = self._robot(frame.robot) if frame.robot is not None else None
             self.grey_lost(frame.lost_parts)
             self._figures(frame.t, frame.people)

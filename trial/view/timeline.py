@@ -37,6 +37,7 @@ class Frame:
     path: list[tuple[float, float]] = field(default_factory=list)  # the robot's path so far
     trails: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # each person's recent path
     lost_parts: frozenset = frozenset()  # IDs of the parts lost at t (/robot/parts), drawn grey
+    model: dict[str, Any] | None = None  # the /robot/model in effect at t (a new or swapped part logs another)
 
 
 class Timeline:
@@ -74,7 +75,11 @@ class Timeline:
         """One message (a recorder listener: called as the log writes it). Messages come in time order. The
         payload is the JSON message, or a camera picture's bytes."""
         with self._lock:
-            if topic in STATIC:
+            if topic == "/robot/model":  # the first is drawn at once; later ones (a part swapped, a new part) from
+                self.static.setdefault(topic, payload)  # their time on, so a replay shows each when it happened
+                self._times.setdefault(topic, []).append(t)
+                self._data.setdefault(topic, []).append(payload)
+            elif topic in STATIC:
                 self.static[topic] = payload
             else:
                 self._times.setdefault(topic, []).append(t)
@@ -132,7 +137,8 @@ class Timeline:
             return Frame(t=t, robot=robot, sensors=self._latest("/robot/sensors", t),
                          people=list(people_msg["people"]) if people_msg else [],
                          line=int(script["line"]) if script else None, path=path, trails=self._trails(t),
-                         lost_parts=self._lost_parts(t))
+                         lost_parts=self._lost_parts(t),
+                         model=self._latest("/robot/model", t) or self.static.get("/robot/model"))
 
     def _lost_parts(self, t: float) -> frozenset:
         """Parts lost and not back (nor replaced) at ``t``, from ``/robot/parts``."""

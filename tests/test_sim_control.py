@@ -1,0 +1,179 @@
+"""``hil sim --control``: faults sent while the device serves (issue 26), to a real ``hil sim`` subprocess with a
+robot on its pty and its lockstep clock; bad requests answered with the field at fault, the server serving on."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import msgpack
+import pytest
+import zmq
+
+from conftest import SimProcess, hil_command
+from devices.config_path import resolve as resolve_config
+from firmware_sim.control import ControlError, send_fault
+from runtime.robot import Robot
+from runtime.robot.presence import PING_BUDGET
+from runtime.transports.base import PEER_PROCESS_LATENCY_S
+
+HZ = 10.0
+ELBOW = 26
+# a lost part on a process peer's pty is pinged once per (timeout + peer latency) / PING_BUDGET of clock time
+# (runtime/robot/presence.py), so it is seen back within that after it is plugged
+PTY_PING_PERIOD_S = (0.025 + PEER_PROCESS_LATENCY_S) / PING_BUDGET
+
+
+def served_commbot(*extra: str) -> tuple[SimProcess, str | None, str]:
+    """hil sim commbot on a pty with the control (and, with --clock sim in ``extra``, the clock) endpoints."""
+    semantics = resolve_config("commbot", "semantics", "semantics")
+    sim = SimProcess("--pty", *extra, "--control", "tcp://127.0.0.1:*", "--semantics", str(semantics),
+                     assembly="commbot")
+    try:
+        clock = sim.next_line().split()[1] if "--clock" in extra else None
+        control = sim.next_line()
+        assert control.startswith("control tcp://127.0.0.1:"), control
+        return sim, clock, control.split()[1]
+    except BaseException:
+        sim.stop()
+        raise
+
+
+def test_an_elbow_unplugged_and_plugged_over_the_control_while_a_robot_runs(tmp_path):
+    sim, clock, control = served_commbot("--clock", "sim", "--clock-endpoint", "tcp://127.0.0.1:*",
+                                         "--stall-timeout", "120")
+    try:
+        profile = {"bus": sim.where, "clock": "sim", "clock_endpoint": clock, "semantics": "commbot",
+                   "cache_dir": str(tmp_path / "cache"), "stall_timeout_s": 120.0}
+        with Robot.open(profile) as robot:
+            start = robot.clock.now()
+            elbow = robot.joints["right_arm.elbow"]
+            trace, replies = [], []
+            for tick in robot.loop(hz=HZ, duration_s=PTY_PING_PERIOD_S + 3.0):
+                t = tick.time - start
+                if abs(t - 1.0) < 1e-6:  # the command-line client, while the robot waits for its next tick
+                    done = subprocess.run([*hil_command(), "sim", "fault", "unplug", "right_arm.elbow", "--control",
+                                           control], capture_output=True, text=True, timeout=120)
+                    assert done.returncode == 0, done.stderr
+                    replies.append(json.loads(done.stdout))
+                if abs(t - 2.0) < 1e-6:
+                    replies.append(send_fault(control, "plug", {"part": "right_arm.elbow"}))
+                if t > 2.0:
+                    robot.joints["right_arm.elbow"].target = 0.5
+                trace.append((t, elbow.available))
+            assert [e.kind for e in robot.part_events] == ["lost", "back"], robot.notes
+            assert robot.joints["right_arm.elbow"].position == pytest.approx(0.5, abs=0.05), "re-armed: torque on"
+        lost_at = next(t for t, available in trace if not available)
+        back_at = next(t for t, available in trace if t > lost_at and available)
+        assert 1.0 < lost_at <= 1.0 + 3 / HZ + 1e-6, "unavailable within 3 cycles of the unplug"
+        assert 2.0 < back_at <= PTY_PING_PERIOD_S + 2 / HZ
+        assert replies[0]["did"].startswith("unplug 'right_arm.elbow' (id 26)")
+        assert replies[0]["t"] == pytest.approx(1.0, abs=1.5 / HZ), "applied at the world time the robot was at"
+        status = send_fault(control, "status")
+        assert [d["did"].split()[0] for d in status["done"]] == ["unplug", "plug"] and status["unplugged"] == []
+    finally:
+        assert sim.stop() == 0, sim.stderr()
+
+
+def _raw(sock: zmq.Socket, message) -> dict:
+    sock.send(message if isinstance(message, bytes) else msgpack.packb(message, use_bin_type=True))
+    assert sock.poll(30_000), "the control answered"
+    return msgpack.unpackb(sock.recv(), raw=False)
+
+
+def envelope(kind: str, payload) -> dict:
+    return {"v": 2, "type": kind, "seq": 0, "t": 0.0, "payload": payload}
+
+
+BAD = [
+    (b"\x00garbage", None, "not msgpack"),
+    (envelope("unplug", {"part": 1.5}), "part", "Expected"),
+    (envelope("unplug", {}), None, "missing required field `part`"),
+    (envelope("unplug", {"part": 26, "when": 3}), None, "unknown field `when`"),
+    (envelope("unplug", {"part": 999}), "part", ""),
+    (envelope("unplug", {"part": "left_arm.tail"}), "part", "no such part"),
+    (envelope("plug", {"part": 26}), "part", "not unplugged"),
+    (envelope("swap", {"part": 26, "with": "toaster"}), "with", "no catalog part 'toaster'"),
+    (envelope("noise", {"bitflip": float("nan")}), "bitflip", ""),
+    (envelope("reboot", {"part": 26, "boot_s": -1.0}), "boot_s", ""),
+    (envelope("plug", {"part": 60, "new": "speaker", "parent": 37, "port": "nowhere"}), "port", "no child port"),
+    (envelope("explode", {"part": 26}), None, "unknown message type 'explode'"),
+]
+
+
+def test_bad_requests_are_answered_with_the_field_and_change_nothing():
+    sim, _, control = served_commbot("--no-world")
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(control)
+    try:
+        for message, field, words in BAD:
+            reply = _raw(sock, message)
+            assert reply["type"] == "error", (message, reply)
+            assert reply["payload"]["field"] == field, (message, reply["payload"])
+            assert words in reply["payload"]["reason"], (message, reply["payload"])
+        dealer = zmq.Context.instance().socket(zmq.DEALER)  # a frame layout a REQ never sends: dropped, counted
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(control)
+        dealer.send(b"one frame")
+        reply = _raw(sock, envelope("status", {}))
+        dealer.close(0)
+        assert reply["type"] == "done", reply
+        status = reply["payload"]
+        assert status["done"] == [] and status["unplugged"] == [], "nothing was applied"
+        assert status["refused"] >= len(BAD)
+        assert sim.alive
+        with pytest.raises(ControlError) as caught:
+            send_fault(control, "swap", {"part": "right_arm.elbow", "with": "toaster"})
+        assert caught.value.field == "with"
+        done = subprocess.run([*hil_command(), "sim", "fault", "plug", "26", "--control", control],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "not unplugged" in done.stderr and "(field part)" in done.stderr
+        assert send_fault(control, "reboot", {"part": 32})["did"].startswith("reboot 32 (id 32)")
+    finally:
+        sock.close(0)
+        assert sim.stop() == 0, sim.stderr()
+
+
+def test_swap_and_a_new_part_over_the_control_are_seen_on_the_bus(tmp_path):
+    from runtime.bus import BusHost
+    from runtime.transports import open_transport
+
+    sim, _, control = served_commbot("--no-world")
+    try:
+        assert send_fault(control, "swap", {"part": 37, "with": "head_mount"})["did"] == \
+            "swap 37 (id 37) with head_mount"
+        reply = send_fault(control, "plug", {"part": 60, "new": "speaker", "parent": 37, "port": "head"})
+        assert "plug new speaker at id 60" in reply["did"]
+        with BusHost(open_transport(sim.where), retries=1) as bus:
+            from devices.catalog import load_part
+
+            assert bus.ping(60)[0] == load_part("speaker").model_number, "the new part answers as what it is"
+            assert bus.ping(37)[0] == load_part("head_mount").model_number, "the swapped one too"
+        send_fault(control, "noise", {"bitflip": 0.5, "for_s": 1.0})
+        assert send_fault(control, "status")["faults"]["bit_flip_rate"] == 0.5
+    finally:
+        assert sim.stop() == 0, sim.stderr()
+
+
+def test_the_control_binds_loopback_unless_secured_and_a_secured_one_admits_only_its_clients(tmp_path):
+    from bridge.security import Security, create_keys
+    from firmware_sim.assembly import load_assembly
+    from firmware_sim.bus_device import VirtualBusDevice
+    from firmware_sim.control import FaultControl
+    from firmware_sim.fault_plan import assembly_resolver
+
+    device = VirtualBusDevice(load_assembly("servo_chain").parts)
+    with pytest.raises(ValueError, match="off loopback the control needs --keys"):
+        FaultControl(device, "tcp://0.0.0.0:*", assembly_resolver)
+    with pytest.raises(ValueError, match="cannot bind"):
+        FaultControl(device, "nonsense", assembly_resolver)
+    create_keys(tmp_path / "keys")
+    security = Security.load(tmp_path / "keys")
+    control = FaultControl(device, "tcp://127.0.0.1:*", assembly_resolver, security=security)
+    try:
+        assert send_fault(control.endpoint, "unplug", {"part": 3}, security=security)["did"] == "unplug 3 (id 3)"
+        with pytest.raises(ConnectionError):
+            send_fault(control.endpoint, "plug", {"part": 3}, timeout_s=1.0)  # a plain client is not admitted
+        assert control.status()["unplugged"] == [3], "the plain client changed nothing"
+    finally:
+        control.close()
