@@ -177,9 +177,10 @@ class _Run:
         if self.folder is not None:
             result.metrics, report_error = _report(self.folder)
             result.report_error = report_error
-            run.recorded = (f"{self.log.path} ({self.log.sets} ticks), {self.folder}/metrics.json, "
-                            f"{self.folder}/topdown.png" if report_error is None else
-                            f"{self.log.path} ({self.log.sets} ticks); the report failed: {report_error}")
+            logged = f"{self.log.path} ({self.log.sets} ticks)" if self.log is not None else \
+                f"no log (it could not start: {error})"
+            run.recorded = (f"{logged}, {self.folder}/metrics.json, {self.folder}/topdown.png"
+                            if report_error is None else f"{logged}; the report failed: {report_error}")
         result.run_text = run.text()
         return result
 
