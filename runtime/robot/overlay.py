@@ -136,6 +136,7 @@ class CrowdOverlay:
                 self._due_s = now + self.period_s
             reading = self.shadow.cast(x, y, yaw)
             self.ring.virtual_ranges = list(reading.range_m)
+            self.ring.virtual_causes = list(reading.cause)
             self.cast_time_s, self.cast_world_t = now, self.world_t
             self.casts += 1
 
@@ -182,6 +183,7 @@ class CrowdOverlay:
             self.link.close()
         finally:
             self.ring.virtual_ranges = None
+            self.ring.virtual_causes = None
             self.shadow.close()
 
 
