@@ -63,12 +63,14 @@ class CrowdOverlay:
         self.spec = spec
         self.ring: RangeRing = _ring(robot, spec.ring, RangeRing)
         sensor, ring_in_base = _ring_geometry(robot, self.ring)
+        sensor = twin_sensor(robot, self.ring, sensor)
         world_map = None
         if spec.map is not None:
             from firmware_sim.world import load_map
 
             world_map = load_map(spec.map)
-        self.shadow = ShadowWorld(sensor, ring_in_base, seed=spec.seed, world_map=world_map)
+        self.shadow = ShadowWorld(sensor, ring_in_base, seed=spec.seed, world_map=world_map,
+                                  walls_echo=spec.walls == "echo")
         self.period_s = self.shadow.model.config.update_period_s
         try:
             security = profile_security(robot.profile)
@@ -213,6 +215,31 @@ def _ring(robot: Robot, name: str, ring_type: type) -> RangeRing:
     except Exception as exc:  # noqa: BLE001 - BaseGeometryError says why
         raise CrowdOverlayError(f"{robot.profile.source}: crowd: {exc}") from None
     return ring
+
+
+def twin_sensor(robot: Robot, ring: RangeRing, sensor):
+    """The shadow ring's sensor: the scanned descriptor's (which carries what the part stores, ``hil calibrate
+    --write-parts``), with the profile's ``calibration:`` (CAL.yaml) on top where it names this part: the twin
+    measures with the real part's numbers (issue 25). An entry for another part changes nothing here."""
+    path = getattr(robot.profile, "calibration", None)
+    if path is None:
+        return sensor
+    from dataclasses import replace
+
+    from devices.calibration import load_calibration
+
+    part = robot.virtual.parts[ring.part_key]
+    entries = [e for e in load_calibration(path).for_part(part.descriptor, part.serial_number)
+               if e.sensor == sensor.name]
+    if not entries:
+        log.warning("%s: calibration %s names no entry for part %s (%s serial %s): the shadow ring keeps the "
+                    "descriptor's numbers", robot.profile.source, path, part.id, part.descriptor.name,
+                    part.serial_number)
+        return sensor
+    params = dict(sensor.params)
+    for entry in entries:
+        params.update(entry.params)
+    return replace(sensor, params=params)
 
 
 def _ring_geometry(robot: Robot, ring: RangeRing):

@@ -13,6 +13,7 @@ start pose against it; the robot turns in place slowly (and drives back and fort
   hil calibrate ring --profile real --rig rig.yaml --out cal/      # record cal/calibration.mcap, fit, write CAL.yaml
   hil calibrate fit cal/calibration.mcap --rig rig.yaml --out CAL.yaml   # the fit alone (a log from the robot)
   hil calibrate check real.mcap twin.mcap --rig rig.yaml           # does the twin read what the real ring reads?
+  hil calibrate check mixed/calibration.mcap --rig rig.yaml        # ...the real and shadow ring of a mixed run
   hil calibrate ring ... --write-parts                             # ...and store the numbers in the parts too
   hil calibrate write CAL.yaml --profile real                      # store a CAL.yaml in the parts it names
 
@@ -45,9 +46,10 @@ def register(sub) -> None:
     write.add_argument("--profile", required=True, help="the robot whose parts get the numbers")
     write.add_argument("--bus", help="replace the profile's bus URL")
     write.set_defaults(func=cmd_write)
-    check = verbs.add_parser("check", help="compare a real and a twin calibration log bin by bin (+-10 pp)")
-    check.add_argument("real", type=Path)
-    check.add_argument("twin", type=Path)
+    check = verbs.add_parser("check", help="compare the real ring with the twin's bin by bin (+-10 pp): a mixed "
+                                           "run's two sides, or a real and a twin calibration log")
+    check.add_argument("real", type=Path, help="a calibration log (of a mixed run: its real and virtual sides)")
+    check.add_argument("twin", type=Path, nargs="?", help="the twin's calibration log (omit for a mixed run)")
     check.add_argument("--rig", required=True, type=Path)
     check.set_defaults(func=cmd_check)
 
@@ -114,10 +116,15 @@ def _fit_and_write(log_path: Path, rig, cal: Path) -> int:
 
 
 def cmd_check(args) -> int:
-    from .log import read_log
+    from .log import mixed_sides, read_log
     from .report import check
     from .rig import load_rig
 
-    ok, lines = check(read_log(args.real), read_log(args.twin), load_rig(args.rig))
+    rig = load_rig(args.rig)
+    if args.twin is None:
+        real, twin = mixed_sides(read_log(args.real), args.real)
+        ok, lines = check(real, twin, rig, sides=("real", "virtual"))
+    else:
+        ok, lines = check(read_log(args.real), read_log(args.twin), rig)
     print("\n".join(lines))
     return 0 if ok else 1

@@ -78,3 +78,14 @@ def read_log(path: str | Path) -> CalibrationLog:
         raise CalibrationLogError(f"{path}: ring readings without yaw (odometry or IMU): the fit needs the robot's "
                                   "heading of every reading")
     return CalibrationLog(meta, samples)
+
+
+def mixed_sides(log: CalibrationLog, path: str | Path) -> tuple[CalibrationLog, CalibrationLog]:
+    """(real, virtual) of a run on a mixed robot: the real ring's readings and the shadow (twin) ring's, recorded
+    side by side at the same poses (``virtual`` in every sample: runtime/robot/overlay.py)."""
+    if not all(isinstance(s.get("virtual"), list) for s in log.samples):
+        raise CalibrationLogError(f"{path}: not a mixed run: its readings have no virtual (shadow ring) side; "
+                                  "record it with a profile whose crowd: has walls: echo, or give the twin's log "
+                                  "as a second argument")
+    virtual = [{**s, "ranges": s["virtual"], "counters": {}} for s in log.samples]
+    return log, CalibrationLog(log.meta, virtual)
