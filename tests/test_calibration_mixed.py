@@ -105,3 +105,49 @@ def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(mixed,
         mixed_sides(read_log(path), path)
     run = hil("calibrate", "check", str(path), "--rig", str(folder / "rig.yaml"), cwd=tmp_path)
     assert run.returncode == 2 and "not a mixed run" in run.stderr.strip().splitlines()[-1], run.stderr
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "calibration_turn.py"
+
+
+def test_a_mixed_trial_log_is_checked_real_against_virtual(tmp_path):
+    """The same check on a mixed *trial* (`hil run examples/calibration_turn.py --record`): its trial.mcap carries
+    the ring's real and virtual readings, the odometry pose and the ring's model, and nothing else is needed."""
+    (tmp_path / "rig.yaml").write_text(RIG)
+    (tmp_path / "rig_map.yaml").write_text(rig_map_text(load_rig(tmp_path / "rig.yaml")))
+    (tmp_path / "hidden.yaml").write_text(yaml.safe_dump(
+        {"schema": 1, "parts": [{"part": "range_ring", "sensor": "ring", "params": HIDDEN}]}))
+    (tmp_path / "empty.scn").write_text("run 30min\n")
+    sim = SimProcess("--pty", "--clock", "real", "--map", str(tmp_path / "rig_map.yaml"), "--pose=0,0,0",
+                     "--hidden", str(tmp_path / "hidden.yaml"), assembly="commbot")
+    crowd = CrowdProcess(free_endpoint(), "--script", str(tmp_path / "empty.scn"))
+    try:
+        (tmp_path / "mixed.yaml").write_text(
+            f"bus: {sim.where}\nclock: real\nsemantics: commbot\ncache_dir: {tmp_path / 'cache'}\n"
+            f"start_pose: [0.0, 0.0, 0.0]\ncalibration: hidden.yaml\n"
+            f"crowd: {{endpoint: '{crowd.endpoint}', mode: realtime, seed: 5, map: rig_map.yaml, walls: echo}}\n")
+        run = hil("run", str(EXAMPLE), "--profile", "mixed.yaml", "--record", "trial", cwd=tmp_path)
+        assert run.returncode == 0, run.stderr[-3000:]
+    finally:
+        crowd.stop()
+        sim.stop()
+    check = hil("calibrate", "check", "trial/trial.mcap", "--rig", "rig.yaml", cwd=tmp_path)
+    assert check.returncode == 0 and "pass:" in check.stdout, (check.stdout[-3000:], check.stderr[-2000:])
+    assert int(check.stdout.split("pass: ")[1].split()[0]) >= 40, check.stdout[-2000:]
+    from trial.calibrate.log import mixed_trial_sides
+
+    real, virtual = mixed_trial_sides(tmp_path / "trial" / "trial.mcap", (0.0, 0.0, 0.0))
+    assert len(real.samples) == len(virtual.samples) > 300 and real.meta["ring"]["params"]["max_range_m"] == 4.0
+
+
+def test_walls_echo_needs_the_map_and_a_known_word(tmp_path):
+    from devices.yaml_source import ConfigError
+    from runtime.robot import load_profile
+
+    path = tmp_path / "p.yaml"
+    for crowd, message in (("{endpoint: 'tcp://127.0.0.1:5760', mode: realtime, walls: echo}", "needs map"),
+                           ("{endpoint: 'tcp://127.0.0.1:5760', mode: realtime, map: arcade, walls: bounce}",
+                            "walls must be hide")):
+        path.write_text(f"bus: /dev/null\nclock: real\nsemantics: commbot\ncrowd: {crowd}\n")
+        with pytest.raises(ConfigError, match=rf"p.yaml:4: .*{message}"):
+            load_profile(path)

@@ -44,7 +44,7 @@ def ring_of(robot):
 
 def test_write_parts_stores_the_numbers_and_a_new_scan_builds_the_twin_with_them(tmp_path):
     from runtime import Robot
-    from runtime.robot.overlay import _ring_geometry
+    from runtime.robot.overlay import ring_geometry
     from firmware_sim.shadow import ShadowWorld
 
     sim = SimProcess("--pty", "--no-world", assembly="commbot")
@@ -74,7 +74,7 @@ def test_write_parts_stores_the_numbers_and_a_new_scan_builds_the_twin_with_them
             assert {k: params[k] for k in WRITTEN} == WRITTEN
             assert {k: v for k, v in params.items() if k not in WRITTEN} == \
                 {k: v for k, v in catalog.items() if k not in WRITTEN}, "only the calibrated numbers changed"
-            sensor, ring_in_base = _ring_geometry(robot, ring)  # the mixed trial's twin ring, from the scan
+            sensor, ring_in_base = ring_geometry(robot, ring)  # the mixed trial's twin ring, from the scan
             with ShadowWorld(sensor, ring_in_base) as shadow:
                 config = shadow.model.config
                 assert (config.dropout_angle50_deg, config.dropout_width_deg) == (51.25, 4.5)

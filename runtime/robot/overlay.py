@@ -62,7 +62,7 @@ class CrowdOverlay:
 
         self.spec = spec
         self.ring: RangeRing = _ring(robot, spec.ring, RangeRing)
-        sensor, ring_in_base = _ring_geometry(robot, self.ring)
+        sensor, ring_in_base = ring_geometry(robot, self.ring)
         sensor = twin_sensor(robot, self.ring, sensor)
         world_map = None
         if spec.map is not None:
@@ -242,7 +242,7 @@ def twin_sensor(robot: Robot, ring: RangeRing, sensor):
     return replace(sensor, params=params)
 
 
-def _ring_geometry(robot: Robot, ring: RangeRing):
+def ring_geometry(robot: Robot, ring: RangeRing):
     """The ring part's descriptor Sensor and the ring body's frame in the base frame (model FK at q = 0)."""
     from ..model import create_data, forward_kinematics
 

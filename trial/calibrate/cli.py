@@ -48,7 +48,9 @@ def register(sub) -> None:
     write.set_defaults(func=cmd_write)
     check = verbs.add_parser("check", help="compare the real ring with the twin's bin by bin (+-10 pp): a mixed "
                                            "run's two sides, or a real and a twin calibration log")
-    check.add_argument("real", type=Path, help="a calibration log (of a mixed run: its real and virtual sides)")
+    check.add_argument("real", type=Path, help="a mixed trial's trial.mcap or a mixed calibration run's "
+                                              "calibration.mcap (their real and virtual sides), or a real run's "
+                                              "calibration log")
     check.add_argument("twin", type=Path, nargs="?", help="the twin's calibration log (omit for a mixed run)")
     check.add_argument("--rig", required=True, type=Path)
     check.set_defaults(func=cmd_check)
@@ -116,13 +118,16 @@ def _fit_and_write(log_path: Path, rig, cal: Path) -> int:
 
 
 def cmd_check(args) -> int:
-    from .log import mixed_sides, read_log
+    from .log import is_calibration_log, mixed_sides, mixed_trial_sides, read_log
     from .report import check
     from .rig import load_rig
 
     rig = load_rig(args.rig)
     if args.twin is None:
-        real, twin = mixed_sides(read_log(args.real), args.real)
+        if is_calibration_log(args.real):  # a calibration run on a mixed robot
+            real, twin = mixed_sides(read_log(args.real), args.real)
+        else:  # a mixed trial's log (hil run --record)
+            real, twin = mixed_trial_sides(args.real, rig.start)
         ok, lines = check(real, twin, rig, sides=("real", "virtual"))
     else:
         ok, lines = check(read_log(args.real), read_log(args.twin), rig)
