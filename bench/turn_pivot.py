@@ -1,6 +1,6 @@
 """Where the commbot turns in place about (issue 25's "2 cm offset" in calibration runs): the ground-truth base
 track of the in-process commbot (sim clock, the profile's startup) against its wheel odometry, while it turns
-in place at 15 deg/s, continuously and stop-and-go as `hil calibrate ring` does.
+in place at 15 deg/s, continuously (counter-clockwise and clockwise) and stop-and-go as `hil calibrate ring` does.
 
 Prints, per mode: the farthest the base frame gets from the start (truth) and what odometry says at the end,
 and for the continuous turn the pivot fitted by least squares (world c = p(t) + R(yaw(t)) q, q the pivot in the
@@ -27,12 +27,12 @@ def turn(mode: str) -> tuple[float, np.ndarray, tuple[float, float]]:
     (folder / "p.yaml").write_text("bus: sim://commbot?seed=7\nclock: sim\nsemantics: commbot\n")
     robot = Robot.open(load_profile(folder / "p.yaml"))
     body = robot.bus.transport.embodied.robot
-    rate, end = math.radians(15), (24.0 if mode == "continuous" else 54.0)
+    rate, end = math.radians(-15 if mode.endswith("cw") else 15), (54.0 if mode == "stopgo" else 24.0)
     rows, far = [], 0.0
     try:
         for tick in robot.loop(hz=10):
             t = tick.time
-            on = t < end and (mode == "continuous" or t % 0.9 < 0.4)
+            on = t < end and (mode != "stopgo" or t % 0.9 < 0.4)
             robot.base.drive(0.0, rate if on else 0.0)
             (x, y, _), q = body.base_pose()
             far = max(far, math.hypot(x, y))
@@ -60,13 +60,13 @@ def pivot(rows: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def main() -> None:
-    print(f"{'mode':<11} {'truth max from start':>21} {'odometry at the end':>20}")
-    for mode in ("continuous", "stopgo"):
+    print(f"{'mode':<13} {'truth max from start':>19} {'odometry at the end':>20}")
+    for mode in ("continuous", "continuous-cw", "stopgo"):
         far, rows, (ox, oy) = turn(mode)
-        print(f"{mode:<11} {100 * far:18.2f} cm {100 * math.hypot(ox, oy):17.2f} cm")
-        if mode == "continuous":
+        print(f"{mode:<13} {100 * far:16.2f} cm {100 * math.hypot(ox, oy):17.2f} cm")
+        if mode != "stopgo":
             q, rms = pivot(rows)
-            print(f"{'':<11} pivot in the base frame ({100 * q[0]:+.2f}, {100 * q[1]:+.2f}) cm, fit rms "
+            print(f"{'':<13} pivot in the base frame ({100 * q[0]:+.2f}, {100 * q[1]:+.2f}) cm, fit rms "
                   f"{1000 * rms:.1f} mm")
 
 
