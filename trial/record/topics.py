@@ -87,6 +87,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                           "description": "mixed trials: what the physical ring measured"},
             "ring_virtual": {"type": "array", "items": {"oneOf": [_NUM, {"type": "null"}]},
                              "description": "mixed trials: what the shadow world's ring saw of the virtual people"},
+            "ring_cause": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "null"}]},
+                           "description": "why each of the ring part's own readings failed (no_hit, range, "
+                                          "angle, noise; unknown for a part without per-cause codes), null: valid"},
+            "ring_virtual_cause": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "null"}]},
+                                   "description": "mixed trials: why each shadow-ring reading had no echo"},
             "contacts": {"type": "array", "items": {"type": "string"}},
         },
         "required": ["ring", "contacts"],

@@ -127,6 +127,8 @@ class Viewer:
         self.people_html = gui.add_html(_people_html([]))
         self.script_html = gui.add_html(_script_html(None, None))
         self.metrics_html = gui.add_html(_metrics_html(None))
+        with gui.add_folder("Ring", expand_by_default=False):
+            self.ring_legend_html = gui.add_html(ring_legend_html())
         with gui.add_folder("Objectives", expand_by_default=False):
             self.objectives_html = gui.add_html(_objectives_html())
         self.b_pause.on_click(lambda _: self._control("pause"))
@@ -378,6 +380,21 @@ def _script_html(scenario: dict[str, Any] | None, current: int | None, name: str
                     f"{'&#9654;' if now else '&nbsp;'} {number}: {html.escape(text.strip())}</div>")
     return (f"<div id='hil-script' style='font-size:12px;font-family:monospace;max-height:220px;overflow:auto'>"
             f"<b>script {html.escape(scenario.get('name', ''))}</b>{''.join(rows)}</div>")
+
+
+def ring_legend_html() -> str:
+    """What the ring's colours mean: an echo (real, virtual), and a failed reading by its cause (issue 25)."""
+    from trial.record.palette import CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, VIRTUAL_ECHO_RGB
+
+    def swatch(rgb) -> str:
+        return "#" + "".join(f"{round(255 * c):02x}" for c in rgb)
+
+    rows = [("echo", "echo", ECHO_RGB), ("virtual", "virtual echo (mixed trial)", VIRTUAL_ECHO_RGB)]
+    rows += [(cause, CAUSE_TEXT[cause], rgb) for cause, rgb in CAUSE_RGB.items()]
+    items = "".join(f"<div class='hil-cause' data-cause='{cause}' data-rgb='{swatch(rgb)}'>"
+                    f"<span style='display:inline-block;width:18px;height:4px;margin-right:6px;vertical-align:middle;"
+                    f"background:{swatch(rgb)}'></span>{html.escape(text)}</div>" for cause, text, rgb in rows)
+    return f"<div id='hil-ring-legend' style='font-size:11px'><b>ring rays</b>{items}</div>"
 
 
 def _metrics_html(metrics: dict[str, Any] | None) -> str:

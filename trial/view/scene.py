@@ -3,7 +3,8 @@
 Map walls and the goal once; the robot as its parts describe it (``/robot/model``: each link a frame node
 carrying the descriptors' visual shapes, placed by the model's forward kinematics at the logged joint
 positions); people as walking human figures (trial/view/figures.py, the cameras' figures); the
-ring's rays from their sensors to the echo (real and virtual echoes apart in a mixed trial); the robot's path and
+ring's rays from their sensors to the echo (real and virtual echoes apart in a mixed trial; a ray whose reading
+failed drawn to the range limit in the colour of its cause, trial.record.palette.CAUSE_RGB); the robot's path and
 the people's recent trails. Only what changed is sent: viser forwards every property set to the browser.
 """
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from trial.record.palette import (ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, VIRTUAL_ECHO_RGB, WALL_HEIGHT_M,
-                                  WALL_RGB, WALL_THICKNESS_M)
+from trial.record.palette import (CAUSE_RGB, ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, VIRTUAL_ECHO_RGB,
+                                  WALL_HEIGHT_M, WALL_RGB, WALL_THICKNESS_M)
 from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
 from .quat import wxyz_of
@@ -244,13 +245,13 @@ class SceneDrawer:
             return
         base, local = placed
         link = base @ local[self.poser.index[ring["link"]]]
-        sides = [(sensors.get("ring_real", sensors.get("ring")), ECHO_RGB)]
+        sides = [(sensors.get("ring_real", sensors.get("ring")), ECHO_RGB, sensors.get("ring_cause"))]
         if "ring_virtual" in sensors:
-            sides.append((sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB))
+            sides.append((sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB, None))
         yaw = np.asarray(ring["yaw"], dtype=float)
         r0, z0, max_r = ring["origin_radius_m"], ring["origin_z_m"], ring["max_range_m"]
         segments, colors, echoes, echo_colors = [], [], [], []
-        for ranges, rgb in sides:
+        for ranges, rgb, causes in sides:
             n = min(len(ranges or ()), len(yaw))
             if n == 0:
                 continue
@@ -261,7 +262,9 @@ class SceneDrawer:
             ends = [r0, r0 + np.where(hit, r, max_r)]
             points = [(np.stack([d * c, d * s, np.full(n, z0), np.ones(n)], axis=1) @ link.T)[:, :3] for d in ends]
             segments.append(np.stack(points, axis=1)[keep])
-            rgb_each = np.where(hit[:, None], np.asarray(rgb), np.asarray(RAY_RGB))
+            failed = np.asarray([CAUSE_RGB.get(c, RAY_RGB) if c else RAY_RGB
+                                 for c in ((causes or [])[:n] + [None] * n)[:n]])  # a log without causes: grey
+            rgb_each = np.where(hit[:, None], np.asarray(rgb), failed)
             colors.append(np.repeat(rgb_each[:, None, :], 2, axis=1)[keep])
             echoes.append(points[1][hit])
             echo_colors.append(np.tile(np.asarray(rgb), (int(hit.sum()), 1)))
