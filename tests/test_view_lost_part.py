@@ -28,10 +28,10 @@ def test_a_lost_part_is_grey_while_lost():
     try:
         drawer = SceneDrawer(server)
         drawer.draw_robot(MODEL)
-        (_, box), (_, sphere) = drawer._link_shapes
         drawer.draw(timeline.frame(6.0), lines=False)
-        assert tuple(sphere[0][0].color) == LOST_RGB and tuple(box[0][0].color) == (255, 0, 0)
+        box, sphere = (0, 0), (1, 0)  # (link, visual)
+        assert drawer.drawn_color(*sphere) == LOST_RGB and drawer.drawn_color(*box) == (255, 0, 0)
         drawer.draw(timeline.frame(9.0), lines=False)
-        assert tuple(sphere[0][0].color) == (0, 0, 255)
+        assert drawer.drawn_color(*sphere) == (0, 0, 255) and drawer.drawn_color(*box) == (255, 0, 0)
     finally:
         server.stop()
