@@ -21,7 +21,7 @@ from trial.record.palette import (ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, V
 from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
 from .meshes import UNIT_BOX, UNIT_CYLINDER, UNIT_SPHERE
-from .quat import wxyz_of
+from .quat import wxyz_many, wxyz_of
 from .timeline import Frame
 
 ROBOT_MESHES = {"box": UNIT_BOX, "cylinder": UNIT_CYLINDER, "sphere": UNIT_SPHERE}
@@ -66,8 +66,8 @@ class SceneDrawer:
     def reset(self) -> None:
         """Remove every node of the trial shown so far (the next one may have another map and robot)."""
         leftovers = [getattr(self, name, None) for name in ("_rays", "_echoes", "_path", "_trails")]
-        for node in [*self._nodes, *(n for n in leftovers if n is not None)]:
-            node.remove()
+        for node in reversed([*self._nodes, *(n for n in leftovers if n is not None)]):
+            node.remove()  # children first (removing /robot removes its batches with it)
         if getattr(self, "_figure_drawer", None) is not None:
             self._figure_drawer.clear()
         self._figure_drawer = None  # the people's figures (trial/view/figures.py), made on first use
@@ -124,7 +124,7 @@ class SceneDrawer:
         scene = self.scene
         self.robot_node = self._keep(scene.add_frame("/robot", show_axes=False))
         local = self.poser.local(None)
-        self._sent = list(local)
+        self._sent = np.stack(local)  # (links, 4, 4): each link's frame as last sent
         self._mesh_frames: dict[int, Any] = {}
         self._where: dict[tuple[int, int], tuple[Any, int]] = {}  # (link, visual) -> (batch or mesh handle, row)
         groups: dict[tuple[str, float | None], list[tuple[int, int, dict[str, Any], int | None]]] = {}
@@ -219,17 +219,18 @@ class SceneDrawer:
         self.robot_node.position = tuple(base[:3, 3])
         self.robot_node.wxyz = yaw_wxyz(state["yaw"])
         local = self.poser.local(state.get("joints"))
-        moved = [i for i, (sent, m) in enumerate(zip(self._sent, local)) if float(np.abs(sent - m).max()) > MOVED]
-        if moved:  # one update per batch touched (its instances' poses), not one setter per link and pose
+        frames = np.stack(local)
+        moved = np.flatnonzero(np.abs(frames - self._sent).max(axis=(1, 2)) > MOVED)
+        if moved.size:  # one update per batch touched (its instances' poses), not one setter per link and pose
             for batch in self._batches:
-                if batch.place(moved, local):
+                if batch.place(moved, frames):
                     batch.node.batched_positions = batch.positions
                     batch.node.batched_wxyzs = batch.wxyzs
             for i in moved:
-                frame = self._mesh_frames.get(i)
+                frame = self._mesh_frames.get(int(i))
                 if frame is not None:
                     frame.position, frame.wxyz = tuple(local[i][:3, 3]), wxyz_of(local[i][:3, :3])
-                self._sent[i] = local[i]
+            self._sent[moved] = frames[moved]
         return base, local
 
     def _figures(self, t: float, people: list[dict[str, Any]]) -> None:
@@ -323,21 +324,22 @@ class _LinkBatch:
         self.kind = kind
         self.node: Any = None
         self.links = np.array([m[0] for m in members], dtype=np.int64)
-        self.shapes = [shape_matrix(m[2]) for m in members]
+        self.shapes = np.stack([shape_matrix(m[2]) for m in members])
         self.parts = [m[3] for m in members]
         self.scales = np.array([_scale_of(m[2]) for m in members], dtype=np.float32)
         self.colors = np.array([rgb255(m[2]["rgba"]) for m in members], dtype=np.uint8)
         self.positions = np.zeros((len(members), 3), dtype=np.float32)
         self.wxyzs = np.zeros((len(members), 4), dtype=np.float32)
-        self.place(sorted(set(self.links.tolist())), local)
+        self.place(np.unique(self.links), np.stack(local))
 
-    def place(self, moved: list[int], local: list[np.ndarray]) -> bool:
-        """The instances of the ``moved`` links placed at their links' frames; whether any was."""
+    def place(self, moved: np.ndarray, frames: np.ndarray) -> bool:
+        """The instances of the ``moved`` links placed at their links' ``frames`` (links x 4 x 4), all at once;
+        whether any was."""
         rows = np.flatnonzero(np.isin(self.links, moved))
-        for row in rows:
-            m = local[self.links[row]] @ self.shapes[row]
-            self.positions[row] = m[:3, 3]
-            self.wxyzs[row] = wxyz_of(m[:3, :3])
+        if rows.size:
+            placed = frames[self.links[rows]] @ self.shapes[rows]
+            self.positions[rows] = placed[:, :3, 3]
+            self.wxyzs[rows] = wxyz_many(placed[:, :3, :3])
         return bool(rows.size)
 
     def colors_with(self, lost: frozenset) -> np.ndarray:
