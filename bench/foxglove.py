@@ -69,8 +69,43 @@ def _cpu_s() -> float:
     return times.user + times.system
 
 
+class _Timed:
+    """A tap or hook of the server, with the CPU time the trial's thread spends in it (``thread_time``: CPU, not
+    wall, so the machine's load does not count); ``bind`` passed through (TrialRecorder.add_tap)."""
+
+    def __init__(self, fn):
+        self.fn, self.cpu_s = fn, 0.0
+        if hasattr(fn, "bind"):
+            self.bind = fn.bind
+
+    def __call__(self, *args):
+        t0 = time.thread_time()
+        try:
+            return self.fn(*args)
+        finally:
+            self.cpu_s += time.thread_time() - t0
+
+
+def sdk_threads_cpu_s() -> float:
+    """CPU seconds so far of this process's threads named by the SDK's runtime (``tokio-rt-worker``: foxglove-sdk
+    encodes and sends there), from /proc/self/task."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if not f.read().startswith("tokio"):
+                    continue
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def _trial(duration: float, out: Path, mode: str):
-    """One demo trial in ``mode``: (its TrialResult, the trial process's CPU s, the client's report or None)."""
+    """One demo trial in ``mode``: (its TrialResult, the trial process's CPU s, the client's report or None, the
+    server's CPU s: on the trial's thread and on the SDK's threads)."""
     from trial.presets import demo_spec
     from trial.run import Trial
 
@@ -78,7 +113,7 @@ def _trial(duration: float, out: Path, mode: str):
     if mode == "plain":
         cpu0 = _cpu_s()
         result = Trial(spec=spec).run(out)
-        return result, _cpu_s() - cpu0, None
+        return result, _cpu_s() - cpu0, None, None
     from trial.foxglove_live.live import LiveServer
 
     server = LiveServer("127.0.0.1", 0, label="bench", duration_s=duration, err=open(os.devnull, "w"))
@@ -88,9 +123,11 @@ def _trial(duration: float, out: Path, mode: str):
             client = subprocess.Popen([sys.executable, "-m", "bench.foxglove", "--client", server.url],
                                       stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": _root()})
             assert client.stdout.readline().strip() == "connected"
-        cpu0 = _cpu_s()
-        result = Trial(spec=spec).run(out, taps=server.taps, hooks=server.hooks)
+        taps, hooks = [_Timed(t) for t in server.taps], [_Timed(h) for h in server.hooks]
+        cpu0, sdk0 = _cpu_s(), sdk_threads_cpu_s()
+        result = Trial(spec=spec).run(out, taps=tuple(taps), hooks=tuple(hooks))
         cpu = _cpu_s() - cpu0
+        served = {"trial_thread": sum(t.cpu_s for t in [*taps, *hooks]), "sdk": sdk_threads_cpu_s() - sdk0}
     finally:
         server.close()
     report = None
@@ -98,7 +135,7 @@ def _trial(duration: float, out: Path, mode: str):
         out_text = client.communicate(timeout=120)[0]
         line = next((x for x in out_text.splitlines() if x.startswith("{")), None)
         report = json.loads(line) if line else None
-    return result, cpu, report
+    return result, cpu, report, served
 
 
 def _root() -> str:
@@ -110,11 +147,14 @@ def bench_server(duration: float, rounds: int) -> None:
     rtfs: dict[str, list[float]] = {m: [] for m in MODES}
     cpus: dict[str, list[float]] = {m: [] for m in MODES}
     clients: list[dict] = []
+    server_cpu: dict[str, list[dict]] = {m: [] for m in MODES[1:]}
     with tempfile.TemporaryDirectory() as tmp:
         _trial(min(duration, 2.0), Path(tmp) / "warm-up", "plain")  # imports, first-use caches
         for k in range(rounds):
             for mode in MODES:
-                result, cpu, report = _trial(duration, Path(tmp) / f"{k}-{mode}", mode)
+                result, cpu, report, served = _trial(duration, Path(tmp) / f"{k}-{mode}", mode)
+                if served is not None:
+                    server_cpu[mode].append({who: s / result.sim_s for who, s in served.items()})
                 rtf = result.sim_s / result.wall_s
                 rtfs[mode].append(rtf)
                 cpus[mode].append(cpu / result.sim_s)
@@ -137,6 +177,13 @@ def bench_server(duration: float, rounds: int) -> None:
               f"run it costs {100 * median(costs):+.1f} % (median; runs {', '.join(f'{100 * c:+.1f}' for c in costs)} "
               f"%; target <= 3 %); the trial's process (the SDK's threads included) {100 * median(cpu_more):+.1f} % "
               f"CPU per sim s (runs {', '.join(f'{100 * c:+.1f}' for c in cpu_more)} %)")
+        on_trial = median(c["trial_thread"] for c in server_cpu[mode])
+        on_sdk = median(c["sdk"] for c in server_cpu[mode])
+        plain_cpu = median(cpus["plain"])
+        print(f"    the server's own CPU (load-independent): {1000 * on_trial:.1f} ms per sim s on the trial's thread "
+              f"(taps, after-cycle) + {1000 * on_sdk:.1f} ms on the SDK's threads = "
+              f"{100 * (on_trial + on_sdk) / plain_cpu:.1f} % of the plain trial's {1000 * plain_cpu:.0f} ms per sim s "
+              f"(target <= 3 %)")
 
 
 # --- (b) the page's robot ----------------------------------------------------------------------------------------

@@ -100,3 +100,22 @@ def test_the_chosen_workers_trials_are_served_one_at_a_time_on_one_port(tmp_path
         assert name in on_chosen
         assert set(messages) <= _clocks(folders[name]), f"{name}: /clock bytes and times are the trial's log's"
         assert max(t for t, _ in messages) > 0, "sim time advanced while the client watched"
+
+
+def test_hil_sweep_says_what_is_wrong_with_foxglove_options_before_starting_a_cluster(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "slow.py").write_text(SLOW)
+    (tmp_path / "watched.yaml").write_text(SPEC)
+
+    def sweep(*options):
+        return subprocess.run([sys.executable, "-m", "hil", "sweep", str(tmp_path / "watched.yaml"), "--out",
+                               str(tmp_path / "out"), *options], capture_output=True, text=True, timeout=300)
+
+    bad_port = sweep("--foxglove", "127.0.0.1:nope", "--workers", "1")
+    assert bad_port.returncode == 2 and "--foxglove '127.0.0.1:nope': the port must be a number" in bad_port.stderr
+    no_such = sweep("--foxglove", "127.0.0.1:0", "--workers", "2", "--foxglove-worker", "2")
+    assert no_such.returncode == 2 and "--foxglove-worker 2: this sweep starts 2 local worker(s) (0..1)" in \
+        no_such.stderr, no_such.stderr
+    assert not (tmp_path / "out" / "results.csv").exists(), "nothing ran"

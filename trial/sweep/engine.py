@@ -84,6 +84,9 @@ def run_jobs(jobs: list[Job], out: Path, *, timeout_s: float, progress: Progress
     with dask.config.set(settings):
         if scheduler is None:
             n = max(1, min(workers or cores(), len(jobs)))
+            if foxglove is not None and not 0 <= foxglove_worker < n:  # said before a cluster is started
+                raise ValueError(f"--foxglove-worker {foxglove_worker}: this sweep starts {n} local worker(s) "
+                                 f"(0..{n - 1})")
             with _sigint_ignored():  # the workers inherit it: Ctrl-C stops the sweep here, not in each worker
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)

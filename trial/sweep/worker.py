@@ -111,8 +111,12 @@ def _served(job: dict[str, Any], serving: bool) -> dict[str, Any]:
 
 def _foxglove_note(job: dict[str, Any], note: dict[str, Any]) -> None:
     where = job.get("foxglove") or {}
-    if note.get("port") and where:
-        _ports.setdefault((str(where["host"]), int(where["port"])), int(note["port"]))
+    if where:
+        key = (str(where["host"]), int(where["port"]))
+        if note.get("port"):
+            _ports.setdefault(key, int(note["port"]))
+        elif note.get("error"):
+            _ports.pop(key, None)  # the port kept is taken now: the next trial tries the one asked for again
     _event({"event": "foxglove", "id": job["id"], "url": note.get("foxglove"), "error": note.get("error")})
 
 

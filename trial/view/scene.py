@@ -75,6 +75,7 @@ class SceneDrawer:
         self.poser: LinkPoser | None = None
         self._batches: list[_LinkBatch] = []
         self._mesh_frames: dict[int, Any] = {}
+        self._where: dict[tuple[int, int], tuple[Any, int]] = {}
         self._link_shapes: list[tuple[int | None, list[tuple[Any, tuple]]]] = []  # (part, [(handle, colour)])
         self._greyed: frozenset = frozenset()
         self.people: dict[int, str] = {}  # id -> what the person does, as drawn
@@ -189,7 +190,7 @@ class SceneDrawer:
         """The links of parts lost at this time drawn grey (issue 26: ``/robot/parts``), the others in their colours."""
         if lost == self._greyed:
             return
-        for batch in getattr(self, "_batches", ()):
+        for batch in self._batches:
             batch.node.batched_colors = batch.colors_with(lost)
         for part, shapes in self._link_shapes:
             if (part in lost) != (part in self._greyed):
