@@ -280,7 +280,7 @@ def start_errors() -> tuple[type[BaseException], ...]:
 
 
 def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace | None = None) -> int:
-    from .report.build import format_metrics
+    from .report.build import format_metrics, in_red
 
     from .foxglove_live.cli import close_live, open_live
 
@@ -304,7 +304,7 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
     if result.metrics is not None:
-        print(format_metrics(result.metrics.to_dict()))
+        print(in_red(format_metrics(result.metrics.to_dict()), sys.stdout.isatty()))
     print(result.summary_line(), flush=True)
     if result.metrics is not None:
         print(f"wrote {out}/trial.mcap, metrics.json, topdown.png (open again with: hil report {out}, "

@@ -253,6 +253,9 @@ class _Run:
         extra = ((("/crowd/scenario", scenario_message(task.scenario)),) if task.scenario else ())
         if robot.resumed_from is not None:
             meta["resumed_from"] = robot.resumed_from
+        user = _user_objectives(task)
+        if user:  # the page lists them with the built-in ones (only when there are: other logs stay as they were)
+            meta["objectives"] = {"user": user}
         listeners = self.listeners + ((saver.listener,) if saver is not None else ())
         log = TickLog(self.folder, robot, meta, map_msg, probe=probe, listeners=listeners, extra=extra,
                       camera_rate=self.spec.camera_rate, camera_depth=self.spec.camera_depth,
@@ -366,3 +369,12 @@ def _effective_seed(trial_seed: int, robot: Any) -> int:
         if seed is not None and seed.isdigit():
             return int(seed)
     return 0
+
+
+def _user_objectives(task: Any) -> dict[str, str]:
+    """``objectives.user`` of the trial's rates files (name -> module:Class), for the log's meta."""
+    if not getattr(task, "rates", None):
+        return {}
+    from crowd.population import load_rates, user_objectives
+
+    return user_objectives([load_rates(path) for path in task.rates])
