@@ -208,16 +208,9 @@ class ClockServer:
         self.core, self.endpoint, self._status = core, endpoint, status
         self.lock = lock or threading.RLock()
         self._context = zmq.Context.instance()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        try:
-            if security is not None:
-                security.apply_server(self._socket)
-            self._socket.bind(endpoint)
-        except BaseException:
-            self._socket.close(0)
-            raise
-        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        from .bind import bind_server
+
+        self._socket, self.endpoint = bind_server(zmq.ROUTER, endpoint, security, context=self._context)
         self._pending: dict[str, bytes] = {}  # participant -> ROUTER identity awaiting a reply
         self._identity_of: dict[bytes, str] = {}  # a connection's identity -> the participant it said hello as
         self._stop = threading.Event()

@@ -26,6 +26,7 @@ import msgspec
 import zmq
 from msgspec import Meta, Struct
 
+from bridge.bind import bind_server
 from bridge.envelope import EnvelopeError, pack, unpack
 from bridge.schema import MAX_NAME_CHARS, TypedDecoder
 from devices.catalog import part_names
@@ -111,20 +112,10 @@ class FaultControl:
         self.rejected: list[str] = []  # the latest refusal reasons
         self._noise_end: float | None = None
         self._context = zmq.Context.instance()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, 1 << 20)  # a fault request is tens of bytes
-        try:
-            if security is not None:
-                security.apply_server(self._socket)
-            self._socket.bind(endpoint)
+        try:  # a fault request is tens of bytes: 1 MiB is a generous cap
+            self._socket, self.endpoint = bind_server(zmq.ROUTER, endpoint, security, 1 << 20, self._context)
         except zmq.ZMQError as exc:
-            self._socket.close(0)
             raise ValueError(f"hil sim --control {endpoint!r}: cannot bind: {exc} (e.g. tcp://127.0.0.1:*)") from None
-        except BaseException:
-            self._socket.close(0)
-            raise
-        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         if world is not None:
             world.add_pre_step(self._world_step)
         self._stop = threading.Event()

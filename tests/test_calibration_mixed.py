@@ -18,24 +18,12 @@ import pytest
 import yaml
 from conftest import SimProcess
 from test_bridge_realtime import CrowdProcess, free_endpoint
+from test_calibration import RIG, hil  # the wall rig and the command of the virtual calibration tests
 
 from trial.calibrate.log import CalibrationLogError, mixed_sides, read_log
 from trial.calibrate.rig import load_rig, rig_map_text
 
 HIDDEN = {"dropout_angle50_deg": 40.0, "dropout_width_deg": 4.0, "noise_sigma_m": [0.01, 0.02]}
-RIG = """\
-start: [0.0, 0.0, 0.0]
-walls:
-  - {name: front, from: [1.0, -4.0], to: [1.0, 4.0], surface: resin}
-  - {name: back, from: [-2.6, -4.0], to: [-2.6, 4.0], surface: resin}
-turn: {rate_deg_s: 15, turns: 1.0, step_deg: 6}
-"""
-
-
-def hil(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hil", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
-
-
 def mixed_run(folder: Path, name: str, bus: str, crowd: str, calibration: str | None) -> subprocess.CompletedProcess:
     text = (f"bus: {bus}\nclock: real\nsemantics: commbot\ncache_dir: {folder / 'cache'}\n"
             f"start_pose: [0.0, 0.0, 0.0]\n"
