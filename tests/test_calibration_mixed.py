@@ -24,6 +24,8 @@ from trial.calibrate.log import CalibrationLogError, mixed_sides, read_log
 from trial.calibrate.rig import load_rig, rig_map_text
 
 HIDDEN = {"dropout_angle50_deg": 40.0, "dropout_width_deg": 4.0, "noise_sigma_m": [0.01, 0.02]}
+
+
 def mixed_run(folder: Path, name: str, bus: str, crowd: str, calibration: str | None) -> subprocess.CompletedProcess:
     text = (f"bus: {bus}\nclock: real\nsemantics: commbot\ncache_dir: {folder / 'cache'}\n"
             f"start_pose: [0.0, 0.0, 0.0]\n"
