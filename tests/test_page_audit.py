@@ -9,6 +9,7 @@ page in a real Chromium.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 
@@ -106,3 +107,38 @@ def test_the_users_own_objectives_are_in_the_meta_and_listed_with_the_built_in_o
     assert names[0] == "wave" and set(REGISTRY) <= set(names), names
     assert "my_objectives_never_imported:Wave" in page and "class='hil-objective user'" in page
     assert "wave" not in _objectives_html(None)
+
+
+def test_a_trial_runs_user_objectives_only_from_the_modules_it_allows(tmp_path, monkeypatch):
+    """``allow_objectives:`` (a trial key) reaches the crowd process as ``--allow-objectives``: with it a rates file's
+    ``objectives.user`` is imported and the trial runs; without it the crowd refuses to import it, naming the
+    module (importing runs its code). Before, a trial could not run user objectives at all."""
+    (tmp_path / "my_reactions.py").write_text(textwrap.dedent("""
+        from crowd.objectives import Objective
+
+        class Wave(Objective):
+            name = "wave"
+            summary = "stop and wave at the robot"
+            defaults = {"seconds": 2.0}
+            param_docs = {"seconds": "how long"}
+
+            def update(self, s):
+                s.stop()
+                return s.elapsed_s < self.params["seconds"]
+    """))
+    (tmp_path / "mine.yaml").write_text(USER_RATES.replace("my_objectives_never_imported:Wave", "my_reactions:Wave"))
+    (tmp_path / "still.py").write_text(STILL)
+    monkeypatch.chdir(tmp_path)  # the crowd process imports the module from its working directory
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    trial = Trial(tmp_path / "still.py", map="arcade", crowd=[str(tmp_path / "mine.yaml")], start=(-18, 0, 0),
+                  duration=2.0, allow_objectives=["my_reactions"])
+    allowed = trial.run(tmp_path / "ok")
+    assert allowed.ok, allowed.error
+    from trial.task import TrialError
+
+    with __import__("pytest").raises(TrialError, match="module 'my_reactions' is not allowed to be imported"):
+        Trial(spec=trial.spec.but(allow_objectives=())).run(tmp_path / "no")  # nothing starts: it raises
+    from devices.yaml_source import ConfigError
+
+    with __import__("pytest").raises(ConfigError, match="allow_objectives: 'not a module' is not a module name"):
+        trial.spec.but(allow_objectives=["not a module"])
