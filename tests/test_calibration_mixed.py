@@ -82,7 +82,10 @@ def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(mixed,
     run = hil("calibrate", "check", "catalog/calibration.mcap", "--rig", "rig.yaml", cwd=folder)
     assert run.returncode == 1 and "FAIL" in run.stdout, run.stdout[-3000:]
     failed = [line for line in run.stdout.splitlines() if line.endswith("FAIL") and line.startswith("sensor")]
-    assert failed and all(float(line.split()[2].split("-")[0]) >= 40 for line in failed), failed  # the transition
+    # the bins that fail lie in the dropout's transition (the catalog's 55 deg against the hidden 40); how many
+    # bins the real-clock run fills there depends on the machine's load (a loaded run once filled none past
+    # 55 deg), so the noise, judged over every reading below 30 deg, is what always tells the catalog twin apart
+    assert all(float(line.split()[2].split("-")[0]) >= 40 for line in failed), failed
     assert "noise: virtual / real = " in run.stdout and "  FAIL" in run.stdout.split("noise: virtual / real")[1]
     from trial.calibrate.log import CalibrationWriter, META, RING
 
