@@ -27,7 +27,7 @@ HIDDEN = {"dropout_angle50_deg": 40.0, "dropout_width_deg": 4.0, "noise_sigma_m"
 
 
 def mixed_run(folder: Path, name: str, bus: str, crowd: str, calibration: str | None) -> subprocess.CompletedProcess:
-    text = (f"bus: {bus}\nclock: real\nsemantics: commbot\ncache_dir: {folder / 'cache'}\n"
+    text = (f"bus: {bus}\nclock: real\nsemantics: commbot\ncache_dir: {folder / ('cache-' + name)}\n"
             f"start_pose: [0.0, 0.0, 0.0]\n"
             f"crowd: {{endpoint: '{crowd}', mode: realtime, seed: 5, map: rig_map.yaml, walls: echo}}\n")
     if calibration:
@@ -44,18 +44,27 @@ def mixed(tmp_path_factory):
     (folder / "hidden.yaml").write_text(yaml.safe_dump(
         {"schema": 1, "parts": [{"part": "range_ring", "sensor": "ring", "params": HIDDEN}]}))
     (folder / "empty.scn").write_text("run 30min\n")
-    runs = {}
-    for name, calibration in (("twin", "hidden.yaml"), ("catalog", None)):
+
+    def one(name: str, calibration: str | None) -> subprocess.CompletedProcess:
         # a robot of its own for each run: one that has turned once no longer stands on the rig's start
         sim = SimProcess("--pty", "--clock", "real", "--map", str(folder / "rig_map.yaml"), "--pose=0,0,0",
                          "--hidden", str(folder / "hidden.yaml"), assembly="commbot")
         crowd = CrowdProcess(free_endpoint(), "--script", str(folder / "empty.scn"))
         try:
-            runs[name] = mixed_run(folder, name, sim.where, crowd.endpoint, calibration)
+            return mixed_run(folder, name, sim.where, crowd.endpoint, calibration)
         finally:
             crowd.stop()
             sim.stop()
-        assert runs[name].returncode == 0, runs[name].stderr[-3000:]
+
+    # the two runs side by side: each is a minute of the real clock, mostly waiting (half the suite's longest setup)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(one, name, calibration)
+                   for name, calibration in (("twin", "hidden.yaml"), ("catalog", None))}
+        runs = {name: future.result() for name, future in futures.items()}
+    for name, run in runs.items():
+        assert run.returncode == 0, run.stderr[-3000:]
     return folder, runs
 
 
