@@ -4,7 +4,9 @@ A REP socket answered by one thread until :meth:`CameraServer.close`; each reque
 (bridge/camera_wire.py) and is answered with that camera's frame of the current frame period, rendered on demand
 as for a controller in the world's own process (``EmbodiedRobot.camera_frame``: under the device's lock, at most
 once per period). Bad requests are answered with an error saying what was wrong, counted, and the server goes on:
-nothing a peer sends ends it. Loopback by default; with ``--keys`` CURVE-secured like the clock endpoint.
+nothing a peer sends ends it. Loopback unless secured: with ``--keys`` CURVE like the clock endpoint (the same key
+directory: only clients whose key is in its ``authorized/`` are admitted; a client without keys is told, by
+runtime/robot/camera_remote.py, that the endpoint wants them).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import zmq
 
 from bridge.camera_wire import MAX_REQUEST_B, WireError, encode_error, encode_reply, encode_same, parse_request
+from bridge.security import check_loopback_unless_secured
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5758"  # beside the clock's 5757
 POLL_MS = 50
@@ -25,6 +28,7 @@ class CameraServer:
 
     def __init__(self, embodied: Any, endpoint: str = DEFAULT_ENDPOINT, security: Any = None):
         self.embodied = embodied
+        check_loopback_unless_secured(endpoint, security, "hil sim --camera-endpoint", "the camera endpoint")
         self._socket = zmq.Context.instance().socket(zmq.REP)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_B)  # a peer's huge message is dropped by ZeroMQ

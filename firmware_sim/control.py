@@ -28,6 +28,7 @@ from msgspec import Meta, Struct
 
 from bridge.envelope import EnvelopeError, pack, unpack
 from bridge.schema import MAX_NAME_CHARS, TypedDecoder
+from bridge.security import check_loopback_unless_secured
 from devices.catalog import part_names
 
 from . import hotplug
@@ -105,7 +106,7 @@ class FaultControl:
     def __init__(self, device: VirtualBusDevice, endpoint: str, resolve: Callable[[Any], Callable[[Any], int | None]],
                  world: Any = None, seed: int = 0, security: Security | None = None):
         self.device, self._resolve, self.world, self.seed = device, resolve, world, seed
-        _check_endpoint(endpoint, security)
+        check_loopback_unless_secured(endpoint, security, "hil sim --control", "the control")
         self.done: list[dict] = []  # {t, did} of every applied request
         self.refused = 0
         self.rejected: list[str] = []  # the latest refusal reasons
@@ -265,19 +266,6 @@ class FaultControl:
         self._stop.set()
         self._thread.join(5)
         self._socket.close(0)
-
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _check_endpoint(endpoint: str, security: Any) -> None:
-    """Loopback unless the control is CURVE-secured: whoever reaches it can unplug the robot's parts."""
-    if not endpoint.startswith("tcp://") or security is not None:
-        return  # ipc:// and inproc:// stay on this machine
-    host = endpoint[len("tcp://"):].rsplit(":", 1)[0]
-    if host not in LOOPBACK_HOSTS:
-        raise ValueError(f"hil sim --control {endpoint}: off loopback the control needs --keys DIR (CURVE: only "
-                         "authorized clients may unplug parts); bind tcp://127.0.0.1:* otherwise")
 
 
 def _bound(resolve: Callable[[Any], int | None], name: Any, field: str) -> int:
