@@ -207,16 +207,9 @@ class ClockServer:
         """``status`` adds what the server's owner reports to a ``status`` reply (``hil sim``: its fault counts)."""
         self.core, self.endpoint, self._status = core, endpoint, status
         self.lock = lock or threading.RLock()
-        self._context = zmq.Context.instance()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        try:
-            if security is not None:
-                security.apply_server(self._socket)
-            self._socket.bind(endpoint)
-        except BaseException:
-            self._socket.close(0)
-            raise
+        from .security import bind_server
+
+        self._socket = bind_server(zmq.ROUTER, endpoint, security)
         self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._pending: dict[str, bytes] = {}  # participant -> ROUTER identity awaiting a reply
         self._identity_of: dict[bytes, str] = {}  # a connection's identity -> the participant it said hello as

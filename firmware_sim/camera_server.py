@@ -16,7 +16,7 @@ from typing import Any
 import zmq
 
 from bridge.camera_wire import MAX_REQUEST_B, WireError, encode_error, encode_reply, encode_same, parse_request
-from bridge.security import check_loopback_unless_secured
+from bridge.security import bind_server, check_loopback_unless_secured
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5758"  # beside the clock's 5757
 POLL_MS = 50
@@ -29,16 +29,8 @@ class CameraServer:
     def __init__(self, embodied: Any, endpoint: str = DEFAULT_ENDPOINT, security: Any = None):
         self.embodied = embodied
         check_loopback_unless_secured(endpoint, security, "hil sim --camera-endpoint", "the camera endpoint")
-        self._socket = zmq.Context.instance().socket(zmq.REP)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_B)  # a peer's huge message is dropped by ZeroMQ
-        try:
-            if security is not None:
-                security.apply_server(self._socket)
-            self._socket.bind(endpoint)
-        except BaseException:
-            self._socket.close(0)
-            raise
+        # a peer's huge message is dropped by ZeroMQ
+        self._socket = bind_server(zmq.REP, endpoint, security, max_message_b=MAX_REQUEST_B)
         self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.served = 0
         self.rejected: list[str] = []  # the latest bad requests' reasons (at most 100)

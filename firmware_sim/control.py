@@ -28,7 +28,7 @@ from msgspec import Meta, Struct
 
 from bridge.envelope import EnvelopeError, pack, unpack
 from bridge.schema import MAX_NAME_CHARS, TypedDecoder
-from bridge.security import check_loopback_unless_secured
+from bridge.security import bind_server, check_loopback_unless_secured
 from devices.catalog import part_names
 
 from . import hotplug
@@ -111,20 +111,10 @@ class FaultControl:
         self.refused = 0
         self.rejected: list[str] = []  # the latest refusal reasons
         self._noise_end: float | None = None
-        self._context = zmq.Context.instance()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, 1 << 20)  # a fault request is tens of bytes
-        try:
-            if security is not None:
-                security.apply_server(self._socket)
-            self._socket.bind(endpoint)
+        try:  # a fault request is tens of bytes
+            self._socket = bind_server(zmq.ROUTER, endpoint, security, max_message_b=1 << 20)
         except zmq.ZMQError as exc:
-            self._socket.close(0)
             raise ValueError(f"hil sim --control {endpoint!r}: cannot bind: {exc} (e.g. tcp://127.0.0.1:*)") from None
-        except BaseException:
-            self._socket.close(0)
-            raise
         self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         if world is not None:
             world.add_pre_step(self._world_step)
