@@ -191,15 +191,10 @@ class FaultControl:
                 raise ControlError("parent and port belong to a new part (give new: CATALOG_NAME as well)",
                                    "parent" if request.parent is not None else "port")
             device_id = _bound(resolve, request.part, "part")
-            try:
-                if kind == "unplug":
-                    hotplug.unplug(device, device_id)
-                elif kind == "plug":
-                    hotplug.plug(device, device_id)
-                elif kind == "reboot":
-                    hotplug.reboot(device, device_id, request.boot_s)
-                else:  # swap
-                    hotplug.swap(device, device_id, _catalog(request.with_, "with"))  # a world follows: reembody.py
+            new_part = _catalog(request.with_, "with") if kind == "swap" else None
+            try:  # a swap's world follows: reembody.py
+                hotplug.act(device, kind, device_id, new_part=new_part,
+                            boot_s=getattr(request, "boot_s", hotplug.REBOOT_SILENCE_S))
             except hotplug.HotplugError as exc:
                 raise ControlError(str(exc), "part") from None
             extra = f" with {request.with_}" if kind == "swap" else ""
