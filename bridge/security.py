@@ -206,6 +206,22 @@ def connect_client(kind: int, endpoint: str, security: Security | None, *,
     return sock, watch
 
 
+def request_once(endpoint: str, data: bytes, timeout_s: float,
+                 security: Security | None) -> tuple[bytes | None, str]:
+    """One REQ round trip on a socket of its own (closed after): ``(reply, "")``, or ``(None, why)`` when nothing
+    answered within ``timeout_s``, ``why`` being what the CURVE handshake says ("" when it says nothing)."""
+    sock, watch = connect_client(zmq.REQ, endpoint, security)
+    try:
+        sock.send(data)
+        if not sock.poll(int(timeout_s * 1000)):
+            return None, watch.reason() if watch is not None else ""
+        return sock.recv(), ""
+    finally:
+        if watch is not None:
+            watch.close()
+        sock.close(0)
+
+
 def bind_server(kind: int, endpoint: str, security: Security | None, *,
                 max_message_b: int | None = None) -> zmq.Socket:
     """A server socket of ``kind`` (LINGER 0; ZeroMQ drops a peer's message over ``max_message_b``) bound to

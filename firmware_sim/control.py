@@ -28,7 +28,7 @@ from msgspec import Meta, Struct
 
 from bridge.envelope import EnvelopeError, pack, unpack
 from bridge.schema import MAX_NAME_CHARS, TypedDecoder
-from bridge.security import bind_server, check_loopback_unless_secured
+from bridge.security import bind_server, check_loopback_unless_secured, request_once
 from devices.catalog import part_names
 
 from . import hotplug
@@ -273,24 +273,15 @@ def send_fault(endpoint: str, kind: str, payload: dict | None = None, timeout_s:
                security: Security | None = None) -> dict:
     """One request to a served device's control socket; the ``done`` payload, or ControlError with the server's
     reason and field (ConnectionError when nothing answers within ``timeout_s``)."""
-    from bridge.security import connect_client
-
-    sock, watch = connect_client(zmq.REQ, endpoint, security)
+    data, why = request_once(endpoint, pack(kind, payload or {}), timeout_s, security)
+    if data is None:
+        raise ConnectionError(f"hil sim fault: nothing answered at {endpoint} within {timeout_s:g} s "
+                              f"({why or 'is hil sim running with --control?'})")
     try:
-        sock.send(pack(kind, payload or {}))
-        if not sock.poll(int(timeout_s * 1000)):
-            why = watch.reason() if watch is not None else ""
-            raise ConnectionError(f"hil sim fault: nothing answered at {endpoint} within {timeout_s:g} s "
-                                  f"({why or 'is hil sim running with --control?'})")
-        try:
-            reply = unpack(sock.recv(), REPLIES)
-        except EnvelopeError as exc:
-            raise ConnectionError(f"hil sim fault: bad reply from {endpoint}: {exc}") from None
-        if reply.type == "error":
-            body = reply.payload if isinstance(reply.payload, dict) else {}
-            raise ControlError(str(body.get("reason")), body.get("field"))
-        return reply.payload
-    finally:
-        if watch is not None:
-            watch.close()
-        sock.close(0)
+        reply = unpack(data, REPLIES)
+    except EnvelopeError as exc:
+        raise ConnectionError(f"hil sim fault: bad reply from {endpoint}: {exc}") from None
+    if reply.type == "error":
+        body = reply.payload if isinstance(reply.payload, dict) else {}
+        raise ControlError(str(body.get("reason")), body.get("field"))
+    return reply.payload
