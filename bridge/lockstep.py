@@ -207,10 +207,10 @@ class ClockServer:
         """``status`` adds what the server's owner reports to a ``status`` reply (``hil sim``: its fault counts)."""
         self.core, self.endpoint, self._status = core, endpoint, status
         self.lock = lock or threading.RLock()
-        from .security import bind_server
+        self._context = zmq.Context.instance()
+        from .bind import bind_server
 
-        self._socket = bind_server(zmq.ROUTER, endpoint, security)
-        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._socket, self.endpoint = bind_server(zmq.ROUTER, endpoint, security, context=self._context)
         self._pending: dict[str, bytes] = {}  # participant -> ROUTER identity awaiting a reply
         self._identity_of: dict[bytes, str] = {}  # a connection's identity -> the participant it said hello as
         self._stop = threading.Event()

@@ -222,26 +222,6 @@ def request_once(endpoint: str, data: bytes, timeout_s: float,
         sock.close(0)
 
 
-def bind_server(kind: int, endpoint: str, security: Security | None, *,
-                max_message_b: int | None = None) -> zmq.Socket:
-    """A server socket of ``kind`` (LINGER 0; ZeroMQ drops a peer's message over ``max_message_b``) bound to
-    ``endpoint``: plain, or CURVE admitting only ``security``'s authorized clients (bad keys raise
-    SecurityError before binding). Nothing is left open when binding fails; the bound endpoint is
-    ``socket.LAST_ENDPOINT``."""
-    sock = zmq.Context.instance().socket(kind)
-    sock.setsockopt(zmq.LINGER, 0)
-    try:
-        if max_message_b is not None:
-            sock.setsockopt(zmq.MAXMSGSIZE, max_message_b)
-        if security is not None:
-            security.apply_server(sock)
-        sock.bind(endpoint)
-    except BaseException:
-        sock.close(0)
-        raise
-    return sock
-
-
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 

@@ -287,6 +287,17 @@ def _groups(data: SourceDict, types: dict[str, PersonType]) -> tuple[dict[str, G
     return kinds, company
 
 
+def user_objectives(tables: list[RateTable] | tuple[RateTable, ...]) -> dict[str, str]:
+    """The user objectives the rates files name (``objectives.user``: name -> ``"module.path:ClassName"``), read
+    without importing anything (crowd.objectives imports them, where the user allowed it)."""
+    out: dict[str, str] = {}
+    for table in tables:
+        user = table.objectives.get("user") if isinstance(table.objectives, dict) else None
+        if isinstance(user, dict):
+            out.update({str(name): str(target) for name, target in user.items()})
+    return out
+
+
 def load_rates(name_or_path: str | Path) -> RateTable:
     """Read and check a rates file (a name under config/crowd/ or a path); errors say file:line: what."""
     data = configfile.load(name_or_path, "crowd")

@@ -23,6 +23,7 @@ class Stepper:
         self.player: Iterator[Command] | None = None
         self.state = "none"
         self.error: str | None = None
+        self.error_line = 0  # the script line that failed (0: not known)
         self._events: list[dict] = []
         self._log = log or (lambda text: print(text, file=sys.stderr, flush=True))
 
@@ -46,15 +47,16 @@ class Stepper:
             self.player, self.state = None, "done"
             self._log(f"crowd: script ended at t={self.sim.time_s:g} s; the crowd goes on")
         except ScriptError as exc:
-            self.player, self.state, self.error = None, "failed", str(exc)
+            self.player, self.state, self.error, self.error_line = None, "failed", str(exc), int(exc.line or 0)
             self._log(f"crowd: script stopped: {exc}")
 
     def drain(self) -> dict:
-        """What to add to the next reply: ``script`` (lines run since the last drain), its state, its error."""
+        """What to add to the next reply: ``script`` (lines run since the last drain), its state, its error (and
+        the line that failed)."""
         out: dict = {}
         if self.state != "none":
             out = {"script": self._events, "script_state": self.state}
             if self.error:
-                out["script_error"] = self.error
+                out["script_error"], out["script_error_line"] = self.error, self.error_line
         self._events = []
         return out

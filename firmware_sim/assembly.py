@@ -149,10 +149,14 @@ def _build(entry: SourceDict, assembly: str, children: dict[str, int]) -> PartFi
         raise entry.error("part", str(exc)) from None
 
 
-def calibrated(assembly: Assembly, calibration) -> tuple[Assembly, list[str], list[str]]:
+def calibrated(assembly: Assembly, calibration, stored: bool = True) -> tuple[Assembly, list[str], list[str]]:
     """The assembly with every part a calibration (devices.calibration.Calibration) names built anew from its
     calibrated descriptor: the part then stores the calibrated numbers, as a part that keeps its own
     calibration does (reference 002's self-description), and its sensor firmware measures with them.
+
+    ``stored`` False: the parts *measure* with the numbers but their CPC block keeps the descriptor they had, as a
+    real part whose catalog numbers are off does (``hil sim --hidden``: the stand-in for a real robot that
+    calibration and ``hil calibrate check`` are tested against).
 
     Returns (assembly, what was applied, warnings): an entry that matches no part of this robot is a warning,
     not applied (a calibration for a part that is not on the bus)."""
@@ -169,7 +173,7 @@ def calibrated(assembly: Assembly, calibration) -> tuple[Assembly, list[str], li
             parts.append(part)
             continue
         new = apply(desc, entries)
-        data = encode_descriptor(new)
+        data = encode_descriptor(new if stored else desc)
         parts.append(build_cpc_part(new, data, descriptor_sha256(data), part.id, part.serial_number,
                                     port_children(part, desc)))
         used.update(id(e) for e in entries)

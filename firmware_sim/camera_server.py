@@ -16,7 +16,8 @@ from typing import Any
 import zmq
 
 from bridge.camera_wire import MAX_REQUEST_B, WireError, encode_error, encode_reply, encode_same, parse_request
-from bridge.security import bind_server, check_loopback_unless_secured
+from bridge.bind import bind_server
+from bridge.security import check_loopback_unless_secured
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5758"  # beside the clock's 5757
 POLL_MS = 50
@@ -30,8 +31,7 @@ class CameraServer:
         self.embodied = embodied
         check_loopback_unless_secured(endpoint, security, "hil sim --camera-endpoint", "the camera endpoint")
         # a peer's huge message is dropped by ZeroMQ
-        self._socket = bind_server(zmq.REP, endpoint, security, max_message_b=MAX_REQUEST_B)
-        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._socket, self.endpoint = bind_server(zmq.REP, endpoint, security, MAX_REQUEST_B)
         self.served = 0
         self.rejected: list[str] = []  # the latest bad requests' reasons (at most 100)
         self._stop = threading.Event()

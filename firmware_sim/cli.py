@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     world.add_argument("--pose", default="0,0,0", help="robot start pose x,y,yaw in m, m, rad (default 0,0,0)")
     world.add_argument("--watchdog-ms", type=float, default=500.0,
                        help="stop actuators not addressed for this long (Bus Watchdog; 0: off; default 500)")
+    world.add_argument("--calibration", metavar="CAL.yaml",
+                       help="build the parts a calibration names with its numbers (hil calibrate: a stand-in for a "
+                            "real robot whose ring measures otherwise than the catalog says)")
+    world.add_argument("--hidden", metavar="CAL.yaml",
+                       help="the parts a calibration names measure with its numbers but describe themselves as "
+                            "before (a real part whose catalog numbers are off: what hil calibrate finds)")
     world.add_argument("--no-world", action="store_true",
                        help="no physics: servos follow a first-order response (the only mode for plain servos)")
     faults = parser.add_argument_group("fault injection (off unless asked)")
@@ -81,6 +87,22 @@ def build_device(args: argparse.Namespace) -> VirtualBusDevice:
     """The device the arguments describe: embodied in a world when the parts describe themselves."""
     _check_durations(args)
     assembly = load_assembly(args.assembly)
+    if getattr(args, "calibration", None):
+        from devices.calibration import load_calibration
+
+        from .assembly import calibrated
+
+        assembly, _, warnings = calibrated(assembly, load_calibration(args.calibration))
+        for warning in warnings:
+            print(f"hil sim: warning: {warning}", file=sys.stderr, flush=True)
+    if getattr(args, "hidden", None):
+        from devices.calibration import load_calibration
+
+        from .assembly import calibrated
+
+        assembly, _, warnings = calibrated(assembly, load_calibration(args.hidden), stored=False)
+        for warning in warnings:
+            print(f"hil sim: warning: {warning}", file=sys.stderr, flush=True)
     timing = None if getattr(args, "serial", None) else WireTiming.parse(args.baud, args.latency_ms,
                                                                           return_delay=not args.no_return_delay)
     faults = None

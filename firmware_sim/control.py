@@ -26,9 +26,10 @@ import msgspec
 import zmq
 from msgspec import Meta, Struct
 
+from bridge.bind import bind_server
 from bridge.envelope import EnvelopeError, pack, unpack
 from bridge.schema import MAX_NAME_CHARS, TypedDecoder
-from bridge.security import bind_server, check_loopback_unless_secured, request_once
+from bridge.security import check_loopback_unless_secured, request_once
 from devices.catalog import part_names
 
 from . import hotplug
@@ -111,11 +112,11 @@ class FaultControl:
         self.refused = 0
         self.rejected: list[str] = []  # the latest refusal reasons
         self._noise_end: float | None = None
-        try:  # a fault request is tens of bytes
-            self._socket = bind_server(zmq.ROUTER, endpoint, security, max_message_b=1 << 20)
+        self._context = zmq.Context.instance()
+        try:  # a fault request is tens of bytes: 1 MiB is a generous cap
+            self._socket, self.endpoint = bind_server(zmq.ROUTER, endpoint, security, 1 << 20, self._context)
         except zmq.ZMQError as exc:
             raise ValueError(f"hil sim --control {endpoint!r}: cannot bind: {exc} (e.g. tcp://127.0.0.1:*)") from None
-        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         if world is not None:
             world.add_pre_step(self._world_step)
         self._stop = threading.Event()

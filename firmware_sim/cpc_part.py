@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from devices.control_table import TABLES_BY_MODEL, Access, Area, ControlTable, Register
-from devices.control_table.cpc import CPC_RETURN_DELAY, MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS, cpc_registers, identity_registers
+from devices.control_table.cpc import (CPC_RETURN_DELAY, MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS, cpc_registers,
+                                       descriptor_write_registers, identity_registers)
 from devices.descriptor import PartDescriptor, RegisterSpec
 
 from .part import PartFirmware
@@ -27,7 +28,7 @@ def _register(spec: RegisterSpec) -> Register:
                     spec.default, spec.minimum, spec.maximum, spec.unit)
 
 
-def table_for(desc: PartDescriptor, descriptor_len: int) -> ControlTable:
+def table_for(desc: PartDescriptor, descriptor_len: int, writable_descriptor: bool = False) -> ControlTable:
     """The control table of a part built from ``desc`` (its function registers + the CPC block).
 
     The descriptor's register defaults are the part's factory defaults, also on a Dynamixel-compatible table (a
@@ -43,16 +44,19 @@ def table_for(desc: PartDescriptor, descriptor_len: int) -> ControlTable:
         registers = tuple(replace(r, default=defaults[r.name]) if r.name in defaults else r for r in base.registers)
     else:
         registers = identity_registers(desc.model_number) + tuple(_register(s) for s in desc.registers)
-    return ControlTable(desc.name, desc.model_number, tuple(registers) + cpc_registers(descriptor_len))
+    mailbox = descriptor_write_registers() if writable_descriptor else ()
+    return ControlTable(desc.name, desc.model_number, tuple(registers) + cpc_registers(descriptor_len) + mailbox)
 
 
 def build_cpc_part(desc: PartDescriptor, data: bytes, sha256: bytes, device_id: int, serial_number: int,
-                   port_table: dict[str, int] | None = None) -> PartFirmware:
-    """Firmware for one part storing ``data`` (its compiled descriptor); ``port_table`` maps port -> child ID.
+                   port_table: dict[str, int] | None = None, writable_descriptor: bool = True) -> PartFirmware:
+    """Firmware for one part storing ``data`` (its compiled descriptor); ``port_table`` maps port -> child ID;
+    ``writable_descriptor``: the CPC block has the descriptor mailbox (firmware_sim/descriptor_store.py), as
+    every simulated CPC part does unless told otherwise (a read-only part, for the host's refusal).
 
     The CPC block is factory data: it is part of the table's defaults, so a FactoryReset leaves the descriptor,
     the serial number and the port table (the connections the part's hub sees) as they are."""
-    table = table_for(desc, len(data))
+    table = table_for(desc, len(data), writable_descriptor)
     factory = {"port_count": len(desc.ports), "serial_number": serial_number,
                "descriptor_sha256": int.from_bytes(sha256, "little"), "descriptor": int.from_bytes(data, "little"),
                "port_table": int.from_bytes(_port_entries(desc, port_table or {}), "little")}
@@ -65,6 +69,10 @@ def build_cpc_part(desc: PartDescriptor, data: bytes, sha256: bytes, device_id: 
     if cls is ServoFirmware:
         part.position = float(memory.get("present_position"))
     part.descriptor = desc
+    if writable_descriptor:
+        from .descriptor_store import DescriptorStore
+
+        part.descriptor_store = DescriptorStore()
     return part
 
 

@@ -6,6 +6,7 @@ whatever clock drives the device (wall time now, the simulator's clock later).
 from __future__ import annotations
 
 from devices.control_table import Area, ControlTable, RegisterMemory
+from devices.control_table.cpc import CPC_BASE
 from devices.control_table.memory import WriteRule
 from devices.protocol import (CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TURN, RESET_ALL, RESET_ALL_BUT_ID,
                               RESET_ALL_BUT_ID_AND_BAUD, AccessError, InstructionError, ResultFail)
@@ -31,6 +32,7 @@ class PartFirmware:
         self.factory_id = device_id
         self.serial_number = serial_number
         self.pending: tuple[int, bytes] | None = None  # RegWrite waiting for Action
+        self.descriptor_store = None  # a DescriptorStore (descriptor_store.py) when its descriptor is writable
         self.time_s = 0.0
 
     @property
@@ -65,7 +67,10 @@ class PartFirmware:
     def write(self, address: int, data: bytes) -> None:
         changes = self.memory.check_write(address, data)
         self.memory.data[address:address + len(data)] = data
-        self.on_written([reg.name for reg, _ in changes])
+        names = [reg.name for reg, _ in changes]
+        if self.descriptor_store is not None and address >= CPC_BASE:
+            self.descriptor_store.written(self, names)
+        self.on_written(names)
 
     def reg_write(self, address: int, data: bytes) -> None:
         self.memory.check_write(address, data)  # refuse now what Action could not apply later

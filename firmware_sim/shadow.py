@@ -54,11 +54,13 @@ class ShadowWorld:
     ``sensor``: the ring's descriptor Sensor (kind range_ring); ``ring_in_base``: the ring body's frame in the
     robot's base frame, (translation (3,), rotation (3, 3)), as the host model's forward kinematics gives it;
     ``seed``: the shadow ring's generator (independent of the real part's, whose noise is real); ``world_map``:
-    a map (firmware_sim.world.load_map) whose walls hide the people behind them and never echo.
+    a map (firmware_sim.world.load_map) whose walls hide the people behind them and never echo, unless
+    ``walls_echo`` (``crowd: {walls: echo}``): then the shadow ring reads the map's room as the twin would, beside
+    the real ring, for ``hil calibrate check`` (issue 25).
     """
 
     def __init__(self, sensor: Sensor, ring_in_base: tuple[Sequence[float], Sequence[Sequence[float]]],
-                 seed: int = 0, world_map: Map | None = None):
+                 seed: int = 0, world_map: Map | None = None, walls_echo: bool = False):
         translation, rotation = ring_in_base
         self.ring_translation = np.asarray(translation, dtype=float).reshape(3)
         self.ring_rotation = np.asarray(rotation, dtype=float).reshape(3, 3)
@@ -67,6 +69,7 @@ class ShadowWorld:
         p.removeBody(self.world.floor_id, physicsClientId=self.world.client)  # the real ring sees the real floor
         self.client = self.world.client
         self.walls: frozenset[int] = frozenset(self.world.add_map(world_map) if world_map is not None else ())
+        self.occluders = frozenset() if walls_echo else self.walls  # echo: the walls are read like the people
         self.bodies: dict[int, int] = {}  # person id -> pybullet body
         self._sizes: dict[int, tuple[float, float]] = {}
         self._shapes: dict[tuple[float, float], tuple[int, int]] = {}
@@ -128,7 +131,7 @@ class ShadowWorld:
         no echo from any virtual person, or only walls) and the cause of each invalid reading."""
         position, rotation = self.ring_pose(x, y, yaw)
         self.casts += 1
-        return self.model.measure(self.client, position, matrix_quat(rotation), occluders=self.walls)
+        return self.model.measure(self.client, position, matrix_quat(rotation), occluders=self.occluders)
 
     def close(self) -> None:
         self.world.close()

@@ -164,5 +164,11 @@ def test_a_trial_against_a_glancing_wall_counts_why_readings_failed(tmp_path):
     expected = {cause: seen["end"][cause] - seen["start"][cause] for cause in seen["end"]}
     assert {k: v for k, v in invalid.items() if k != "total"} == expected
     assert invalid["angle"] > 0 and invalid["total"] == sum(expected.values())
+    from trial.record.log import read_log as read_trial
+
+    ticks = [m.data for m in read_trial(tmp_path / "glance" / "trial.mcap").messages["/robot/sensors"]]
+    for tick in ticks:  # the log says per reading why it failed (the part's code), and only where it failed
+        assert [c is None for c in tick["ring_cause"]] == [r is not None for r in tick["ring"]], tick
+    assert any("angle" in tick["ring_cause"] for tick in ticks)
     report = hil("report", str(tmp_path / "glance"), cwd=tmp_path)
     assert report.returncode == 0 and "ring invalid" in report.stdout and "angle" in report.stdout, report.stdout

@@ -64,3 +64,34 @@ def test_camera_rate_zero_records_no_images_and_the_same_seed_the_same_log(tmp_p
         Trial(_still, robot="commbot", map=ROOT_MAP, duration=1.0, seed=2).run(tmp_path / name)
     first, second = (_messages(tmp_path / n)["/foxglove/head_camera/image"] for n in ("x", "y"))
     assert [(t, raw) for _, t, _, raw in first] == [(t, raw) for _, t, _, raw in second]
+
+
+def test_without_pillow_a_trial_runs_and_says_its_cameras_were_not_recorded(tmp_path):
+    """A core install (no camera extra: what .ci/wheel_smoke's ``hil demo`` runs) records no images and says so in
+    the robot's notes, instead of failing the trial (it did: the wheel's demo crashed). A real trial in a child
+    process in which Pillow cannot be imported."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import json, sys
+sys.modules["PIL"] = None  # import PIL raises ImportError, as where Pillow is not installed
+from trial import Trial
+def still(robot):
+    for _ in robot.loop(hz=20):
+        pass
+result = Trial(still, robot="commbot", map="lab", duration=1.0, seed=0).run({str(tmp_path / "t")!r})
+print(json.dumps({{"ok": result.ok, "error": result.error, "notes": result.notes}}))
+"""
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["ok"], got["error"]
+    unrecorded = [n for n in got["notes"] if "not recorded" in n and "Pillow" in n]
+    assert len(unrecorded) == 2 and "pip install 'hil[camera]'" in unrecorded[0], got["notes"]
+    topics = set(_messages(tmp_path / "t"))
+    assert "/robot/state" in topics and not any(t.endswith("/image") for t in topics), sorted(topics)

@@ -158,7 +158,8 @@ def test_a_served_script_that_fails_names_its_line_and_the_crowd_goes_on():
     assert "b" not in scenario.ids and sim.time_s == pytest.approx(5.0), "the crowd stepped on to the world's time"
     assert any("script stopped" in text for text in logged)
     apply_tick(sim, {"t": 6.0, "robot": None, "people": []}, stepper.step)
-    assert stepper.drain() == {"script": [], "script_state": "failed", "script_error": report["script_error"]}
+    assert stepper.drain() == {"script": [], "script_state": "failed", "script_error": report["script_error"],
+                               "script_error_line": 3}
 
 
 def test_a_bad_served_script_stops_the_crowd_before_it_binds():

@@ -240,3 +240,66 @@ def test_hil_trial_foxglove_serves_a_paused_trial_that_plays_from_the_client(tmp
         proc.kill()
         proc.wait()
     assert "tuned: ok (duration) after 3.0 s" in rest
+
+
+def _service(client, name):
+    return next(s for doc in client.op("advertiseServices") for s in doc["services"] if s["name"] == name)
+
+
+def test_retry_from_here_is_a_service_live_and_in_a_replay(tmp_path):
+    """``hil/retry`` (issue 28 item 2): on a running trial it writes the trial file that starts from the trial's
+    state at its time now, and answers with it and the ``hil trial --from`` line; on a replay at the playback
+    position; a trial without states, and a request that is not JSON, are refused with the reason."""
+    from trial.foxglove_live.replay import ReplayServer
+    from trial.spec import load_trial_file
+
+    server, thread, box = _start(tmp_path, duration=4.0)
+    try:
+        with FoxgloveClient(server.url) as client:
+            wait_for(lambda: client.op("advertiseServices"), what="the services")
+            retry = _service(client, "hil/retry")
+            client.playback(PLAY)
+            wait_for(lambda: (client.last_time() or 0) > 1.5e9, what="sim time past 1.5 s")
+            client.call_service(retry["id"], 1, b"{}")
+            client.call_service(retry["id"], 2, b"\xff not json")
+            answer = json.loads(wait_for(lambda: [r for r in client.responses if r["call"] == 1],
+                                         what="the retry's answer")[0]["payload"])
+            failed = wait_for(lambda: [d for d in client.op("serviceCallFailure") if d["callId"] == 2],
+                              what="the refusal of a request that is not JSON")
+        thread.join(timeout=300)
+    finally:
+        server.close()
+    assert box["result"].ok, box["result"].error
+    assert answer["t"] >= 1.5 and answer["command"].startswith("hil trial ") and f"@{answer['t']:g}" in answer["command"]
+    spec = load_trial_file(answer["trial_file"])
+    assert spec.resume_from == f"{(tmp_path / 't').resolve()}@{answer['t']:g}", spec.resume_from
+    assert "must be JSON" in failed[0]["message"]
+
+    replay = ReplayServer(tmp_path / "t", "127.0.0.1", 0)
+    try:
+        with FoxgloveClient(replay.url) as client:
+            wait_for(lambda: client.op("advertiseServices"), what="the replay's services")
+            client.playback(PAUSE, seek_ns=3_000_000_000, request_id="seek")
+            wait_for(lambda: [s for s in client.states if s["request_id"] == "seek"], what="the seek")
+            client.call_service(_service(client, "hil/retry")["id"], 3, b'{"controller": "other.py"}')
+            again = json.loads(wait_for(lambda: [r for r in client.responses if r["call"] == 3],
+                                        what="the replay's retry")[0]["payload"])
+    finally:
+        replay.close()
+    assert again["t"] == 3.0 and "other.py" in again["command"]
+    assert (tmp_path / "t" / "retry-from-3s.yaml").is_file()
+
+    (tmp_path / "none").mkdir()
+    assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=1.0,
+                 state_every=0).run(tmp_path / "none" / "t").ok
+    bare = ReplayServer(tmp_path / "none" / "t", "127.0.0.1", 0, err=__import__("io").StringIO())
+    try:
+        with FoxgloveClient(bare.url) as client:
+            wait_for(lambda: client.op("advertiseServices"), what="the services")
+            client.call_service(_service(client, "hil/retry")["id"], 4, b"{}")
+            nothing = wait_for(lambda: [d for d in client.op("serviceCallFailure") if d["callId"] == 4],
+                               what="the refusal")
+    finally:
+        bare.close()
+    assert "no saved states to retry from" in nothing[0]["message"]
+    assert not list((tmp_path / "none" / "t").glob("retry-from-*.yaml"))

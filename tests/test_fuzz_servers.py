@@ -635,3 +635,72 @@ def test_the_fault_control_answers_every_request_and_keeps_serving():
     finally:
         sock.close(0)
         control.close()
+
+
+def test_replay_foxglove_server_refuses_bad_frames_and_seeks_out_of_range_and_keeps_serving(tmp_path):
+    """``hil view DIR --foxglove``: malformed frames, unknown channels, playback requests with any speed and seeks
+    anywhere (before the log's start, past its end, 2**64 - 1): a seek out of range is refused and playback stays
+    where it was, and afterwards a valid client seeks to a time in range and gets the log's own bytes from there.
+    FUZZ_N // 10 messages (1,000 by default, 100,000 under make fuzz)."""
+    import json
+    import struct
+
+    from foxglove_client import PAUSE, PLAY, FoxgloveClient
+    from waiting import wait_for
+
+    from trial import Trial
+    from trial.foxglove_live.replay import ReplayServer
+
+    rng = random.Random(SEED + 1)
+    (tmp_path / "tuned.py").write_text(FOXGLOVE_TUNED)
+    assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=3.0).run(tmp_path / "t").ok
+    errors = tmp_path / "refused.txt"
+    with open(errors, "w") as err:
+        server = ReplayServer(tmp_path / "t", "127.0.0.1", 0, err=err)
+        end = server.end_ns
+
+        def playback(command: int, speed: float, seek: int | None) -> bytes:
+            return bytes([3, command]) + struct.pack("<fBQI", speed, seek is not None, seek or 0, 0)
+
+        valid = [{"op": "subscribe", "subscriptions": [{"id": 1, "channelId": 1}]},
+                 {"op": "unsubscribe", "subscriptionIds": [1]}, playback(PLAY, 1.0, None),
+                 playback(PAUSE, 1.0, end // 2)]
+        sent = reconnects = 0
+        client = FoxgloveClient(server.url)
+        try:
+            while sent < max(1000, FUZZ_N // 10):
+                pick = rng.random()
+                if pick < 0.3:  # a playback request with any speed and a seek anywhere, well-formed
+                    frame = playback(rng.choice([PLAY, PAUSE, 7]), rng.choice([1.0, 0.0, -1.0, math.nan, math.inf,
+                                                                                1e30, 4.0]),
+                                     rng.choice([None, 0, end, end + 1, 2 ** 64 - 1, rng.randrange(0, 2 ** 64)]))
+                else:
+                    doc = rng.choice(valid)
+                    frame = mutate(rng, doc) if isinstance(doc, bytes) else json.dumps(mutate_doc(rng, doc)) \
+                        if rng.random() < 0.7 else mutate(rng, json.dumps(doc).encode()).decode("latin-1")
+                try:
+                    client.send(frame)
+                    sent += 1
+                except Exception:  # noqa: BLE001 - the server may drop a client that floods it; connect again
+                    client.close()
+                    client = FoxgloveClient(server.url)
+                    reconnects += 1
+                    assert reconnects < 100, "the server keeps dropping the connection"
+            client.close()
+            with FoxgloveClient(server.url) as good:
+                channels = good.channels(wait_for_topics=("/clock",))
+                sub = good.subscribe({"/clock": channels["/clock"]})["/clock"]
+                time.sleep(0.3)  # the subscription reaches the server before the seek
+                good.playback(PAUSE, seek_ns=end + 10 ** 9, request_id="too far")
+                good.playback(PAUSE, seek_ns=1_000_000_000, request_id="seek")
+                state = wait_for(lambda: [s for s in good.states if s["request_id"] == "seek"], what="the seek")[0]
+                refused = wait_for(lambda: [s for s in good.states if s["request_id"] == "too far"],
+                                   what="the refused seek's answer")[0]
+                assert not refused["did_seek"] and state["did_seek"] and state["time"] == 1_000_000_000
+                good.playback(PLAY, speed=4.0, request_id="play")
+                wait_for(lambda: any(s["status"] == "ended" for s in good.states), what="the end of the log")
+                clocks = [m for m in good.received(sub) if m[0] > 0]
+                assert clocks and clocks[0][0] >= 1_000_000_000 and clocks[-1][0] == end
+        finally:
+            server.close()
+    assert "refused" in errors.read_text(), "the refusals are said"

@@ -180,6 +180,9 @@ def test_elliptical_cone_is_narrower_vertically():
     ({"no_target_raw": 65535.0}, "no_target_raw"),
     ({"registers": ["range_00"]}, "registers"),
     ({"invalid_counters": {"no_hit": "x"}}, "invalid_counters"),
+    ({"invalid_raw": {"angle": 65535}}, "invalid_raw"),  # the no-target code: the cause could not be told
+    ({"invalid_raw": {"angle": 3000}}, "invalid_raw"),  # a range the ring can measure (3 m)
+    ({"invalid_raw": {"no_hit": 65534}}, "invalid_raw"),  # no_hit is no_target_raw
 ])
 def test_ring_params_are_validated_naming_sensor_and_param(change, param):
     sensor = load_part("range_ring").sensors[0]
@@ -286,7 +289,8 @@ def test_closer_than_min_range_counts_range(client, make):
     model = make()
     wall(client, (0.22, 0.0, 0.0))  # 2 cm from sensor 0's face; min range 3 cm (cone edge: 2.07 cm)
     readings = measure_n(model, client, 10)
-    assert all(r.raw[0] == 65535 and r.cause[0] == "range" for r in readings)
+    code = 65534 if make is ring_model else 65535  # the catalog ring says why (invalid_raw); the IR ring cannot
+    assert all(r.raw[0] == code and r.cause[0] == "range" for r in readings)
     assert model.counters["range"] >= 10
 
 

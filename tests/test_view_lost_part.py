@@ -28,11 +28,11 @@ def test_a_lost_part_is_grey_while_lost():
     try:
         drawer = SceneDrawer(server)
         drawer.draw_robot(MODEL)
-        (_, box), (_, sphere) = drawer._link_shapes
         drawer.draw(timeline.frame(6.0), lines=False)
-        assert tuple(sphere[0][0].color) == LOST_RGB and tuple(box[0][0].color) == (255, 0, 0)
+        box, sphere = (0, 0), (1, 0)  # (link, visual)
+        assert drawer.drawn_color(*sphere) == LOST_RGB and drawer.drawn_color(*box) == (255, 0, 0)
         drawer.draw(timeline.frame(9.0), lines=False)
-        assert tuple(sphere[0][0].color) == (0, 0, 255)
+        assert drawer.drawn_color(*sphere) == (0, 0, 255) and drawer.drawn_color(*box) == (255, 0, 0)
     finally:
         server.stop()
 
@@ -60,15 +60,18 @@ def test_a_swapped_part_is_redrawn_with_its_own_shape_from_the_time_it_was_swapp
         drawer.draw_robot(timeline.static["/robot/model"])
 
         def part_26():
-            return [(type(handle).__name__, colour) for handle, colour in dict(drawer._link_shapes)[26]]
+            """(the kind of shape part 26 is drawn as, its colour on the page now)"""
+            batch, _row = drawer._where[(1, 0)]
+            return batch.kind, drawer.drawn_color(1, 0)
 
         drawer.draw(timeline.frame(6.0), lines=False)
-        assert part_26() == [("IcosphereHandle", (0, 0, 255))]
+        assert part_26() == ("sphere", LOST_RGB), "the old shape, grey: lost at 5 s"
         drawer.draw(timeline.frame(8.0), lines=False)
-        assert part_26() == [("BoxHandle", (0, 255, 0))], "the new part's shape and colour"
-        assert len(drawer.link_nodes) == 2, "the old robot's nodes removed, not drawn over"
+        assert part_26() == ("box", (0, 255, 0)), "the new part's shape and colour"
+        assert sorted(b.kind for b in drawer._batches) == ["box"], "one batch of boxes: the old sphere is gone"
+        # the nodes the drawer keeps (removed with the trial; no map here): the new robot's base and its one batch
+        assert drawer._nodes == [drawer.robot_node, drawer._batches[0].node], "the old robot's removed, not drawn over"
         drawer.draw(timeline.frame(6.0), lines=False)
-        assert part_26() == [("IcosphereHandle", (0, 0, 255))], "scrubbed back: the part as it was"
-        assert tuple(dict(drawer._link_shapes)[26][0][0].color) == LOST_RGB, "and lost at 6 s"
+        assert part_26() == ("sphere", LOST_RGB), "scrubbed back: the part as it was, and lost at 6 s"
     finally:
         server.stop()

@@ -146,6 +146,9 @@ def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
     task.add_argument("--crowd-scale", type=float, metavar="X", help="multiply the appearance rates by X (0..100)")
     task.add_argument("--crowd-start", metavar="'DAY HH:MM'", help="day and time at trial time 0 ('sat 14:00')")
     task.add_argument("--crowd-endpoint", metavar="EP", help="a crowd already served (hil crowd --serve EP)")
+    task.add_argument("--allow-objectives", dest="allow_objectives", metavar="MODULES",
+                      help="comma-separated modules the rates files' objectives.user may be imported from (none "
+                           "unless given: importing runs their code)")
     task.add_argument("--crowd-timeout", type=float, dest="crowd_timeout_s", metavar="S",
                       help="wall seconds the world waits for the crowd (default 10)")
     task.add_argument("--scenario", help="a staged script (child_interacts, a .scn file) or none")
@@ -198,7 +201,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 _TRIAL_KEYS = ("robot", "profile", "bus", "clock", "gui", "map", "crowd", "crowd_scale", "crowd_start",
                "crowd_endpoint", "crowd_timeout_s", "scenario", "start", "goal", "goal_radius", "end_on_goal",
-               "after_goal_s", "seed", "duration", "name", "camera_rate", "camera_depth")
+               "after_goal_s", "seed", "duration", "name", "camera_rate", "camera_depth", "allow_objectives")
 
 
 def cmd_trial(args: argparse.Namespace) -> int:
@@ -280,7 +283,7 @@ def start_errors() -> tuple[type[BaseException], ...]:
 
 
 def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace | None = None) -> int:
-    from .report.build import format_metrics
+    from .report.build import format_metrics, in_red
 
     from .foxglove_live.cli import close_live, open_live
 
@@ -304,7 +307,7 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
     if result.metrics is not None:
-        print(format_metrics(result.metrics.to_dict()))
+        print(in_red(format_metrics(result.metrics.to_dict()), sys.stdout.isatty()))
     print(result.summary_line(), flush=True)
     if result.metrics is not None:
         print(f"wrote {out}/trial.mcap, metrics.json, topdown.png (open again with: hil report {out}, "

@@ -177,9 +177,10 @@ class _Run:
         if self.folder is not None:
             result.metrics, report_error = _report(self.folder)
             result.report_error = report_error
-            run.recorded = (f"{self.log.path} ({self.log.sets} ticks), {self.folder}/metrics.json, "
-                            f"{self.folder}/topdown.png" if report_error is None else
-                            f"{self.log.path} ({self.log.sets} ticks); the report failed: {report_error}")
+            logged = f"{self.log.path} ({self.log.sets} ticks)" if self.log is not None else \
+                f"no log (it could not start: {error})"
+            run.recorded = (f"{logged}, {self.folder}/metrics.json, {self.folder}/topdown.png"
+                            if report_error is None else f"{logged}; the report failed: {report_error}")
         result.run_text = run.text()
         return result
 
@@ -252,6 +253,9 @@ class _Run:
         extra = ((("/crowd/scenario", scenario_message(task.scenario)),) if task.scenario else ())
         if robot.resumed_from is not None:
             meta["resumed_from"] = robot.resumed_from
+        user = _user_objectives(task)
+        if user:  # the page lists them with the built-in ones (only when there are: other logs stay as they were)
+            meta["objectives"] = {"user": user}
         listeners = self.listeners + ((saver.listener,) if saver is not None else ())
         log = TickLog(self.folder, robot, meta, map_msg, probe=probe, listeners=listeners, extra=extra,
                       camera_rate=self.spec.camera_rate, camera_depth=self.spec.camera_depth,
@@ -365,3 +369,12 @@ def _effective_seed(trial_seed: int, robot: Any) -> int:
         if seed is not None and seed.isdigit():
             return int(seed)
     return 0
+
+
+def _user_objectives(task: Any) -> dict[str, str]:
+    """``objectives.user`` of the trial's rates files (name -> module:Class), for the log's meta."""
+    if not getattr(task, "rates", None):
+        return {}
+    from crowd.population import load_rates, user_objectives
+
+    return user_objectives([load_rates(path) for path in task.rates])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -76,6 +77,8 @@ class TrialSpec:
     faults: tuple = ()  # what happens to the virtual robot's parts, and when (firmware_sim/fault_plan.py)
     resume_from: str | None = None  # "DIR@SECONDS": start from a saved state of that trial (key ``from``; issue 27)
     state_every: float | None = 5.0  # seconds of trial time between saved states (None or 0: none saved)
+    allow_objectives: tuple[str, ...] = ()  # modules a rates file's objectives.user may come from (the crowd's
+    # --allow-objectives: importing runs their code, so none unless the trial says so)
     source: str = "<python>"  # where the spec came from (a trial file's path), for messages
     # (key, line) of each key read from the trial file, so checks made later (a goal that is no place of the map)
     # still name file:line; not part of what the trial is
@@ -154,6 +157,8 @@ KEYS: dict[str, str] = {
               "{at: S, noise: {bitflip: P, for_s: S}} acting on the virtual robot (a part by name, tree path or ID)",
     "from": "DIR@SECONDS: start from the state a recorded trial in DIR saved at or before SECONDS (trial/state/)",
     "state_every": "seconds (>= 0) of trial time between saved states in DIR/states/ (0 or none: none saved)",
+    "allow_objectives": "modules (a list, or comma-separated) the rates files' objectives.user may be imported "
+                        "from (the crowd's --allow-objectives; none by default: importing runs their code)",
 }
 FIELD_OF_KEY = {"from": "resume_from"}  # a trial file's key -> the spec's field (``from`` is a Python keyword)
 
@@ -406,7 +411,25 @@ _CHECKS: dict[str, Callable] = {
     "gui": _flag, "name": _text, "faults": lambda value, key, error, base: tuple(value or ()),
     "camera_rate": _number(0.0, 100.0), "camera_depth": _flag,
     "from": _from_state, "state_every": _number(0.0, MAX_DURATION_S, allow_none=True),
+    "allow_objectives": lambda value, key, error, base: _modules(value, key, error),
 }
+
+
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _modules(value: Any, key: str, error) -> tuple[str, ...]:
+    """Dotted module names, from a list or a comma-separated string."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise error(key, f"allow_objectives must be a list of module names, not {value!r}")
+    names = tuple(str(v).strip() for v in items if str(v).strip())
+    bad = [n for n in names if not MODULE_NAME.match(n)]
+    if bad:
+        raise error(key, f"allow_objectives: {bad[0]!r} is not a module name (e.g. mylab.reactions)")
+    return names
 
 
 def trial_kwargs(spec: TrialSpec) -> dict[str, Any]:

@@ -175,6 +175,7 @@ class CrowdProcess:
                          daemon=True).start()  # its log reaches ours
         self._said: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_lines_of, args=(self.proc.stdout, self._said), daemon=True).start()
+        self.waiting = False  # it refused a session's options and waits for the next (a TrialError said why)
         self.endpoint = self._ready()
 
     def _ready(self) -> str:
@@ -183,8 +184,11 @@ class CrowdProcess:
         words = (line or "").split()
         if len(words) == 2 and words[0] == "crowd":
             return words[1]
-        if line is not None and line.startswith("crowd-error "):  # an idle child refused the options: it waits on
-            raise TrialError(f"the crowd did not start: {line[len('crowd-error '):].strip()}")
+        if line is not None and line.startswith("crowd-error "):  # the child refused these options: it waits on
+            self.waiting = True  # for the next session's (start_crowd keeps it for the next trial)
+            error = TrialError(f"the crowd did not start: {line[len('crowd-error '):].strip()}")
+            error.crowd = self
+            raise error
         self.stop()
         self._stderr_done.wait(STDERR_DRAIN_S)
         err = [x.strip() for x in self.last_lines if x.strip()]
@@ -203,6 +207,7 @@ class CrowdProcess:
             return False
         self.command = command
         self.last_lines.clear()
+        self.waiting = False
         self.endpoint = self._ready()
         return True
 
@@ -260,21 +265,38 @@ def _poolable(command: list[str]) -> bool:
 def start_crowd(spec: TrialSpec, task: Task, *, realtime: bool) -> CrowdProcess:
     """The trial's crowd process: the idle one of an earlier trial if there is one, else a new one."""
     command = crowd_command(spec, task, realtime=realtime)
-    if _poolable(command):
-        with _IDLE_LOCK:
-            idle = _IDLE.pop() if _IDLE else None
-        if idle is not None and idle.again(command):
-            return idle
-    return CrowdProcess(command=command)
+    crowd = None
+    try:
+        if _poolable(command):
+            with _IDLE_LOCK:
+                crowd = _IDLE.pop() if _IDLE else None
+            if crowd is not None and crowd.again(command):
+                return crowd
+        crowd = None
+        return CrowdProcess(command=command)
+    except TrialError as exc:  # the options were refused: a child that waits for the next is kept for it
+        refused = crowd or getattr(exc, "crowd", None)
+        if refused is not None and refused.waiting:
+            _keep_idle(refused)
+        raise
 
 
 def release(crowd: CrowdProcess, *, ended_well: bool) -> None:
     """After the trial (the world has said bye): keep the process for the next trial if it is idle, else stop it."""
     if ended_well and crowd.idle():
-        with _IDLE_LOCK:
-            if not _IDLE:
-                _IDLE.append(crowd)
-                return
+        _keep_idle(crowd)
+    else:
+        crowd.stop()
+
+
+def _keep_idle(crowd: CrowdProcess) -> None:
+    """An idle crowd process kept for the next trial (at most one per process: another is stopped)."""
+    with _IDLE_LOCK:
+        if not _IDLE and crowd not in _IDLE:
+            _IDLE.append(crowd)
+            return
+        if crowd in _IDLE:
+            return
     crowd.stop()
 
 
@@ -310,6 +332,8 @@ def crowd_command(spec: TrialSpec, task: Task, *, realtime: bool) -> list[str]:
         command += ["--script", str(task.scenario)]
         if task.background:
             command.append("--generate")  # the staged scene plays over the background crowd
+    if spec.allow_objectives:
+        command += ["--allow-objectives", ",".join(spec.allow_objectives)]
     if realtime:
         command.append("--realtime")
     return command

@@ -14,6 +14,22 @@ XM430-W350 table plus this block). Layout, little-endian:
 
 The header (0x1000..0x1041, 66 bytes) is read in one go; a warm scan reads nothing else.
 
+A part whose descriptor memory is writable (issue 25: ``hil calibrate --write-parts`` stores a calibration in
+the part itself) has a mailbox in the gap below the descriptor, all RAM (staging is volatile):
+
+    0x1042  descriptor_write_offset      4  where the chunk after it goes in the staging buffer
+    0x1046  descriptor_write_chunk_00   8x16 128 bytes of the new descriptor (one Write sets offset and chunk)
+    0x10C6  descriptor_write_length      4  bytes staged
+    0x10CA  descriptor_write_sha256_0   8x4  their SHA-256
+    0x10EA  descriptor_write_commit      1  write 1: the part checks length and hash, then swaps the staged bytes
+                                            in (descriptor, its length and hash) in one step, or keeps the old
+    0x10EB  descriptor_write_status      1  R: 0 nothing committed, 1 stored, 2 bad length, 3 hash mismatch
+
+Registers are at most 8 bytes when writable, hence the chunk and the hash as runs of 8-byte registers, each
+written whole in one instruction. A part without the mailbox answers the first write with Access error ("not
+a register"): its descriptor is read-only. A stored descriptor is factory data from then on (a factory reset
+keeps it), as the descriptor it replaced was.
+
 Every CPC part leaves the factory with return delay time 0 (a plain XM430 ships with 250, i.e. 500 us before
 each reply): a scan makes a hundred small reads, and the delay would otherwise cost more than the bytes.
 """
@@ -51,6 +67,31 @@ def cpc_registers(descriptor_len: int) -> tuple[Register, ...]:
                  default=int.from_bytes(bytes([NO_PART]) * MAX_PORTS, "little")),
         Register("descriptor", DESCRIPTOR_ADDRESS, descriptor_len, R, Area.EEPROM),
     )
+
+
+DESCRIPTOR_WRITE_OFFSET = 0x1042
+DESCRIPTOR_WRITE_CHUNK = 128
+DESCRIPTOR_WRITE_LENGTH = 0x10C6
+DESCRIPTOR_WRITE_COMMIT = 0x10EA
+DESCRIPTOR_WRITE_STATUS = 0x10EB
+WRITE_IDLE, WRITE_STORED, WRITE_BAD_LENGTH, WRITE_BAD_HASH = 0, 1, 2, 3
+WRITE_STATUS_TEXT = {WRITE_IDLE: "nothing committed", WRITE_STORED: "stored",
+                     WRITE_BAD_LENGTH: "the staged length is outside 1..%d or more than was staged" % MAX_DESCRIPTOR_LEN,
+                     WRITE_BAD_HASH: "the staged bytes do not have the SHA-256 given (a chunk was lost)"}
+
+
+def descriptor_write_registers() -> tuple[Register, ...]:
+    """The mailbox of a part whose descriptor memory is writable (see the module's docstring)."""
+    RW, RAM = Access.RW, Area.RAM
+    chunk = tuple(Register(f"descriptor_write_chunk_{k:02d}", DESCRIPTOR_WRITE_OFFSET + 4 + 8 * k, 8, RW, RAM)
+                  for k in range(DESCRIPTOR_WRITE_CHUNK // 8))
+    sha = tuple(Register(f"descriptor_write_sha256_{k}", DESCRIPTOR_WRITE_LENGTH + 4 + 8 * k, 8, RW, RAM)
+                for k in range(4))
+    return ((Register("descriptor_write_offset", DESCRIPTOR_WRITE_OFFSET, 4, RW, RAM,
+                      maximum=MAX_DESCRIPTOR_LEN - 1),) + chunk
+            + (Register("descriptor_write_length", DESCRIPTOR_WRITE_LENGTH, 4, RW, RAM, maximum=MAX_DESCRIPTOR_LEN),)
+            + sha + (Register("descriptor_write_commit", DESCRIPTOR_WRITE_COMMIT, 1, RW, RAM, maximum=1),
+                     Register("descriptor_write_status", DESCRIPTOR_WRITE_STATUS, 1, R, RAM)))
 
 
 @dataclass(frozen=True)

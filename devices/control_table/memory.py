@@ -201,6 +201,18 @@ class RegisterMemory:
             raise AccessError(self._device_id, AccessError.code,
                               f"{reg.name} is in EEPROM, locked while torque is enabled")
 
+    def retable(self, table: ControlTable) -> None:
+        """Take a new layout in place (a part that stored a new descriptor of another length): the bytes at the
+        addresses both tables have are kept, the bytearray is resized, never replaced, so the getters and
+        setters compiled from it stay valid for the registers that did not move."""
+        if table.size > len(self.data):
+            self.data.extend(bytes(table.size - len(self.data)))
+        else:
+            del self.data[table.size:]
+        self.table = table
+        self._fields = {reg.name: (_STRUCTS.get((reg.size, reg.signed)), reg.address, reg) for reg in table.registers}
+        self._layouts.clear()
+
     def reset(self, keep: tuple[str, ...] = (), area: Area | None = None) -> None:
         """Back to defaults (all of it, or one area), keeping the named registers' current values."""
         kept = {name: self.get(name) for name in keep if name in self.table}

@@ -85,7 +85,8 @@ class CrowdBridge:
         return touched
 
     def take_script_events(self) -> list[dict]:
-        """The served script's lines that ran since the last call: [{t, line, text}] (crowd time)."""
+        """The served script's lines that ran since the last call: [{t, line, text}] (crowd time); a line that
+        failed: {t, line, text: "", error} (the crowd's message, naming the script's file and line)."""
         events, self.script_events = self.script_events, []
         return events
 
@@ -129,7 +130,11 @@ class CrowdBridge:
         """The crowd's answer (either mode): who is where and wants to go where, and the script lines it ran."""
         self.crowd_time_s = crowd_time_s
         self.script_events.extend(reply.get("script", ()))
-        self.script_state = reply.get("script_state", self.script_state)
+        state = reply.get("script_state", self.script_state)
+        if state == "failed" and self.script_state != "failed":  # once (the crowd says it in every reply after)
+            self.script_events.append({"t": crowd_time_s, "line": int(reply.get("script_error_line") or 0),
+                                       "text": "", "error": str(reply.get("script_error") or "the script failed")})
+        self.script_state = state
         self.people = {person.id: person for person in people}
         self.doing = people_labels(reply, "doing", people)
         self.names = people_labels(reply, "names", people)

@@ -27,8 +27,10 @@ draw, sigma = a + b * range (``noise_sigma_m`` = [a, b], range being the true di
 value outside [min_range_m, max_range_m] is rejected with cause ``noise``. With no surviving echo the reading
 is invalid and its cause is the cause of the sensor's axis ray. Noise is applied to the chosen echo, not to
 every ray, so a flat wall reads its perpendicular distance without the bias a minimum of noisy values has.
-An invalid reading is ``no_target_raw``; a valid one is round(range_m / 1 mm), clamped to
-[0, no_target_raw - 1]. Each invalid reading adds one to the model's counter of its cause.
+An invalid reading is ``no_target_raw``, or, with ``invalid_raw: {range: R, angle: A, noise: N}``, the code of
+its cause (``no_hit`` stays ``no_target_raw``), so that the host can tell per reading why it failed (the
+counters say only how many); a valid one is round(range_m / 1 mm), clamped to [0, the lowest code - 1]. Each
+invalid reading adds one to the model's counter of its cause.
 
 Randomness: one generator per part (``numpy.random.Generator(PCG64(seed))``). Each measure draws exactly one
 uniform per ray and one normal per sensor whatever the scene, so a sensor's random stream never depends on
@@ -78,6 +80,15 @@ class RingConfig:
     update_hz: float
     registers: tuple[str, ...] | None = None  # one range register per sensor, for the firmware
     invalid_counters: dict[str, str] | None = None  # cause -> counter register, for the firmware
+    invalid_raw: dict[str, int] | None = None  # cause -> the register value of a reading invalid for it
+
+    def raw_of(self, cause: str) -> int:
+        """The register value of a reading invalid for ``cause``."""
+        return (self.invalid_raw or {}).get(cause, self.no_target_raw)
+
+    @property
+    def max_valid_raw(self) -> int:
+        return min([self.no_target_raw, *(self.invalid_raw or {}).values()]) - 1
 
     @classmethod
     def from_sensor(cls, sensor: Sensor) -> RingConfig:
@@ -105,6 +116,7 @@ class RingConfig:
             update_hz=r.number("update_hz", positive=True),
             registers=r.string_list("registers", length=len(yaw)),
             invalid_counters=_counter_map(r),
+            invalid_raw=_invalid_codes(r, no_target, max_range),
         )
 
     @property
@@ -130,6 +142,21 @@ def _counter_map(r: ParamReader) -> dict[str, str] | None:
     if not isinstance(value, dict) or set(value) != set(CAUSES) or \
             not all(isinstance(v, str) for v in value.values()):
         raise r.error("invalid_counters", f"must map each of {', '.join(CAUSES)} to a register name, not {value!r}")
+    return dict(value)
+
+
+def _invalid_codes(r: ParamReader, no_target: int, max_range: float) -> dict[str, int] | None:
+    value = r.raw("invalid_raw", None)
+    if value is None:
+        return None
+    causes = [c for c in CAUSES if c != "no_hit"]
+    if not isinstance(value, dict) or not set(value) <= set(causes) or \
+            not all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+        raise r.error("invalid_raw", f"must map some of {', '.join(causes)} to integer codes, not {value!r}")
+    codes = [no_target, *value.values()]
+    if len(set(codes)) != len(codes) or any(c * RAW_UNIT_M <= max_range for c in codes):
+        raise r.error("invalid_raw", f"codes {value} must differ from each other and from no_target_raw "
+                                     f"({no_target}) and lie beyond max_range_m in {RAW_UNIT_M} m units")
     return dict(value)
 
 
@@ -258,15 +285,16 @@ class RangeRingModel:
         rejected = has_echo & ((noisy < cfg.min_range_m) | (noisy > cfg.max_range_m))
         sensor_codes = np.where(has_echo, np.where(rejected, _NOISE, _VALID), codes.reshape(shape)[:, 0])
         raws, ranges, causes = [], [], []
+        top = cfg.max_valid_raw
         for code, value in zip(sensor_codes.tolist(), noisy.tolist()):
             if code == _VALID:
-                raws.append(min(max(round(value / RAW_UNIT_M), 0), cfg.no_target_raw - 1))
+                raws.append(min(max(round(value / RAW_UNIT_M), 0), top))
                 ranges.append(value)
                 causes.append(None)
             else:
                 cause = _CAUSE_OF_CODE[code]
                 self._counters[cause] += 1
-                raws.append(cfg.no_target_raw)
+                raws.append(cfg.raw_of(cause))
                 ranges.append(None)
                 causes.append(cause)
         return RingReading(tuple(raws), tuple(ranges), tuple(causes))

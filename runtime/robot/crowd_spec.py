@@ -28,6 +28,8 @@ class CrowdSpec:
     robot_radius_m: float = ROBOT_RADIUS_M
     pose: str = "odometry"  # or the endpoint of an external pose source (bridge/pose_stream.py)
     map: str | None = None  # the resolved path of the map whose walls hide virtual people (never echo), or None
+    walls: str = "hide"  # hide: the map's walls only hide people; echo: the shadow ring reads them too (a twin
+    # ring beside the real one: `hil calibrate check` compares the two, issue 25)
 
 
 MAX_TIMEOUT_S = 3600.0
@@ -42,6 +44,8 @@ _CROWD_KEYS: dict[str, str] = {
     "pose": "odometry (the wheels) or the endpoint of an external pose source publishing map-frame poses "
             "(tcp://host:port or ipc://path; bridge/pose_stream.py)",
     "map": "a map on the config search path (arcade) or a map file: its walls hide the virtual people behind them",
+    "walls": "hide (the map's walls only hide virtual people) or echo (the shadow ring reads them as well: the "
+             "twin's ring beside the real one, for `hil calibrate check`; needs map)",
 }
 
 
@@ -91,7 +95,13 @@ def parse_crowd(value: Any, source: str, line: int | None, clock: str) -> CrowdS
     if not isinstance(pose, str) or not (pose == "odometry" or pose.startswith(ENDPOINT_SCHEMES)):
         raise error("pose", f"pose must be {_CROWD_KEYS['pose']}, not {pose!r}")
     world_map = _crowd_map(value.get("map"), error) if "map" in value else None
-    return CrowdSpec(endpoint=endpoint, mode=mode, ring=ring, seed=seed, pose=pose, map=world_map, **numbers)
+    walls = value.get("walls", "hide")
+    if walls not in ("hide", "echo"):
+        raise error("walls", f"walls must be {_CROWD_KEYS['walls']}, not {walls!r}")
+    if walls == "echo" and world_map is None:
+        raise error("walls", "walls: echo needs map: the walls the shadow ring is to read")
+    return CrowdSpec(endpoint=endpoint, mode=mode, ring=ring, seed=seed, pose=pose, map=world_map, walls=walls,
+                     **numbers)
 
 
 def _crowd_map(name: Any, error) -> str:

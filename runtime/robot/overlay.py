@@ -62,13 +62,15 @@ class CrowdOverlay:
 
         self.spec = spec
         self.ring: RangeRing = _ring(robot, spec.ring, RangeRing)
-        sensor, ring_in_base = _ring_geometry(robot, self.ring)
+        sensor, ring_in_base = ring_geometry(robot, self.ring)
+        sensor = twin_sensor(robot, self.ring, sensor)
         world_map = None
         if spec.map is not None:
             from firmware_sim.world import load_map
 
             world_map = load_map(spec.map)
-        self.shadow = ShadowWorld(sensor, ring_in_base, seed=spec.seed, world_map=world_map)
+        self.shadow = ShadowWorld(sensor, ring_in_base, seed=spec.seed, world_map=world_map,
+                                  walls_echo=spec.walls == "echo")
         self.period_s = self.shadow.model.config.update_period_s
         try:
             security = profile_security(robot.profile)
@@ -136,6 +138,7 @@ class CrowdOverlay:
                 self._due_s = now + self.period_s
             reading = self.shadow.cast(x, y, yaw)
             self.ring.virtual_ranges = list(reading.range_m)
+            self.ring.virtual_causes = list(reading.cause)
             self.cast_time_s, self.cast_world_t = now, self.world_t
             self.casts += 1
 
@@ -182,6 +185,7 @@ class CrowdOverlay:
             self.link.close()
         finally:
             self.ring.virtual_ranges = None
+            self.ring.virtual_causes = None
             self.shadow.close()
 
 
@@ -213,7 +217,32 @@ def _ring(robot: Robot, name: str, ring_type: type) -> RangeRing:
     return ring
 
 
-def _ring_geometry(robot: Robot, ring: RangeRing):
+def twin_sensor(robot: Robot, ring: RangeRing, sensor):
+    """The shadow ring's sensor: the scanned descriptor's (which carries what the part stores, ``hil calibrate
+    --write-parts``), with the profile's ``calibration:`` (CAL.yaml) on top where it names this part: the twin
+    measures with the real part's numbers (issue 25). An entry for another part changes nothing here."""
+    path = getattr(robot.profile, "calibration", None)
+    if path is None:
+        return sensor
+    from dataclasses import replace
+
+    from devices.calibration import load_calibration
+
+    part = robot.virtual.parts[ring.part_key]
+    entries = [e for e in load_calibration(path).for_part(part.descriptor, part.serial_number)
+               if e.sensor == sensor.name]
+    if not entries:
+        log.warning("%s: calibration %s names no entry for part %s (%s serial %s): the shadow ring keeps the "
+                    "descriptor's numbers", robot.profile.source, path, part.id, part.descriptor.name,
+                    part.serial_number)
+        return sensor
+    params = dict(sensor.params)
+    for entry in entries:
+        params.update(entry.params)
+    return replace(sensor, params=params)
+
+
+def ring_geometry(robot: Robot, ring: RangeRing):
     """The ring part's descriptor Sensor and the ring body's frame in the base frame (model FK at q = 0)."""
     from ..model import create_data, forward_kinematics
 

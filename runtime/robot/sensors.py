@@ -59,6 +59,9 @@ class _RegisterBlock:
                      for s in self._specs]
 
 
+UNKNOWN_CAUSE = "unknown"
+
+
 class RangeRing(_RegisterBlock):
     """A ring of range sensors: ``ranges`` in metres (None where the sensor had no valid echo), ``angles`` the
     direction of each sensor in the robot's base frame (rad, 0 = forward +x, counter-clockwise)."""
@@ -68,11 +71,17 @@ class RangeRing(_RegisterBlock):
         super().__init__(name, part_id, path, driver, specs)
         params = sensor.params
         self.no_target_raw: int = int(params.get("no_target_raw", (1 << (8 * specs[0].size)) - 1))
+        # register value -> why the reading failed: the part's per-cause codes (``invalid_raw``) where it has
+        # them; a part without them says only "no target" (UNKNOWN_CAUSE unless it has codes)
+        codes = params.get("invalid_raw") or {}
+        self.cause_of_raw: dict[int, str] = {int(v): str(k) for k, v in codes.items()}
+        self.cause_of_raw[self.no_target_raw] = "no_hit" if codes else UNKNOWN_CAUSE
         self.min_range: float = float(params.get("min_range_m", 0.0))
         self.max_range: float = float(params.get("max_range_m", math.inf))
         self.angles = angles
         # what a shadow world of virtual people reads for each sensor (runtime/robot/overlay.py); None: no overlay
         self.virtual_ranges: list[float | None] | None = None
+        self.virtual_causes: list[str | None] | None = None  # ...and why each of those had no echo
 
     def __repr__(self) -> str:
         shown = ", ".join("-" if r is None else f"{r:.2f}" for r in self.ranges)
@@ -93,8 +102,16 @@ class RangeRing(_RegisterBlock):
     @property
     def real_ranges(self) -> list[float | None]:
         """What the part itself measured (metres, None = no target), without any virtual people."""
-        return [None if r is None or r == self.no_target_raw else self._driver.to_si(s.name, r)
+        invalid = self.cause_of_raw
+        return [None if r is None or r in invalid else self._driver.to_si(s.name, r)
                 for s, r in zip(self._specs, self._raw)]
+
+    @property
+    def causes(self) -> list[str | None]:
+        """Why each sensor's own reading failed (no_hit, range, angle, noise; ``unknown`` for a part that has no
+        per-cause codes), None where it is valid or not yet read."""
+        invalid = self.cause_of_raw
+        return [None if r is None else invalid.get(r) for r in self._raw]
 
     def nearest(self, lo_rad: float, hi_rad: float) -> float | None:
         """The shortest valid range among the sensors pointing between ``lo_rad`` and ``hi_rad`` (base frame,

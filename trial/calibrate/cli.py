@@ -13,6 +13,9 @@ start pose against it; the robot turns in place slowly (and drives back and fort
   hil calibrate ring --profile real --rig rig.yaml --out cal/      # record cal/calibration.mcap, fit, write CAL.yaml
   hil calibrate fit cal/calibration.mcap --rig rig.yaml --out CAL.yaml   # the fit alone (a log from the robot)
   hil calibrate check real.mcap twin.mcap --rig rig.yaml           # does the twin read what the real ring reads?
+  hil calibrate check mixed/calibration.mcap --rig rig.yaml        # ...the real and shadow ring of a mixed run
+  hil calibrate ring ... --write-parts                             # ...and store the numbers in the parts too
+  hil calibrate write CAL.yaml --profile real                      # store a CAL.yaml in the parts it names
 
 A profile's `calibration: CAL.yaml` makes its virtual twin carry the fitted numbers."""
 
@@ -27,15 +30,28 @@ def register(sub) -> None:
     ring.add_argument("--rig", required=True, type=Path)
     ring.add_argument("--out", required=True, type=Path, help="a folder (calibration.mcap, CAL.yaml, "
                                                               "calibration.png) or a CAL.yaml path")
+    ring.add_argument("--write-parts", action="store_true", help="also store the fitted numbers in the parts "
+                      "whose descriptor memory is writable (a twin built from a scan then carries them)")
     ring.set_defaults(func=cmd_ring)
     fit = verbs.add_parser("fit", help="fit a recorded calibration.mcap")
     fit.add_argument("log", type=Path)
     fit.add_argument("--rig", required=True, type=Path)
     fit.add_argument("--out", required=True, type=Path, help="the CAL.yaml to write (calibration.png beside it)")
+    fit.add_argument("--write-parts", metavar="PROFILE", help="also store the fitted numbers in the parts of the "
+                     "robot this profile opens, where their descriptor memory is writable")
     fit.set_defaults(func=cmd_fit)
-    check = verbs.add_parser("check", help="compare a real and a twin calibration log bin by bin (+-10 pp)")
-    check.add_argument("real", type=Path)
-    check.add_argument("twin", type=Path)
+    write = verbs.add_parser("write", help="store a CAL.yaml's numbers in the parts it names (where their "
+                                           "descriptor memory is writable)")
+    write.add_argument("cal", type=Path)
+    write.add_argument("--profile", required=True, help="the robot whose parts get the numbers")
+    write.add_argument("--bus", help="replace the profile's bus URL")
+    write.set_defaults(func=cmd_write)
+    check = verbs.add_parser("check", help="compare the real ring with the twin's bin by bin (+-10 pp): a mixed "
+                                           "run's two sides, or a real and a twin calibration log")
+    check.add_argument("real", type=Path, help="a mixed trial's trial.mcap or a mixed calibration run's "
+                                              "calibration.mcap (their real and virtual sides), or a real run's "
+                                              "calibration log")
+    check.add_argument("twin", type=Path, nargs="?", help="the twin's calibration log (omit for a mixed run)")
     check.add_argument("--rig", required=True, type=Path)
     check.set_defaults(func=cmd_check)
 
@@ -55,7 +71,8 @@ def cmd_ring(args) -> int:
     folder, cal = _outputs(args.out)
     log = calibrate_ring(args.profile, rig, folder, bus=args.bus,
                          progress=lambda line: print(line, file=sys.stderr, flush=True))
-    return _fit_and_write(log, rig, cal)
+    code = _fit_and_write(log, rig, cal)
+    return _write_parts(args.profile, cal, args.bus) if args.write_parts and code == 0 else code
 
 
 def cmd_fit(args) -> int:
@@ -63,7 +80,26 @@ def cmd_fit(args) -> int:
 
     folder, cal = _outputs(args.out)
     folder.mkdir(parents=True, exist_ok=True)
-    return _fit_and_write(args.log, load_rig(args.rig), cal)
+    code = _fit_and_write(args.log, load_rig(args.rig), cal)
+    return _write_parts(args.write_parts, cal, None) if args.write_parts and code == 0 else code
+
+
+def cmd_write(args) -> int:
+    return _write_parts(args.profile, args.cal, args.bus)
+
+
+def _write_parts(profile, cal: Path, bus: str | None) -> int:
+    """Store the CAL.yaml in the parts; warnings (no such part, read-only memory) do not fail the command."""
+    from .parts import write_parts
+
+    report = write_parts(profile, cal, bus=bus)
+    for line in report.stored:
+        print(line)
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    if not report.stored:
+        print("no part stores the calibration", file=sys.stderr)
+    return 0
 
 
 def _fit_and_write(log_path: Path, rig, cal: Path) -> int:
@@ -82,10 +118,18 @@ def _fit_and_write(log_path: Path, rig, cal: Path) -> int:
 
 
 def cmd_check(args) -> int:
-    from .log import read_log
+    from .log import is_calibration_log, mixed_sides, mixed_trial_sides, read_log
     from .report import check
     from .rig import load_rig
 
-    ok, lines = check(read_log(args.real), read_log(args.twin), load_rig(args.rig))
+    rig = load_rig(args.rig)
+    if args.twin is None:
+        if is_calibration_log(args.real):  # a calibration run on a mixed robot
+            real, twin = mixed_sides(read_log(args.real), args.real)
+        else:  # a mixed trial's log (hil run --record)
+            real, twin = mixed_trial_sides(args.real, rig.start)
+        ok, lines = check(real, twin, rig, sides=("real", "virtual"))
+    else:
+        ok, lines = check(read_log(args.real), read_log(args.twin), rig)
     print("\n".join(lines))
     return 0 if ok else 1

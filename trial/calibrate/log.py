@@ -78,3 +78,77 @@ def read_log(path: str | Path) -> CalibrationLog:
         raise CalibrationLogError(f"{path}: ring readings without yaw (odometry or IMU): the fit needs the robot's "
                                   "heading of every reading")
     return CalibrationLog(meta, samples)
+
+
+def is_calibration_log(path: str | Path) -> bool:
+    """Whether ``path`` is a calibration log (it has a /calibration/meta channel) rather than a trial log."""
+    from mcap.reader import make_reader
+
+    try:
+        with open(path, "rb") as f:
+            summary = make_reader(f).get_summary()
+    except OSError as exc:
+        raise CalibrationLogError(f"{path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - mcap's own errors for a file that is not MCAP
+        raise CalibrationLogError(f"{path}: not a readable MCAP log ({exc})") from None
+    if summary is None:
+        return True  # no summary (a cut file): read_log says what it finds
+    return any(c.topic == META for c in summary.channels.values())
+
+
+def mixed_trial_sides(path: str | Path, start: tuple[float, float, float]) -> tuple[CalibrationLog, CalibrationLog]:
+    """(real, virtual) of a mixed trial's log (``hil run --record`` with a ``crowd:`` profile): the ring's real
+    and shadow readings (``/robot/sensors`` ring_real, ring_virtual) at the tick's odometry pose (``/robot/state``,
+    in the map frame since start_pose), the ring's model and placement from ``/robot/model``. ``start`` is the
+    rig's start in the map frame: the poses are made relative to it, as a calibration run records them."""
+    import math
+
+    from trial.record.log import read_log as read_trial_log
+
+    try:
+        log = read_trial_log(path)
+    except Exception as exc:  # noqa: BLE001 - the reader's own errors name what is wrong with the file
+        raise CalibrationLogError(f"{path}: not a readable trial log ({exc})") from None
+    models = log.messages.get("/robot/model") or []
+    ring = models[0].data.get("ring") if models else None
+    if not models:
+        raise CalibrationLogError(f"{path}: neither a calibration log nor a trial log (no /calibration/meta, no "
+                                  "/robot/model)")
+    if not ring:
+        raise CalibrationLogError(f"{path}: the trial's robot has no range ring: nothing to check")
+    if "params" not in ring or "in_base" not in ring:
+        raise CalibrationLogError(f"{path}: the log's /robot/model predates the ring's model and placement in it; "
+                                  "record the trial again")
+    states = log.messages.get("/robot/state") or []
+    sensors = [m for m in log.messages.get("/robot/sensors") or [] if "ring_virtual" in m.data]
+    if not sensors:
+        raise CalibrationLogError(f"{path}: not a mixed trial: /robot/sensors has no ring_virtual (record it with a "
+                                  "profile whose crowd: has walls: echo)")
+    if not states or any("odometry" not in s.data for s in states):
+        raise CalibrationLogError(f"{path}: ring readings without yaw: /robot/state has no odometry pose")
+    meta = {"robot": "mixed trial", "ring": {"name": ring.get("name"), "part": ring.get("part"),
+                                             "serial": ring.get("serial"), "sensor": ring.get("sensor", "ring"),
+                                             "params": ring["params"], "ring_in_base": ring["in_base"]}}
+    sx, sy, syaw = start
+    c, s = math.cos(syaw), math.sin(syaw)
+    real, virtual, k = [], [], 0
+    for message in sensors:
+        while k + 1 < len(states) and states[k + 1].t <= message.t + 1e-9:
+            k += 1
+        ox, oy, oyaw = states[k].data["odometry"]
+        dx, dy = ox - sx, oy - sy
+        pose = {"t": message.t, "x": c * dx + s * dy, "y": -s * dx + c * dy, "yaw": oyaw - syaw, "still": True}
+        real.append({**pose, "ranges": message.data["ring_real"]})
+        virtual.append({**pose, "ranges": message.data["ring_virtual"]})
+    return CalibrationLog(meta, real), CalibrationLog(meta, virtual)
+
+
+def mixed_sides(log: CalibrationLog, path: str | Path) -> tuple[CalibrationLog, CalibrationLog]:
+    """(real, virtual) of a run on a mixed robot: the real ring's readings and the shadow (twin) ring's, recorded
+    side by side at the same poses (``virtual`` in every sample: runtime/robot/overlay.py)."""
+    if not all(isinstance(s.get("virtual"), list) for s in log.samples):
+        raise CalibrationLogError(f"{path}: not a mixed run: its readings have no virtual (shadow ring) side; "
+                                  "record it with a profile whose crowd: has walls: echo, or give the twin's log "
+                                  "as a second argument")
+    virtual = [{**s, "ranges": s["virtual"], "counters": {}} for s in log.samples]
+    return log, CalibrationLog(log.meta, virtual)

@@ -79,6 +79,8 @@ def record_run(robot: Any, rig: Rig, path: Path, robot_name: str,
     try:
         writer.write(META, 0.0, {"robot": robot_name, "rig": rig.source, "ring": meta, "hz": hz})
         start = robot.clock.now()
+        x0, y0, yaw0 = robot.base.odometry  # the rig's start (a mixed robot's odometry starts at start_pose)
+        c0, s0 = math.cos(yaw0), math.sin(yaw0)
         shown, moved_at = -1, 0.0
         for tick in robot.loop(hz=hz):
             t = tick.time - start
@@ -86,11 +88,14 @@ def record_run(robot: Any, rig: Rig, path: Path, robot_name: str,
             if v or w:
                 moved_at = t
             robot.base.drive(v, w)
-            x, y, yaw = robot.base.odometry
-            ranges = ring.real_ranges
-            writer.write(RING, t, {"t": t, "x": x, "y": y, "yaw": yaw, "ranges": ranges,
-                                   "still": t - moved_at > 2.0 / hz,
-                                   "counters": read_counters(ring, meta["counters"])})
+            ox, oy, oyaw = robot.base.odometry
+            dx, dy = ox - x0, oy - y0
+            x, y, yaw = c0 * dx + s0 * dy, -s0 * dx + c0 * dy, oyaw - yaw0  # in the frame of the start
+            sample = {"t": t, "x": x, "y": y, "yaw": yaw, "ranges": ring.real_ranges,
+                      "still": t - moved_at > 2.0 / hz, "counters": read_counters(ring, meta["counters"])}
+            if ring.virtual_ranges is not None:  # a mixed robot: the shadow (twin) ring beside the real one
+                sample["virtual"] = list(ring.virtual_ranges)
+            writer.write(RING, t, sample)
             if int(10 * t / total) != shown:
                 shown = int(10 * t / total)
                 progress(f"calibrate: {min(100, 10 * shown)} % ({t:.0f} of {total:.0f} s), "

@@ -77,7 +77,7 @@ class LiveServer:
         listener = type("HilListener", (_Listener, ServerListener), {})(self)
         self.server = foxglove.start_server(
             name=f"hil {label}".strip(), host=host, port=port, capabilities=_capabilities(),
-            server_listener=listener, context=self.context, services=[_mark_service(self)],
+            server_listener=listener, context=self.context, services=[_mark_service(self), self._retry_service()],
             supported_encodings=["json"],
             # PlaybackControl needs a range: the trial's, 0 to its duration (the bar shows how far it has come)
             playback_time_range=(0, round((duration_s or LONGEST_S) * 1e9)))
@@ -86,6 +86,20 @@ class LiveServer:
     @property
     def url(self) -> str:
         return f"ws://{self.host}:{self.port}"
+
+    def _retry_service(self) -> Any:
+        """``hil/retry`` at the trial's time now, from the states the trial saves beside its log."""
+        from pathlib import Path
+
+        from .retry import retry_service
+
+        def folder():
+            path = getattr(self.rec, "path", None)
+            return Path(path).parent if path is not None else None
+
+        return retry_service(folder, lambda: self.now_s,
+                             lambda why, request: self._refuse("retry", why, f"foxglove client {request.client_id}",
+                                                               now=True))
 
     @property
     def taps(self) -> tuple:

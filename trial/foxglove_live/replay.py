@@ -68,8 +68,9 @@ class ReplayServer:
         listener = type("HilReplayListener", (_ReplayListener, ServerListener), {})(self)
         self.server = foxglove.start_server(
             name=f"hil replay {self.path.parent.name}", host=host, port=port,
-            capabilities=[Capability.Time, Capability.PlaybackControl], server_listener=listener,
-            context=self.context, playback_time_range=(self.start_ns, self.end_ns))
+            capabilities=[Capability.Time, Capability.PlaybackControl, Capability.Services], server_listener=listener,
+            context=self.context, playback_time_range=(self.start_ns, self.end_ns), supported_encodings=["json"],
+            services=[self._retry_service()])
         self.host, self.port = host, self.server.port
         self._thread = threading.Thread(target=self._play, name="hil-foxglove-replay", daemon=True)
         self._thread.start()
@@ -77,6 +78,15 @@ class ReplayServer:
     @property
     def url(self) -> str:
         return f"ws://{self.host}:{self.port}"
+
+    def _retry_service(self) -> Any:
+        """``hil/retry`` at the playback position, from the states saved beside the log (the viewer's button)."""
+        from .retry import retry_service
+
+        def refused(why: str, request: Any) -> None:
+            print(f"foxglove replay: retry refused: {why}", file=self.err, flush=True)
+
+        return retry_service(lambda: self.path.parent, lambda: self.position_ns / 1e9, refused)
 
     # --- the player ---------------------------------------------------------------------------------------------
     def _play(self) -> None:

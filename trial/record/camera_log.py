@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 from typing import Any
 
 JPEG_QUALITY = 85
@@ -38,10 +39,24 @@ class CameraLog:
         self.cameras = [(name, s) for name, s in robot.sensors.items() if isinstance(s, Camera) and s.available]
         self._next_s = 0.0
         self._link_names = {name: _link_name(robot, camera) for name, camera in self.cameras}
-        self.skipped: list[str] = []  # cameras whose frames failed (recorded once in /trial/notes by the caller)
+        self.skipped: list[str] = []  # cameras not recorded, and why (each also one of the robot's notes)
+        self._notes = getattr(robot, "notes", None)
         if self.rate_hz > 0 and self.cameras:
-            self._encoder = _jpeg_encoder()
+            try:
+                self._encoder = _jpeg_encoder()
+            except RuntimeError as exc:  # a core install (no camera extra): the trial runs, its cameras unrecorded
+                for name, _ in self.cameras:
+                    self._skip(name, str(exc))
+                self.cameras = []
+                return
             self._static_frames()
+
+    def _skip(self, name: str, why: str) -> None:
+        line = f"camera {name} not recorded: {why}"
+        self.skipped.append(line)
+        print(f"note: {line}", file=sys.stderr)  # said as it happens, as the robot's notes are at open
+        if self._notes is not None:
+            self._notes.append(line)
 
     def after_cycle(self, t: float) -> None:
         if self.rate_hz <= 0 or not self.cameras or t < self._next_s - 1e-9:
@@ -52,7 +67,7 @@ class CameraLog:
                 frame = camera.frame()
             except Exception as exc:  # noqa: BLE001 - a camera that cannot render must not end the trial's log
                 self.cameras.remove((name, camera))
-                self.skipped.append(f"{name}: {exc}")
+                self._skip(name, str(exc))
                 continue
             self._write_frame(name, t, frame)
 
@@ -111,7 +126,8 @@ def _jpeg_encoder():
     try:
         from PIL import Image
     except ImportError:
-        raise RuntimeError("recording camera images needs Pillow: pip install 'hil[camera]' (or --camera-rate 0)")
+        raise RuntimeError("recording camera images needs Pillow: pip install 'hil[camera]' (--camera-rate 0 "
+                           "records none)") from None
 
     def encode(rgb) -> bytes:
         out = io.BytesIO()

@@ -237,6 +237,10 @@ class FoxgloveChannels:
         self._log(t, text, "steering", level=level)
 
     def _script(self, t: float, msg: dict[str, Any]) -> None:
+        if msg.get("error"):
+            self._log(t, f"line {msg['line']} failed: {msg['error']}", "crowd/script", line=int(msg["line"]),
+                      level="Error")
+            return
         self._log(t, f"line {msg['line']}: {msg['text']}", "crowd/script", line=int(msg["line"]))
 
     def _log(self, t: float, text: str, name: str, line: int = 0, level: str = "Info") -> None:

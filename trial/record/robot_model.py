@@ -61,10 +61,30 @@ def _ring(robot: Any) -> dict[str, Any] | None:
     params = sensor.params
     link = next(k.name for k in robot.model.links if k.bus_id == ring.part_key and k.body == sensor.body)
     yaws = params.get("yaw_deg") or [0.0] * len(ring.angles)
+    from runtime.robot.overlay import ring_geometry
+
+    _, (translation, rotation) = ring_geometry(robot, ring)
+    part = robot.virtual.parts[ring.part_key]
     return {"name": ring.name, "link": link, "yaw": [math.radians(float(y)) for y in yaws],
             "origin_radius_m": float(params.get("origin_radius_m", 0.0)),
             "origin_z_m": float(params.get("origin_z_m", 0.0)),
-            "min_range_m": ring.min_range, "max_range_m": ring.max_range if math.isfinite(ring.max_range) else 4.0}
+            "min_range_m": ring.min_range, "max_range_m": ring.max_range if math.isfinite(ring.max_range) else 4.0,
+            # the part's sensor model and the ring frame in the base frame: what `hil calibrate check` needs to
+            # know every ray's incidence from a trial log alone (issue 25)
+            "part": desc.name, "serial": part.serial_number, "sensor": sensor.name, "params": _plain(params),
+            "in_base": {"rotation": [[float(v) for v in row] for row in np.asarray(rotation)],
+                        "translation": [float(v) for v in np.asarray(translation)]}}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready (tuples as lists, numpy scalars as numbers)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 class LinkPoser:

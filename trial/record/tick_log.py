@@ -156,9 +156,12 @@ class TickLog:
         sensors: dict[str, Any] = {"ring": self.ring.ranges if self.ring is not None else [],
                                    "contacts": [f"{name}.{zone}" for name, sensor in self.contacts
                                                 for zone, on in sensor.pressed.items() if on]}
+        if self.ring is not None:
+            sensors["ring_cause"] = self.ring.causes  # why each of the part's own readings failed (null: valid)
         if self.overlay is not None:
             sensors["ring_real"] = self.ring.real_ranges
             sensors["ring_virtual"] = list(self.ring.virtual_ranges or [None] * len(self.ring.angles))
+            sensors["ring_virtual_cause"] = list(self.ring.virtual_causes or [None] * len(self.ring.angles))
         rec.write("/robot/sensors", t, sensors)
         self._write_parts(t)
         self._write_people(t)

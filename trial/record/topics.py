@@ -87,6 +87,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                           "description": "mixed trials: what the physical ring measured"},
             "ring_virtual": {"type": "array", "items": {"oneOf": [_NUM, {"type": "null"}]},
                              "description": "mixed trials: what the shadow world's ring saw of the virtual people"},
+            "ring_cause": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "null"}]},
+                           "description": "why each of the ring part's own readings failed (no_hit, range, "
+                                          "angle, noise; unknown for a part without per-cause codes), null: valid"},
+            "ring_virtual_cause": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "null"}]},
+                                   "description": "mixed trials: why each shadow-ring reading had no echo"},
             "contacts": {"type": "array", "items": {"type": "string"}},
         },
         "required": ["ring", "contacts"],
@@ -101,9 +106,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "/crowd/script": {
         "title": "hil.ScriptLine",
-        "description": "A line of the crowd's staged script that ran (crowd time t, line number, the line).",
+        "description": "A line of the crowd's staged script that ran (crowd time t, line number, the line), or the "
+                       "line that failed (error: the crowd's message; the script stopped there, the crowd goes on).",
         "type": "object",
-        "properties": {"t": _NUM, "line": {"type": "integer"}, "text": {"type": "string"}},
+        "properties": {"t": _NUM, "line": {"type": "integer"}, "text": {"type": "string"},
+                       "error": {"type": "string", "description": "why the line failed (source:line: message)"}},
         "required": ["t", "line", "text"],
     },
     "/bus/stats": {
@@ -179,6 +186,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "profile": {"type": "string"},
             "versions": {"type": "object", "additionalProperties": {"type": "string"}},
             "robot_radius": {"type": "number", "description": "m; 0.3 when absent"},
+            "objectives": {"type": "object", "description": "user: the rates files' own objectives, name -> "
+                                                            "'module:Class' (only when there are)"},
             "controller": {"type": "string", "description": "hil run: the controller file"},
             "clock": {"type": "string", "description": "hil run: the profile's clock (real or sim)"},
             "clock_start_s": {"type": "number", "description": "hil run: the robot clock's reading at trial time 0"},

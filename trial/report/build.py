@@ -93,6 +93,9 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         if invalid:
             causes = ", ".join(f"{cause} {n}" for cause, n in invalid.items() if cause != "total")
             lines.append(f"{name + ' invalid':<19} {invalid['total']} readings ({causes})")
+    script = metrics.get("script") or {}
+    if script.get("errors"):
+        lines.append(f"{SCRIPT_ERROR:<19} {script['first_error']} (the script stopped there)")
     log = metrics.get("log")
     if log is not None and not log["complete"]:
         lines.append(f"log                 cut short at {log['end_s']} s: {log['stopped']}")
@@ -100,6 +103,17 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         lines.append(f"log                 cut short at {log['end_s']} s ({log['repaired'].get('stopped')}); "
                      "repaired: complete and indexed")
     return "\n".join(lines)
+
+
+SCRIPT_ERROR = "script error"  # the line's label in format_metrics (shown red on the page and on a terminal)
+RED, PLAIN = "\033[31m", "\033[0m"
+
+
+def in_red(text: str, tty: bool) -> str:
+    """format_metrics' text with its script error line red on a terminal (as the page shows it)."""
+    if not tty:
+        return text
+    return "\n".join(f"{RED}{line}{PLAIN}" if line.startswith(SCRIPT_ERROR) else line for line in text.splitlines())
 
 
 def cli(args: argparse.Namespace) -> int:
@@ -110,7 +124,7 @@ def cli(args: argparse.Namespace) -> int:
     if not getattr(args, "no_repair", False):
         _repair_if_cut_short(trial_dir / LOG_NAME)
     metrics = build_report(trial_dir)
-    print(format_metrics(metrics))
+    print(in_red(format_metrics(metrics), sys.stdout.isatty()))
     print(f"wrote {trial_dir / METRICS_NAME} and {trial_dir / TOPDOWN_NAME}")
     return 0
 

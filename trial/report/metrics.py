@@ -72,6 +72,7 @@ def compute_metrics(messages: Mapping[str, Sequence[LogMessage]], *, still_speed
     out.update(_people_metrics(robot, tracks, messages, robot_radius, contact_margin_m))
     out["sensors"] = sensor_faults(messages)
     out["parts"] = part_event_counts(messages.get("/robot/parts", ()))
+    out["script"] = script_counts(messages.get("/crowd/script", ()))
     return _rounded(out)
 
 
@@ -93,6 +94,14 @@ def sensor_faults(messages: Mapping[str, Sequence[LogMessage]]) -> dict[str, Any
         ring["readings"] = len(readings)
         ring["invalid_per_sensor"] = [sum(r[k] is None for r in readings if k < len(r)) for k in range(len(readings[0]))]
     return out
+
+
+def script_counts(lines: Sequence[LogMessage]) -> dict[str, Any]:
+    """The staged script: how many lines ran, how many failed (a failed line stops the script: 0 or 1), and the
+    first failure (``line N: source:line: message``) or None."""
+    failed = [m.data for m in lines if isinstance(m.data, dict) and m.data.get("error")]
+    return {"lines": len(lines) - len(failed), "errors": len(failed),
+            "first_error": f"line {failed[0].get('line', 0)}: {failed[0]['error']}" if failed else None}
 
 
 def part_event_counts(events: Sequence[LogMessage]) -> dict[str, int]:

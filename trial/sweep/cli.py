@@ -20,6 +20,7 @@ Trials already done in DIR are skipped: run the same command again after Ctrl-C 
   hil sweep guide                                  # config/sweeps/guide.yaml (or ./config/sweeps, $HIL_PATH)
   hil sweep my_sweep.yaml --out sweeps/mine --workers 2
   hil sweep my_sweep.yaml --scheduler tcp://10.0.0.5:8786    # workers on other machines (docs/SWEEPS.md)
+  hil sweep guide --foxglove                       # watch worker 0's trials live in Foxglove (ws://127.0.0.1:8765)
 
 The format (docs/SWEEPS.md):
   controller: my_controller.py
@@ -45,6 +46,12 @@ def register(sub) -> None:
                             "duration)")
     sweep.add_argument("--retry-failed", action="store_true", help="run again the trials that failed or timed out")
     sweep.add_argument("--check", action="store_true", help="check the sweep and list its trials; run nothing")
+    sweep.add_argument("--foxglove", nargs="?", const="", default=None, metavar="[HOST:]PORT",
+                       help="serve the trial running on one worker live to Foxglove (a foxglove-sdk WebSocket "
+                            "server, loopback port 8765 unless given; 0: any free port); each next trial there "
+                            "re-opens the same port: keep Foxglove connected, it reconnects")
+    sweep.add_argument("--foxglove-worker", type=int, default=0, metavar="N",
+                       help="the worker whose trials are served (default 0, the first)")
     sweep.set_defaults(func=cmd_sweep)
 
 
@@ -62,6 +69,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be at least 1, not {args.workers}")
     if args.workers is not None and args.scheduler:
         raise ValueError("--workers starts a local cluster; --scheduler uses an existing one: give one of them")
+    foxglove = None
+    if args.foxglove is not None:
+        from ..foxglove_live.address import parse_address
+
+        foxglove = parse_address(args.foxglove)
+    if args.foxglove_worker < 0:
+        raise ValueError(f"--foxglove-worker must be 0 or more, not {args.foxglove_worker}")
     sweep = load_sweep(resolve_spec(args.spec), timeout_s=args.timeout_s)
     if args.check:
         for job in sweep.jobs:
@@ -80,7 +94,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .run import run_sweep
 
     outcome = run_sweep(sweep, args.out, workers=args.workers, scheduler=args.scheduler,
-                        retry_failed=args.retry_failed)
+                        retry_failed=args.retry_failed, foxglove=foxglove, foxglove_worker=args.foxglove_worker)
     print(outcome.summary_text)
     if outcome.worst:
         print("\nthe worst trials (replay one with hil view FOLDER, or hil report FOLDER):")

@@ -15,6 +15,11 @@ after which the future holds ``KilledWorker`` and the trial becomes a failed row
 What crosses Dask's wire is plain data (the trial's keys, its folder, its record) and a reference to
 ``run_job``; Dask itself pickles task messages, which is why a local cluster listens on loopback only and a
 remote one belongs on a trusted network or behind Dask's TLS (docs/SWEEPS.md).
+
+``--foxglove [HOST:]PORT --foxglove-worker N``: the N-th worker (by name: a local cluster's are 0, 1, ...; else
+by address) is chosen once the client is connected, and every job carries the address and that worker's
+address; the worker serves the trial it is running (trial/sweep/worker.py) and sends a ``foxglove`` event with
+the URL, which is printed above the progress line and given to ``observer``.
 """
 from __future__ import annotations
 
@@ -61,9 +66,11 @@ def cores() -> int:
 
 def run_jobs(jobs: list[Job], out: Path, *, timeout_s: float, progress: Progress, workers: int | None = None,
              scheduler: str | None = None, grace_s: float | None = None, rerun: bool = False,
-             observer: Callable[[dict[str, Any]], None] | None = None) -> dict[int, dict[str, Any]]:
+             observer: Callable[[dict[str, Any]], None] | None = None,
+             foxglove: tuple[str, int] | None = None, foxglove_worker: int = 0) -> dict[int, dict[str, Any]]:
     """Run ``jobs`` on Dask; their records by job index. ``observer`` sees every event a worker sends (a trial
-    started: its id, worker address, worker and trial-process pids)."""
+    started: its id, worker address, worker and trial-process pids; a trial served to Foxglove: its URL).
+    ``foxglove`` (host, port): the trials of worker ``foxglove_worker`` are served live there, one at a time."""
     try:
         import dask
         from distributed import Client, LocalCluster
@@ -77,6 +84,9 @@ def run_jobs(jobs: list[Job], out: Path, *, timeout_s: float, progress: Progress
     with dask.config.set(settings):
         if scheduler is None:
             n = max(1, min(workers or cores(), len(jobs)))
+            if foxglove is not None and not 0 <= foxglove_worker < n:  # said before a cluster is started
+                raise ValueError(f"--foxglove-worker {foxglove_worker}: this sweep starts {n} local worker(s) "
+                                 f"(0..{n - 1})")
             with _sigint_ignored():  # the workers inherit it: Ctrl-C stops the sweep here, not in each worker
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
@@ -86,7 +96,11 @@ def run_jobs(jobs: list[Job], out: Path, *, timeout_s: float, progress: Progress
                     from .plugin import LOCAL_NAME, IgnoreInterrupt
 
                     client.register_plugin(IgnoreInterrupt(), name=LOCAL_NAME)
-                return _submit_and_collect(client, jobs, out, timeout_s, progress, grace_s, rerun, observer)
+                served = None
+                if foxglove is not None:
+                    served = {"host": foxglove[0], "port": foxglove[1],
+                              "worker": chosen_worker(client, foxglove_worker)}
+                return _submit_and_collect(client, jobs, out, timeout_s, progress, grace_s, rerun, observer, served)
         finally:
             if cluster is not None:
                 cluster.close()
@@ -106,25 +120,65 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def chosen_worker(client, index: int, timeout_s: float = 60.0) -> str:
+    """The address of the ``index``-th worker: by name when the names are numbers (a LocalCluster's 0, 1, ...),
+    else in address order. ValueError when the cluster has no such worker (after waiting for it a while)."""
+    if index < 0:
+        raise ValueError(f"--foxglove-worker must be 0 or more, not {index}")
+    try:
+        client.wait_for_workers(index + 1, timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - too few workers: said below with how many there are
+        pass
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+
+    def order(item):
+        address, info = item
+        name = info.get("name")
+        return (0, int(name), address) if isinstance(name, int) or str(name).isdigit() else (1, 0, address)
+
+    addresses = [address for address, _ in sorted(workers.items(), key=order)]
+    if index >= len(addresses):
+        raise ValueError(f"--foxglove-worker {index}: the cluster has {len(addresses)} worker(s) "
+                         f"(0..{len(addresses) - 1})")
+    return addresses[index]
+
+
 def _submit_and_collect(client, jobs: list[Job], out: Path, timeout_s: float, progress: Progress,
-                        grace_s: float | None, rerun: bool, observer) -> dict[int, dict[str, Any]]:
+                        grace_s: float | None, rerun: bool, observer,
+                        served: dict[str, Any] | None = None) -> dict[int, dict[str, Any]]:
     from distributed import as_completed
 
     from .plugin import NAME, RunnerCleanup
 
     client.register_plugin(RunnerCleanup(), name=NAME)
 
+    said = {"url": None}
+
     def on_event(event) -> None:
         _, message = event
-        if isinstance(message, dict) and message.get("event") == "start":
+        if not isinstance(message, dict):
+            return
+        if message.get("event") == "start":
             progress.started(str(message.get("id")))
-            if observer is not None:
-                observer(message)
+        elif message.get("event") == "foxglove":
+            url, error = message.get("url"), message.get("error")
+            if error:
+                progress.note(f"foxglove: {message.get('id')} not served: {error}")
+            elif url != said["url"]:  # said once per address (each trial of the worker re-opens the same)
+                progress.note(f"foxglove: serving the trials of worker {message.get('worker')} at {url} (now "
+                              f"{message.get('id')}; Foxglove: Open connection -> Foxglove WebSocket)")
+            said["url"] = url
+        else:
+            return
+        if observer is not None:
+            observer(message)
 
     client.subscribe_topic(EVENT_TOPIC, on_event)
     futures = {}
     for job in jobs:
         payload = {**job.payload(out, timeout_s), "grace_s": grace_s, "rerun": rerun}
+        if served is not None:
+            payload["foxglove"] = served
         future = client.submit(run_job, payload, key=f"hil-trial-{job.hash[:16]}-{job.index}", pure=False,
                                retries=RETRIES)
         futures[future] = job

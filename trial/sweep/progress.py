@@ -68,6 +68,12 @@ class Progress:
                 self._say(f"{status}: {trial_id}: {error or status}")
             self._draw(force=True)
 
+    def note(self, text: str) -> None:
+        """A line above the progress line (where a trial is served to Foxglove)."""
+        with self._lock:
+            self._say(text)
+            self._draw(force=self.tty)
+
     def tick(self) -> None:
         """Redraw now and then (the ETA and the running count change without a trial ending)."""
         with self._lock:

@@ -53,11 +53,13 @@ class SweepOutcome:
 def run_sweep(sweep: Sweep | str | Path, out: str | Path | None = None, *, workers: int | None = None,
               scheduler: str | None = None, timeout_s: float | None = None, grace_s: float | None = None,
               retry_failed: bool = False, stream: TextIO | None = None, tty: bool | None = None,
-              observer: Callable[[dict[str, Any]], None] | None = None) -> SweepOutcome:
+              observer: Callable[[dict[str, Any]], None] | None = None,
+              foxglove: tuple[str, int] | None = None, foxglove_worker: int = 0) -> SweepOutcome:
     """Run a sweep (a file or a loaded :class:`Sweep`) into ``out`` (default ``sweeps/NAME``). A bad sweep
     raises ConfigError (file:line) before anything starts. Trials already done there with the same hash are
     skipped (``retry_failed``: those that failed or timed out run again). Ctrl-C writes the table of what is
-    done (``outcome.interrupted``); the same call later goes on from there."""
+    done (``outcome.interrupted``); the same call later goes on from there. ``foxglove`` (host, port): the trials
+    that worker ``foxglove_worker`` runs are served live to Foxglove there, one after another."""
     from .engine import SweepInterrupted, run_jobs
 
     if not isinstance(sweep, Sweep):
@@ -82,7 +84,8 @@ def run_sweep(sweep: Sweep | str | Path, out: str | Path | None = None, *, worke
     interrupted = False
     try:
         ran = run_jobs(to_run, out, timeout_s=sweep.timeout_s, progress=progress, workers=workers,
-                       scheduler=scheduler, grace_s=grace_s, rerun=retry_failed, observer=observer)
+                       scheduler=scheduler, grace_s=grace_s, rerun=retry_failed, observer=observer,
+                       foxglove=foxglove, foxglove_worker=foxglove_worker)
     except SweepInterrupted as stop:
         ran = stop.records
         interrupted = True

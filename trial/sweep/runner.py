@@ -15,7 +15,11 @@ only when a trial overruns or its process dies.
 Protocol: the process prints ``{"ready": PID}`` once it has imported what a trial needs; then, for each line
 ``{"job": {...}, "attempt": DIR}`` (a job's payload, trial/sweep/spec.py ``Job.payload``), it runs the trial into
 ``DIR`` and prints one line, the trial's record (trial/sweep/store.py). What the trial prints (the controller's
-output, notes, the crowd's log) goes to ``DIR/output.txt``, never into the protocol.
+output, notes, the crowd's log) goes to ``DIR/output.txt``, never into the protocol. A job with a ``foxglove``
+key (``hil sweep --foxglove``: this process belongs to the chosen worker) is served live to Foxglove on that
+address while it runs (trial/foxglove_live/live.py), and the process first prints ``{"foxglove": URL}`` (or
+``{"foxglove": null, "error": ...}`` when the port cannot be opened: the trial runs unserved), which the worker
+passes on to the sweep; one server per trial, re-opened on the same port for the next one.
 """
 from __future__ import annotations
 
@@ -26,14 +30,16 @@ import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 TIMEOUT, OUTPUT_NAME = "timeout", "output.txt"
 TRACEBACK_CHARS = 4000
 
 
-def run_here(job: dict[str, Any], attempt: Path) -> dict[str, Any]:
-    """Run the job's trial into ``attempt`` (in this process) and return its record."""
+def run_here(job: dict[str, Any], attempt: Path, announce: Callable[[dict[str, Any]], None] | None = None
+             ) -> dict[str, Any]:
+    """Run the job's trial into ``attempt`` (in this process) and return its record. ``announce`` is told where
+    the trial is served to Foxglove (a job with a ``foxglove`` address)."""
     from runtime.clock.base import WALL
 
     from ..run import Trial
@@ -46,7 +52,13 @@ def run_here(job: dict[str, Any], attempt: Path) -> dict[str, Any]:
         try:
             kwargs = dict(job["trial"])
             spec = make_spec(kwargs.pop("controller"), source=job.get("source", "<sweep>"), **kwargs)
-            result = Trial(spec=spec).run(attempt, hooks=(watch,), err=sys.stderr)
+            server = _serve(job, spec, announce)
+            served = {"taps": server.taps, "hooks": (watch, *server.hooks)} if server else {"hooks": (watch,)}
+            try:
+                result = Trial(spec=spec).run(attempt, err=sys.stderr, **served)
+            finally:
+                if server is not None:
+                    server.close()
         except Exception as exc:  # noqa: BLE001 - a trial that cannot start is a row with its reason
             trace = traceback.format_exc()
             print(trace, file=sys.stderr)
@@ -64,6 +76,28 @@ def run_here(job: dict[str, Any], attempt: Path) -> dict[str, Any]:
                   sim_s=result.sim_s, wall_s=WALL() - start, ticks=result.ticks,
                   goal_reached_at_s=result.goal_reached_at_s,
                   metrics=result.metrics.to_dict() if result.metrics is not None else None)
+
+
+def _serve(job: dict[str, Any], spec: Any, announce: Callable[[dict[str, Any]], None] | None) -> Any:
+    """The job's LiveServer when it asks for one (``job["foxglove"]``: host, port), or None. A port that cannot be
+    opened (taken by another program) is announced and the trial runs unserved: a sweep's row matters more."""
+    where = job.get("foxglove")
+    if not where:
+        return None
+    from ..foxglove_live.live import LiveServer
+
+    try:
+        server = LiveServer(str(where["host"]), int(where["port"]), label=f"{job['id']}", duration_s=spec.duration)
+    except Exception as exc:  # noqa: BLE001 - the SDK's own error (address in use, bad host): said, not fatal
+        message = {"foxglove": None, "id": job["id"],
+                   "error": f"cannot serve on {where['host']}:{where['port']}: {type(exc).__name__}: {exc}"}
+        print(f"foxglove: {message['error']}", file=sys.stderr)
+    else:
+        message = {"foxglove": server.url, "id": job["id"], "port": server.port}
+        print(f"foxglove: serving {server.url}", file=sys.stderr)
+    if announce is not None:
+        announce(message)
+    return server if message["foxglove"] else None
 
 
 def record(*, status: str, stopped: str, error: str | None = None, traceback: str | None = None,
@@ -131,7 +165,8 @@ def main() -> int:
     for line in sys.stdin:
         message = json.loads(line)
         cpu0 = cpu_s()
-        reply = run_here(message["job"], Path(message["attempt"]))
+        reply = run_here(message["job"], Path(message["attempt"]),
+                         announce=lambda note: protocol.write(json.dumps(note) + "\n"))
         reply["cpu_s"] = cpu_s() - cpu0  # this process and its crowd: for bench/sweep.py, not the table
         protocol.write(json.dumps(reply, default=str) + "\n")
     return 0

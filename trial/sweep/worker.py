@@ -13,6 +13,12 @@ task never calls), and the process belongs to that thread alone (``threading.loc
 the worker dies or shuts down, and so does the crowd it started (its own PR_SET_PDEATHSIG). The trial process
 gets a session of its own, so the Ctrl-C a terminal sends to the sweep's process group does not reach it: the
 sweep is stopped by closing the cluster, not by trials failing half-way with a broken crowd.
+
+``hil sweep --foxglove``: a job carries the address and the chosen worker's address; on that worker (and only
+one trial at a time there: a worker with several threads serves the first, the others run unserved) the job is
+handed to the trial process with the address, which serves the trial live (trial/sweep/runner.py) and says
+where; the worker sends that on as a ``foxglove`` event and keeps the port, so that the next trial there (even
+in a new trial process) re-opens the same port (port 0: the one the first trial got).
 """
 from __future__ import annotations
 
@@ -37,6 +43,8 @@ LOG_DIR = "logs"
 _local = threading.local()
 _all: set[RunnerProcess] = set()  # every thread's, for close_runners
 _all_lock = threading.Lock()
+_serving = threading.Lock()  # one trial of this worker at a time serves Foxglove
+_ports: dict[tuple[str, int], int] = {}  # (host, port asked) -> the port the first server got
 
 
 def default_grace_s(timeout_s: float) -> float:
@@ -58,16 +66,58 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     _event({"event": "start", "id": job["id"], "pid": os.getpid(), "runner": runner.pid,
             "host": socket.gethostname()})
     grace = float(job.get("grace_s") or default_grace_s(float(job["timeout_s"])))
+    serving = _foxglove_here(job)
     try:
-        result = runner.run(job, attempt, float(job["timeout_s"]) + grace)
+        result = runner.run(_served(job, serving), attempt, float(job["timeout_s"]) + grace,
+                            on_note=lambda note: _foxglove_note(job, note))
     except RunnerLost as lost:
         _local.runner = None
         runner.kill()
         result = _salvaged(attempt, lost, time.monotonic() - started)
+    finally:
+        if serving:
+            _serving.release()
     if result["status"] in NOT_DONE:
         discard(attempt)
         return result
     return commit(attempt, final, job["hash"], result, replace=bool(job.get("rerun")))
+
+
+def _foxglove_here(job: dict[str, Any]) -> bool:
+    """Whether this trial is the one to serve to Foxglove: the job asks for it, this is the chosen worker, and no
+    other trial of this worker is serving (the lock is then held until the trial ends)."""
+    where = job.get("foxglove")
+    if not where:
+        return False
+    try:
+        from distributed import get_worker
+
+        address = get_worker().address
+    except (ImportError, ValueError):  # not in a worker (run_job called directly): serve
+        address = where.get("worker")
+    return address == where.get("worker") and _serving.acquire(blocking=False)
+
+
+def _served(job: dict[str, Any], serving: bool) -> dict[str, Any]:
+    """The job as the trial process gets it: with the address to serve on (the port the first one got) or
+    without any."""
+    where = job.get("foxglove")
+    job = {k: v for k, v in job.items() if k != "foxglove"}
+    if serving and where:
+        host, port = str(where["host"]), int(where["port"])
+        job["foxglove"] = {"host": host, "port": _ports.get((host, port), port)}
+    return job
+
+
+def _foxglove_note(job: dict[str, Any], note: dict[str, Any]) -> None:
+    where = job.get("foxglove") or {}
+    if where:
+        key = (str(where["host"]), int(where["port"]))
+        if note.get("port"):
+            _ports.setdefault(key, int(note["port"]))
+        elif note.get("error"):
+            _ports.pop(key, None)  # the port kept is taken now: the next trial tries the one asked for again
+    _event({"event": "foxglove", "id": job["id"], "url": note.get("foxglove"), "error": note.get("error")})
 
 
 class RunnerLost(Exception):
@@ -104,16 +154,25 @@ class RunnerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, job: dict[str, Any], attempt: Path, timeout_s: float) -> dict[str, Any]:
+    def run(self, job: dict[str, Any], attempt: Path, timeout_s: float, on_note=None) -> dict[str, Any]:
+        """Hand the process one job; its record. Lines before the record that are notes (``{"foxglove": ...}``:
+        where the trial is served) go to ``on_note``."""
         try:
             self.proc.stdin.write((json.dumps({"job": job, "attempt": str(attempt)}) + "\n").encode())
             self.proc.stdin.flush()
         except OSError as exc:
             raise RunnerLost(f"the trial process is gone ({exc})", overran=False) from None
-        return self._read_line(timeout_s, "running the trial")
-
-    def _read_line(self, timeout_s: float, doing: str) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
+        while True:
+            reply = self._read_line(max(0.0, deadline - time.monotonic()), "running the trial", total_s=timeout_s)
+            if "foxglove" not in reply:
+                return reply
+            if on_note is not None:
+                on_note(reply)
+
+    def _read_line(self, timeout_s: float, doing: str, total_s: float | None = None) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        timeout_s = timeout_s if total_s is None else total_s  # what the message says
         fd = self.proc.stdout.fileno()
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)

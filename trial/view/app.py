@@ -127,6 +127,8 @@ class Viewer:
         self.people_html = gui.add_html(_people_html([]))
         self.script_html = gui.add_html(_script_html(None, None))
         self.metrics_html = gui.add_html(_metrics_html(None))
+        with gui.add_folder("Ring", expand_by_default=False):
+            self.ring_legend_html = gui.add_html(ring_legend_html())
         with gui.add_folder("Objectives", expand_by_default=False):
             self.objectives_html = gui.add_html(_objectives_html())
         self.b_pause.on_click(lambda _: self._control("pause"))
@@ -306,7 +308,8 @@ class Viewer:
         self._put(self.status, _status_html(frame, rtf, state, mode, label, timeline.end_t))
         self._put(self.people_html, _people_html(frame.people))
         self._put(self.script_html, _script_html(timeline.static.get("/crowd/scenario"), frame.line,
-                                                 meta.get("scenario")))
+                                                 meta.get("scenario"), frame.script_error))
+        self._put(self.objectives_html, _objectives_html((meta.get("objectives") or {}).get("user")))
         self._put(self.metrics_html, _metrics_html(self.metrics))
 
     def _put(self, handle: Any, content: str) -> None:
@@ -365,19 +368,46 @@ def _people_html(people: list[dict[str, Any]]) -> str:
             f"(<span id='hil-people-count'>{len(people)}</span>)</b><table style='width:100%'>{body}</table></div>")
 
 
-def _script_html(scenario: dict[str, Any] | None, current: int | None, name: str | None = None) -> str:
+ERROR_STYLE = "color:#c00000;font-weight:bold"  # a script line that failed, on the page (red)
+
+
+def _script_html(scenario: dict[str, Any] | None, current: int | None, name: str | None = None,
+                 failed: dict[str, Any] | None = None) -> str:
+    """The script's lines, the one running highlighted; a line that failed red, with the crowd's message."""
+    error = (f"<div id='hil-script-error' class='hil-script-error' data-line='{int(failed['line'])}' "
+             f"style='{ERROR_STYLE}'>line {int(failed['line'])} failed: {html.escape(failed['error'])}</div>"
+             if failed else "")
     if not scenario:
-        return f"<div id='hil-script' style='font-size:12px'><b>script</b>: {html.escape(name or 'none')}</div>"
+        return (f"<div id='hil-script' style='font-size:12px'><b>script</b>: {html.escape(name or 'none')}"
+                f"{error}</div>")
     rows = []
     for number, text in enumerate(scenario.get("lines", []), start=1):
         if not text.strip() or text.lstrip().startswith("#"):
             continue
-        now = number == current
-        style = "background:#ffe066;font-weight:bold" if now else "color:#555"
-        rows.append(f"<div class='hil-line{' current' if now else ''}' data-line='{number}' style='{style}'>"
-                    f"{'&#9654;' if now else '&nbsp;'} {number}: {html.escape(text.strip())}</div>")
+        bad = failed is not None and number == int(failed["line"])
+        now = number == current and not bad
+        style = ERROR_STYLE + ";background:#ffd6d6" if bad else "background:#ffe066;font-weight:bold" if now else \
+            "color:#555"
+        mark = "&#10007;" if bad else "&#9654;" if now else "&nbsp;"
+        rows.append(f"<div class='hil-line{' current' if now else ''}{' failed' if bad else ''}' data-line='{number}' "
+                    f"style='{style}'>{mark} {number}: {html.escape(text.strip())}</div>")
     return (f"<div id='hil-script' style='font-size:12px;font-family:monospace;max-height:220px;overflow:auto'>"
-            f"<b>script {html.escape(scenario.get('name', ''))}</b>{''.join(rows)}</div>")
+            f"<b>script {html.escape(scenario.get('name', ''))}</b>{''.join(rows)}{error}</div>")
+
+
+def ring_legend_html() -> str:
+    """What the ring's colours mean: an echo (real, virtual), and a failed reading by its cause (issue 25)."""
+    from trial.record.palette import CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, VIRTUAL_ECHO_RGB
+
+    def swatch(rgb) -> str:
+        return "#" + "".join(f"{round(255 * c):02x}" for c in rgb)
+
+    rows = [("echo", "echo", ECHO_RGB), ("virtual", "virtual echo (mixed trial)", VIRTUAL_ECHO_RGB)]
+    rows += [(cause, CAUSE_TEXT[cause], rgb) for cause, rgb in CAUSE_RGB.items()]
+    items = "".join(f"<div class='hil-cause' data-cause='{cause}' data-rgb='{swatch(rgb)}'>"
+                    f"<span style='display:inline-block;width:18px;height:4px;margin-right:6px;vertical-align:middle;"
+                    f"background:{swatch(rgb)}'></span>{html.escape(text)}</div>" for cause, text, rgb in rows)
+    return f"<div id='hil-ring-legend' style='font-size:11px'><b>ring rays</b>{items}</div>"
 
 
 def _metrics_html(metrics: dict[str, Any] | None) -> str:
@@ -391,18 +421,30 @@ def _metrics_html(metrics: dict[str, Any] | None) -> str:
         text = format_metrics(metrics)
     except Exception:  # noqa: BLE001 - an older metrics.json: show it as it is
         text = json.dumps(metrics, indent=1)[:2000]
+    from trial.report.build import SCRIPT_ERROR
+
+    body = "\n".join(f"<span class='hil-metric-error' style='{ERROR_STYLE}'>{html.escape(line)}</span>"
+                     if line.startswith(SCRIPT_ERROR) else html.escape(line) for line in text.splitlines())
     return (f"<div id='hil-metrics' style='font-size:11px'><b>metrics</b><pre style='white-space:pre-wrap'>"
-            f"{html.escape(text)}</pre></div>")
+            f"{body}</pre></div>")
 
 
-def _objectives_html() -> str:
+def _objectives_html(user: dict[str, str] | None = None) -> str:
+    """The built-in objectives with their parameters, and the trial's own (its rates files' ``objectives.user``,
+    from the log's meta: named with the class they come from; the page never imports them)."""
     from crowd.objectives import describe
 
+    user = dict(user or {})
     rows = []
+    for name, target in sorted(user.items()):
+        rows.append(f"<div class='hil-objective user' data-name='{html.escape(name)}'><b>{html.escape(name)}</b>: "
+                    f"the trial's own ({html.escape(target)}, objectives.user of its rates)</div>")
     for o in describe():
+        if o["name"] in user:
+            continue
         params = ", ".join(f"{k}={v['default']:g}" for k, v in o["params"].items())
-        rows.append(f"<div class='hil-objective'><b>{html.escape(o['name'])}</b>: {html.escape(o['summary'])}"
-                    f"{' (' + html.escape(params) + ')' if params else ''}</div>")
+        rows.append(f"<div class='hil-objective' data-name='{html.escape(o['name'])}'><b>{html.escape(o['name'])}</b>: "
+                    f"{html.escape(o['summary'])}{' (' + html.escape(params) + ')' if params else ''}</div>")
     return f"<div id='hil-objectives' style='font-size:11px'>{''.join(rows)}</div>"
 
 

@@ -8,39 +8,16 @@ holds it (a phase is a look, not a record). Clothes come from the person's id (s
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from firmware_sim.world.figures import Gait, figure
 
+from .meshes import UNIT_SPHERE
 from .quat import wxyz_of
 
 KINDS = ("box", "cylinder", "sphere")
-
-
-def _unit_sphere(rings: int = 6, segments: int = 10) -> tuple[np.ndarray, np.ndarray]:
-    vertices = [[0.0, 0.0, 1.0]]
-    for i in range(1, rings):
-        theta = math.pi * i / rings
-        for j in range(segments):
-            phi = 2 * math.pi * j / segments
-            vertices.append([math.sin(theta) * math.cos(phi), math.sin(theta) * math.sin(phi), math.cos(theta)])
-    vertices.append([0.0, 0.0, -1.0])
-    faces = []
-    bottom = len(vertices) - 1
-    for j in range(segments):
-        faces.append([0, 1 + j, 1 + (j + 1) % segments])
-    for i in range(rings - 2):
-        a, b = 1 + i * segments, 1 + (i + 1) * segments
-        for j in range(segments):
-            k = (j + 1) % segments
-            faces += [[a + j, b + j, b + k], [a + j, b + k, a + k]]
-    last = 1 + (rings - 2) * segments
-    for j in range(segments):
-        faces.append([bottom, last + (j + 1) % segments, last + j])
-    return np.array(vertices, np.float32), np.array(faces, np.uint32)
 
 
 class FigureDrawer:
@@ -48,7 +25,7 @@ class FigureDrawer:
 
     def __init__(self, scene: Any, meshes: dict[str, tuple[np.ndarray, np.ndarray]]):
         self.scene = scene
-        self.meshes = {**meshes, "sphere": _unit_sphere()}
+        self.meshes = {**meshes, "sphere": UNIT_SPHERE}
         self.gait = Gait(0)
         self.nodes: dict[str, Any] = {}
         self._key: tuple = ()

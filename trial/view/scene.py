@@ -1,9 +1,12 @@
 """The 3D scene of the viewer, drawn with viser from a trial's messages (trial/view/timeline.py).
 
-Map walls and the goal once; the robot as its parts describe it (``/robot/model``: each link a frame node
-carrying the descriptors' visual shapes, placed by the model's forward kinematics at the logged joint
-positions); people as walking human figures (trial/view/figures.py, the cameras' figures); the
-ring's rays from their sensors to the echo (real and virtual echoes apart in a mixed trial); the robot's path and
+Map walls and the goal once; the robot as its parts describe it (``/robot/model``: the descriptors' visual shapes
+as the instances of a few batched meshes under the robot's base node, one per kind of shape, each instance
+placed by the model's forward kinematics at the logged joint positions: the links that moved cost one update of
+their batch's poses, not a position and an orientation setter per link, which was the page's largest cost
+(bench/foxglove.py); people as walking human figures (trial/view/figures.py, the cameras' figures); the
+ring's rays from their sensors to the echo (real and virtual echoes apart in a mixed trial; a ray whose reading
+failed drawn to the range limit in the colour of its cause, trial.record.palette.CAUSE_RGB); the robot's path and
 the people's recent trails. Only what changed is sent: viser forwards every property set to the browser.
 """
 from __future__ import annotations
@@ -14,41 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from trial.record.palette import (ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, VIRTUAL_ECHO_RGB, WALL_HEIGHT_M,
-                                  WALL_RGB, WALL_THICKNESS_M)
+from trial.record.palette import (CAUSE_RGB, ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, VIRTUAL_ECHO_RGB,
+                                  WALL_HEIGHT_M, WALL_RGB, WALL_THICKNESS_M)
 from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
-from .quat import wxyz_of
+from .meshes import UNIT_BOX, UNIT_CYLINDER, UNIT_SPHERE
+from .quat import wxyz_many, wxyz_of
 from .timeline import Frame
 
-def _unit_cylinder(segments: int = 16) -> tuple[np.ndarray, np.ndarray]:
-    """A cylinder of radius 1 and height 1 about z, centred at the origin: (vertices, faces), outward faces."""
-    angle = np.linspace(0.0, 2 * np.pi, segments, endpoint=False)
-    ring = np.stack([np.cos(angle), np.sin(angle)], axis=1)
-    bottom = np.column_stack([ring, np.full(segments, -0.5)])
-    top = np.column_stack([ring, np.full(segments, 0.5)])
-    vertices = np.vstack([bottom, top, [[0, 0, -0.5], [0, 0, 0.5]]]).astype(np.float32)
-    i = np.arange(segments)
-    j = (i + 1) % segments
-    t, bc, tc = segments, 2 * segments, 2 * segments + 1
-    faces = np.vstack([np.column_stack([i, j, t + j]), np.column_stack([i, t + j, t + i]),
-                       np.column_stack([np.full(segments, tc), t + i, t + j]),
-                       np.column_stack([np.full(segments, bc), j, i])]).astype(np.uint32)
-    return vertices, faces
-
-
-def _unit_box() -> tuple[np.ndarray, np.ndarray]:
-    """A box of side 1 centred at the origin: (vertices, faces), outward faces."""
-    vertices = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (-0.5, 0.5)],
-                        dtype=np.float32)  # index = 4 * (x > 0) + 2 * (y > 0) + (z > 0)
-    faces = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5],  # -x, +x
-                      [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],  # -y, +y
-                      [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]], dtype=np.uint32)  # -z, +z
-    return vertices, faces
-
-
-UNIT_CYLINDER = _unit_cylinder()
-UNIT_BOX = _unit_box()
+ROBOT_MESHES = {"box": UNIT_BOX, "cylinder": UNIT_CYLINDER, "sphere": UNIT_SPHERE}
+BATCHED_KIND = {"box": "box", "cylinder": "cylinder", "capsule": "cylinder", "sphere": "sphere"}
 MOVED = 1e-4  # a link whose frame changed less than this (m, or rotation matrix entries) is not sent again
 
 
@@ -89,8 +67,8 @@ class SceneDrawer:
     def reset(self) -> None:
         """Remove every node of the trial shown so far (the next one may have another map and robot)."""
         leftovers = [getattr(self, name, None) for name in ("_rays", "_echoes", "_path", "_trails")]
-        for node in [*self._nodes, *(n for n in leftovers if n is not None)]:
-            node.remove()
+        for node in reversed([*self._nodes, *(n for n in leftovers if n is not None)]):
+            node.remove()  # children first (removing /robot removes its batches with it)
         if getattr(self, "_figure_drawer", None) is not None:
             self._figure_drawer.clear()
         self._figure_drawer = None  # the people's figures (trial/view/figures.py), made on first use
@@ -100,7 +78,9 @@ class SceneDrawer:
         self.robot_node: Any = None
         self.model_msg: dict[str, Any] | None = None  # the /robot/model drawn
         self.poser: LinkPoser | None = None
-        self.link_nodes: list[Any] = []
+        self._batches: list[_LinkBatch] = []
+        self._mesh_frames: dict[int, Any] = {}
+        self._where: dict[tuple[int, int], tuple[Any, int]] = {}
         self._link_shapes: list[tuple[int | None, list[tuple[Any, tuple]]]] = []  # (part, [(handle, colour)])
         self._greyed: frozenset = frozenset()
         self.people: dict[int, str] = {}  # id -> what the person does, as drawn
@@ -142,49 +122,91 @@ class SceneDrawer:
                                                position=(start[0], start[1], 0.005), opacity=0.5))
 
     def draw_robot(self, msg: dict[str, Any]) -> None:
-        """Every link a frame node, its visual shapes children placed in the link's frame. Called again with
-        another model (a part swapped or added while the trial ran: a later ``/robot/model``), the robot drawn so
-        far is removed and this one drawn in its place, at the pose the next frame gives."""
+        """The robot's visual shapes as a few batched meshes under its base node, one per primitive kind and
+        opacity (a box, a cylinder, a sphere: instances placed by the model's forward kinematics); a mesh shape
+        keeps a frame node of its link (each mesh is its own geometry). Called again with another model (a part
+        swapped or added while the trial ran: a later ``/robot/model``), the robot drawn so far is removed and
+        this one drawn in its place, at the pose the next frame gives."""
         if self.robot_node is not None:
+            mine = {id(self.robot_node), *(id(f) for f in self._mesh_frames.values()),
+                    *(id(b.node) for b in self._batches)}
+            self._nodes = [n for n in self._nodes if id(n) not in mine]
             self.robot_node.remove()  # with every node below /robot (viser removes a node's children)
-            self.link_nodes, self._link_shapes = [], []
+            self._link_shapes = []
             self._greyed = frozenset()
         self.model_msg = msg
         self.poser = LinkPoser(msg)
         self.ring = msg.get("ring")
         scene = self.scene
-        self.robot_node = scene.add_frame("/robot", show_axes=False)
-        self._sent: list[np.ndarray | None] = [None] * len(msg["links"])
+        self.robot_node = self._keep(scene.add_frame("/robot", show_axes=False))
+        local = self.poser.local(None)
+        self._sent = np.stack(local)  # (links, 4, 4): each link's frame as last sent
+        self._mesh_frames: dict[int, Any] = {}
+        self._where: dict[tuple[int, int], tuple[Any, int]] = {}  # (link, visual) -> (batch or mesh handle, row)
+        groups: dict[tuple[str, float | None], list[tuple[int, int, dict[str, Any], int | None]]] = {}
         for i, entry in enumerate(msg["links"]):
-            frame = scene.add_frame(f"/robot/l{i}", show_axes=False)
-            self.link_nodes.append(frame)
-            shapes = [(self._add_shape(f"/robot/l{i}/v{k}", shape), rgb255(shape["rgba"]))
-                      for k, shape in enumerate(entry["visuals"])]
-            self._link_shapes.append((entry.get("part"), [(h, c) for h, c in shapes if h is not None]))
+            for k, shape in enumerate(entry["visuals"]):
+                kind = BATCHED_KIND.get(shape["kind"])
+                if kind is not None:
+                    opacity = shape["rgba"][3] if shape["rgba"][3] < 1.0 else None
+                    groups.setdefault((kind, opacity), []).append((i, k, shape, entry.get("part")))
+                elif shape["kind"] == "mesh" and shape.get("vertices"):
+                    if i not in self._mesh_frames:
+                        frame = self._keep(scene.add_frame(f"/robot/l{i}", show_axes=False))
+                        frame.position, frame.wxyz = tuple(local[i][:3, 3]), wxyz_of(local[i][:3, :3])
+                        self._mesh_frames[i] = frame
+                    handle = self._add_mesh(f"/robot/l{i}/v{k}", shape)
+                    self._where[(i, k)] = (handle, -1)
+                    self._link_shapes.append((entry.get("part"), [(handle, rgb255(shape["rgba"]))]))
+        self._batches: list[_LinkBatch] = []
+        for n, ((kind, opacity), members) in enumerate(sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] or 1))):
+            batch = _LinkBatch(kind, members, local)
+            vertices, faces = ROBOT_MESHES[kind]
+            batch.node = self._keep(scene.add_batched_meshes_simple(
+                f"/robot/{kind}{n}", vertices=vertices, faces=faces, batched_wxyzs=batch.wxyzs,
+                batched_positions=batch.positions, batched_scales=batch.scales, batched_colors=batch.colors.copy(),
+                opacity=opacity, lod="off", flat_shading=True, cast_shadow=False))
+            for row, (i, k, _, _) in enumerate(members):
+                self._where[(i, k)] = (batch, row)
+            self._batches.append(batch)
 
-    def _add_shape(self, name: str, shape: dict[str, Any]) -> Any:
+    def _add_mesh(self, name: str, shape: dict[str, Any]) -> Any:
         m = shape_matrix(shape)
-        pos, wxyz = tuple(m[:3, 3]), wxyz_of(m[:3, :3])
-        color, size, kind = rgb255(shape["rgba"]), shape["size"], shape["kind"]
-        opacity = shape["rgba"][3] if shape["rgba"][3] < 1.0 else None
-        scene = self.scene
-        if kind == "box":
-            return scene.add_box(name, dimensions=tuple(size[:3]), color=color, position=pos, wxyz=wxyz, opacity=opacity)
-        elif kind in ("cylinder", "capsule"):
-            return scene.add_cylinder(name, radius=size[0], height=size[1] + (2 * size[0] if kind == "capsule" else 0.0),
-                               color=color, position=pos, wxyz=wxyz, opacity=opacity)
-        elif kind == "sphere":
-            return scene.add_icosphere(name, radius=size[0], color=color, position=pos, wxyz=wxyz, opacity=opacity)
-        elif kind == "mesh" and shape.get("vertices"):
-            return scene.add_mesh_simple(name, vertices=np.asarray(shape["vertices"], dtype=np.float32),
-                                  faces=np.asarray(shape["triangles"], dtype=np.uint32), color=color, position=pos,
-                                  wxyz=wxyz)
-        return None
+        return self.scene.add_mesh_simple(name, vertices=np.asarray(shape["vertices"], dtype=np.float32),
+                                          faces=np.asarray(shape["triangles"], dtype=np.uint32),
+                                          color=rgb255(shape["rgba"]), position=tuple(m[:3, 3]),
+                                          wxyz=wxyz_of(m[:3, :3]))
+
+    def drawn_color(self, link: int, visual: int) -> tuple[int, int, int] | None:
+        """The colour the page has for a link's visual shape now (read back from its viser node)."""
+        where = self._where.get((link, visual))
+        if where is None:
+            return None
+        node, row = where
+        if isinstance(node, _LinkBatch):
+            return tuple(int(c) for c in node.node.batched_colors[row])  # type: ignore[return-value]
+        return tuple(int(c) for c in node.color)  # type: ignore[return-value]
+
+    def drawn_pose(self, link: int, visual: int) -> np.ndarray | None:
+        """A batched visual shape's 4x4 placement in the robot's base frame as the page has it now."""
+        where = self._where.get((link, visual))
+        if where is None or not isinstance(where[0], _LinkBatch):
+            return None
+        batch, row = where
+        w, x, y, z = (float(v) for v in batch.node.batched_wxyzs[row])
+        rotation = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                             [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                             [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+        out = np.eye(4)
+        out[:3, :3], out[:3, 3] = rotation, batch.node.batched_positions[row]
+        return out
 
     def grey_lost(self, lost: frozenset) -> None:
         """The links of parts lost at this time drawn grey (issue 26: ``/robot/parts``), the others in their colours."""
         if lost == self._greyed:
             return
+        for batch in self._batches:
+            batch.node.batched_colors = batch.colors_with(lost)
         for part, shapes in self._link_shapes:
             if (part in lost) != (part in self._greyed):
                 for handle, colour in shapes:
@@ -215,12 +237,18 @@ class SceneDrawer:
         self.robot_node.position = tuple(base[:3, 3])
         self.robot_node.wxyz = yaw_wxyz(state["yaw"])
         local = self.poser.local(state.get("joints"))
-        for i, (node, m) in enumerate(zip(self.link_nodes, local)):
-            sent = self._sent[i]
-            if sent is None or float(np.abs(sent - m).max()) > MOVED:
-                node.position = tuple(m[:3, 3])
-                node.wxyz = wxyz_of(m[:3, :3])
-                self._sent[i] = m
+        frames = np.stack(local)
+        moved = np.flatnonzero(np.abs(frames - self._sent).max(axis=(1, 2)) > MOVED)
+        if moved.size:  # one update per batch touched (its instances' poses), not one setter per link and pose
+            for batch in self._batches:
+                if batch.place(moved, frames):
+                    batch.node.batched_positions = batch.positions
+                    batch.node.batched_wxyzs = batch.wxyzs
+            for i in moved:
+                frame = self._mesh_frames.get(int(i))
+                if frame is not None:
+                    frame.position, frame.wxyz = tuple(local[i][:3, 3]), wxyz_of(local[i][:3, :3])
+            self._sent[moved] = frames[moved]
         return base, local
 
     def _figures(self, t: float, people: list[dict[str, Any]]) -> None:
@@ -244,13 +272,13 @@ class SceneDrawer:
             return
         base, local = placed
         link = base @ local[self.poser.index[ring["link"]]]
-        sides = [(sensors.get("ring_real", sensors.get("ring")), ECHO_RGB)]
+        sides = [(sensors.get("ring_real", sensors.get("ring")), ECHO_RGB, sensors.get("ring_cause"))]
         if "ring_virtual" in sensors:
-            sides.append((sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB))
+            sides.append((sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB, None))
         yaw = np.asarray(ring["yaw"], dtype=float)
         r0, z0, max_r = ring["origin_radius_m"], ring["origin_z_m"], ring["max_range_m"]
         segments, colors, echoes, echo_colors = [], [], [], []
-        for ranges, rgb in sides:
+        for ranges, rgb, causes in sides:
             n = min(len(ranges or ()), len(yaw))
             if n == 0:
                 continue
@@ -261,7 +289,9 @@ class SceneDrawer:
             ends = [r0, r0 + np.where(hit, r, max_r)]
             points = [(np.stack([d * c, d * s, np.full(n, z0), np.ones(n)], axis=1) @ link.T)[:, :3] for d in ends]
             segments.append(np.stack(points, axis=1)[keep])
-            rgb_each = np.where(hit[:, None], np.asarray(rgb), np.asarray(RAY_RGB))
+            failed = np.asarray([CAUSE_RGB.get(c, RAY_RGB) if c else RAY_RGB
+                                 for c in ((causes or [])[:n] + [None] * n)[:n]])  # a log without causes: grey
+            rgb_each = np.where(hit[:, None], np.asarray(rgb), failed)
             colors.append(np.repeat(rgb_each[:, None, :], 2, axis=1)[keep])
             echoes.append(points[1][hit])
             echo_colors.append(np.tile(np.asarray(rgb), (int(hit.sum()), 1)))
@@ -303,3 +333,47 @@ class SceneDrawer:
         if segs:
             self._trails = self.scene.add_line_segments("/paths/people", np.asarray(segs, dtype=np.float32),
                                                         np.asarray((0.6, 0.6, 0.6), np.float32), thickness=0.03)
+
+
+class _LinkBatch:
+    """The robot's visual shapes of one kind and opacity as the instances of one batched mesh: each instance's
+    link, placement in the link, scale and colours, and the poses last sent (float32, as viser keeps them)."""
+
+    def __init__(self, kind: str, members: list[tuple[int, int, dict[str, Any], int | None]],
+                 local: list[np.ndarray]):
+        self.kind = kind
+        self.node: Any = None
+        self.links = np.array([m[0] for m in members], dtype=np.int64)
+        self.shapes = np.stack([shape_matrix(m[2]) for m in members])
+        self.parts = [m[3] for m in members]
+        self.scales = np.array([_scale_of(m[2]) for m in members], dtype=np.float32)
+        self.colors = np.array([rgb255(m[2]["rgba"]) for m in members], dtype=np.uint8)
+        self.positions = np.zeros((len(members), 3), dtype=np.float32)
+        self.wxyzs = np.zeros((len(members), 4), dtype=np.float32)
+        self.place(np.unique(self.links), np.stack(local))
+
+    def place(self, moved: np.ndarray, frames: np.ndarray) -> bool:
+        """The instances of the ``moved`` links placed at their links' ``frames`` (links x 4 x 4), all at once;
+        whether any was."""
+        rows = np.flatnonzero(np.isin(self.links, moved))
+        if rows.size:
+            placed = frames[self.links[rows]] @ self.shapes[rows]
+            self.positions[rows] = placed[:, :3, 3]
+            self.wxyzs[rows] = wxyz_many(placed[:, :3, :3])
+        return bool(rows.size)
+
+    def colors_with(self, lost: frozenset) -> np.ndarray:
+        grey = np.array([part in lost for part in self.parts], dtype=bool)
+        return np.where(grey[:, None], np.asarray(LOST_RGB, dtype=np.uint8), self.colors).astype(np.uint8)
+
+
+def _scale_of(shape: dict[str, Any]) -> tuple[float, float, float]:
+    """The unit mesh's scale for a shape: a box's sides, a cylinder's (r, r, height; a capsule's with its caps),
+    a sphere's radius."""
+    size, kind = shape["size"], shape["kind"]
+    if kind == "box":
+        return float(size[0]), float(size[1]), float(size[2])
+    if kind in ("cylinder", "capsule"):
+        r = float(size[0])
+        return r, r, float(size[1]) + (2 * r if kind == "capsule" else 0.0)
+    return (float(size[0]),) * 3

@@ -34,6 +34,7 @@ class Frame:
     sensors: dict[str, Any] | None = None
     people: list[dict[str, Any]] = field(default_factory=list)
     line: int | None = None  # the script line that ran last (1-based)
+    script_error: dict[str, Any] | None = None  # the line that failed by t ({line, error}), shown red
     path: list[tuple[float, float]] = field(default_factory=list)  # the robot's path so far
     trails: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # each person's recent path
     lost_parts: frozenset = frozenset()  # IDs of the parts lost at t (/robot/parts), drawn grey
@@ -131,12 +132,14 @@ class Timeline:
             robot = self._latest("/robot/state", t) or self._latest("/robot/joints", t)
             people_msg = self._latest("/pedestrians", t)
             script = self._latest("/crowd/script", t)
+            failed = script if script and script.get("error") else None
             n = bisect.bisect_right(self._times.get("/robot/state", []), t + 1e-9)
             stride = max(1, n // 2000)  # a long trial's path drawn with at most ~2000 points
             path = list(zip(self._path_x[:n:stride], self._path_y[:n:stride]))
             return Frame(t=t, robot=robot, sensors=self._latest("/robot/sensors", t),
                          people=list(people_msg["people"]) if people_msg else [],
                          line=int(script["line"]) if script else None, path=path, trails=self._trails(t),
+                         script_error={"line": int(failed["line"]), "error": str(failed["error"])} if failed else None,
                          lost_parts=self._lost_parts(t),
                          model=self._latest("/robot/model", t) or self.static.get("/robot/model"))
 
