@@ -57,3 +57,58 @@ def lost_part_rates(seconds: float, rounds: int, cache_dir: str) -> dict[str, fl
                 while LOST_ID in robot.parts_lost:
                     robot.cycle()
     return {k: sum(v) / len(v) for k, v in rates.items()}
+
+
+HZ = 10.0
+
+
+def _sim_device() -> tuple[PtyProcess, str, str]:
+    """hil sim commbot on a pty under its lockstep clock, with the live fault control: (device, clock, control)."""
+    dev = PtyProcess(hil_command() + ["sim", "commbot", "--pty", "--clock", "sim", "--clock-endpoint",
+                                      "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*", "--stall-timeout",
+                                      "120"])
+    try:
+        clock = dev.proc.stdout.readline().split()[1]
+        control = dev.proc.stdout.readline().split()[1]
+    except BaseException:
+        dev.close()
+        raise
+    return dev, clock, control
+
+
+def _wall_per_sim_s(ticks) -> float:
+    """Wall seconds per simulated second over the ticks of one robot.loop slice."""
+    first = None
+    for tick in ticks:
+        if first is None:
+            first = (tick.time, time.perf_counter())
+    last = (tick.time, time.perf_counter())
+    return (last[1] - first[1]) / (last[0] - first[0])
+
+
+def sim_clock_replug(seconds: float, cache_dir: str) -> dict[str, float]:
+    """Section (g): a robot at 10 Hz on a ``hil sim --clock sim`` pty. Wall seconds per simulated second with
+    none lost and with the right elbow unplugged (each cycle pings it: a reply timeout of wall time, no simulated
+    time), then the cycles of simulated time from its plug to its being available again."""
+    from firmware_sim.control import send_fault
+
+    seconds = max(seconds, 1.0)
+    dev, clock, control = _sim_device()
+    with dev:
+        profile = {"bus": dev.path, "clock": "sim", "clock_endpoint": clock, "semantics": "commbot",
+                   "cache_dir": cache_dir, "stall_timeout_s": 120.0}
+        with Robot.open(profile) as robot:
+            elbow = robot.joints["right_arm.elbow"]
+            none_lost = _wall_per_sim_s(robot.loop(hz=HZ, duration_s=seconds))
+            send_fault(control, "unplug", {"part": LOST_ID})
+            for _ in robot.loop(hz=HZ, duration_s=10.0):
+                if not elbow.available:
+                    break
+            one_lost = _wall_per_sim_s(robot.loop(hz=HZ, duration_s=seconds))
+            send_fault(control, "plug", {"part": LOST_ID})
+            cycles = 0
+            for _ in robot.loop(hz=HZ, duration_s=30.0):
+                cycles += 1
+                if elbow.available:
+                    break
+    return {"wall_per_sim_s none lost": none_lost, "wall_per_sim_s one lost": one_lost, "back_after_cycles": cycles}

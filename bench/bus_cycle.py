@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> dict:
         serve_canned()
         return {}
     if args.lost_part:
-        return {"lost_part": lost_part_row(args.seconds, args.rounds)}
+        return {"lost_part": lost_part_row(args.seconds, args.rounds), "lost_part_sim": lost_part_sim_row(args.seconds)}
     if args.inprocess_rate:
         print(json.dumps({"rate": run_for(_inprocess_client, args.inprocess_rate, Run()).rate}))
         return {}
@@ -493,6 +493,7 @@ def main(argv: list[str] | None = None) -> dict:
     results["client_cpu_us"] = {"ours": ours_us, "sdk": sdk_us, "ratio": sdk_us / ours_us}
 
     results["lost_part"] = lost_part_row(seconds, rounds)
+    results["lost_part_sim"] = lost_part_sim_row(seconds)
     if args.against:
         results["against"] = against(args.against, seconds, rounds)
     pty, b1 = results["pty"], results[1_000_000]
@@ -515,6 +516,21 @@ def lost_part_row(seconds: float, rounds: int) -> dict[str, float]:
     print(f"  (f) Robot loop, commbot pty, no world  none lost {rates['none lost']:7.0f}/s, one part lost "
           f"{rates['one lost']:7.0f}/s: {100 * ratio:.1f}% (target >= 90%: {'met' if ratio >= 0.9 else 'missed'})")
     return {**rates, "ratio": ratio}
+
+
+def lost_part_sim_row(seconds: float) -> dict[str, float]:
+    """(g) a robot at 10 Hz under ``hil sim --clock sim`` on a pty: what a lost part costs in wall time (a ping per
+    cycle costs no simulated time) and how many cycles after its plug it is back."""
+    import tempfile
+
+    from bench._lost_part import sim_clock_replug
+
+    with tempfile.TemporaryDirectory() as cache:
+        row = sim_clock_replug(seconds, cache)
+    none, one = row["wall_per_sim_s none lost"], row["wall_per_sim_s one lost"]
+    print(f"  (g) Robot at 10 Hz, commbot pty, --clock sim  wall s per simulated s: none lost {none:.3f}, one part "
+          f"lost {one:.3f} ({one / none:.2f}x); back {row['back_after_cycles']} cycle(s) after its plug")
+    return row
 
 
 if __name__ == "__main__":

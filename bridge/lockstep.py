@@ -321,27 +321,20 @@ class ClockServer:
 def clock_status(endpoint: str, timeout_s: float = 2.0, security: Security | None = None) -> dict:
     """A clock server's ``status`` (its participants, the messages it dropped and what its owner adds: ``hil sim``
     its fault counts), for tools and tests; asking does not join the run. LockstepError if nothing answers."""
-    from .security import connect_client
+    from .security import request_once
 
-    sock, watch = connect_client(zmq.REQ, endpoint, security)
+    data, why = request_once(endpoint, pack("status", {"name": "status"}), timeout_s, security)
+    if data is None:
+        raise LockstepError(f"lockstep: the clock at {endpoint} did not answer status within {timeout_s:g} s "
+                            f"({why or 'stalled or gone'})")
     try:
-        sock.send(pack("status", {"name": "status"}))
-        if not sock.poll(int(timeout_s * 1000)):
-            why = watch.reason() if watch is not None else ""
-            raise LockstepError(f"lockstep: the clock at {endpoint} did not answer status within {timeout_s:g} s "
-                                f"({why or 'stalled or gone'})")
-        try:
-            reply = unpack(sock.recv(), REPLIES)
-        except EnvelopeError as exc:
-            raise LockstepError(f"lockstep: bad reply from {endpoint}: {exc}") from None
-        if reply.type != "status":
-            raise LockstepError(f"lockstep: the clock at {endpoint} answered status with {reply.type}: "
-                                f"{reply.payload}")
-        return {"t": reply.t, **reply.payload}
-    finally:
-        if watch is not None:
-            watch.close()
-        sock.close(0)
+        reply = unpack(data, REPLIES)
+    except EnvelopeError as exc:
+        raise LockstepError(f"lockstep: bad reply from {endpoint}: {exc}") from None
+    if reply.type != "status":
+        raise LockstepError(f"lockstep: the clock at {endpoint} answered status with {reply.type}: "
+                            f"{reply.payload}")
+    return {"t": reply.t, **reply.payload}
 
 
 class RemoteParticipant:

@@ -148,8 +148,8 @@ class HandshakeWatch:
     EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
               | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
-    def __init__(self, socket: zmq.Socket, security: Security):
-        self._socket, self._security = socket, security
+    def __init__(self, socket: zmq.Socket, security: Security | None):
+        self._socket, self._security = socket, security  # None: a plain client, told when the server wants CURVE
         self._monitor = socket.get_monitor_socket(self.EVENTS)
         self._last: int | None = None
 
@@ -159,6 +159,12 @@ class HandshakeWatch:
 
         while self._monitor.poll(0):
             self._last = int(recv_monitor_message(self._monitor, zmq.NOBLOCK)["event"])
+        if self._security is None:
+            if self._last in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                              zmq.EVENT_HANDSHAKE_FAILED_AUTH):
+                return ("the server is CURVE-secured and this client has no keys (give it the key directory "
+                        "of `hil keys DIR`: a profile's keys:, a command's --keys)")
+            return ""
         keys = self._security.keys_dir
         if self._last == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             return (f"the server refused this client's key ({keys / f'{CLIENT}.key'} is not in the server's "
@@ -178,15 +184,18 @@ class HandshakeWatch:
         self._monitor.close(0)
 
 
-def connect_client(kind: int, endpoint: str, security: Security | None) -> tuple[zmq.Socket, HandshakeWatch | None]:
+def connect_client(kind: int, endpoint: str, security: Security | None, *,
+                   watch_plain: bool = False) -> tuple[zmq.Socket, HandshakeWatch | None]:
     """A client socket of ``kind`` (LINGER 0) connected to ``endpoint``: plain, or CURVE with a HandshakeWatch so
-    that a timeout can say why the server is silent. Nothing is left open when connecting fails."""
+    that a timeout can say why the server is silent (a plain one gets a watch too with ``watch_plain``, to say
+    that the server wants keys). Nothing is left open when connecting fails."""
     sock = zmq.Context.instance().socket(kind)
     sock.setsockopt(zmq.LINGER, 0)
     watch = None
     try:
         if security is not None:
             security.apply_client(sock)
+        if security is not None or watch_plain:
             watch = HandshakeWatch(sock, security)
         sock.connect(endpoint)
     except BaseException:
@@ -195,6 +204,37 @@ def connect_client(kind: int, endpoint: str, security: Security | None) -> tuple
         sock.close(0)
         raise
     return sock, watch
+
+
+def request_once(endpoint: str, data: bytes, timeout_s: float,
+                 security: Security | None) -> tuple[bytes | None, str]:
+    """One REQ round trip on a socket of its own (closed after): ``(reply, "")``, or ``(None, why)`` when nothing
+    answered within ``timeout_s``, ``why`` being what the CURVE handshake says ("" when it says nothing)."""
+    sock, watch = connect_client(zmq.REQ, endpoint, security)
+    try:
+        sock.send(data)
+        if not sock.poll(int(timeout_s * 1000)):
+            return None, watch.reason() if watch is not None else ""
+        return sock.recv(), ""
+    finally:
+        if watch is not None:
+            watch.close()
+        sock.close(0)
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def check_loopback_unless_secured(endpoint: str, security: Security | None, flag: str, subject: str) -> None:
+    """A server binds loopback unless it is CURVE-secured: whoever reaches a plain socket off this machine may use
+    it. ValueError naming the option (``flag``, e.g. ``hil sim --control``) and the endpoint otherwise; ipc:// and
+    inproc:// stay on this machine."""
+    if not endpoint.startswith("tcp://") or security is not None:
+        return
+    host = endpoint[len("tcp://"):].rsplit(":", 1)[0]
+    if host not in LOOPBACK_HOSTS:
+        raise ValueError(f"{flag} {endpoint}: off loopback {subject} needs --keys DIR (CURVE: only authorized "
+                         "clients are admitted); bind tcp://127.0.0.1:* otherwise")
 
 
 def stop_authenticator(context: zmq.Context | None = None) -> None:

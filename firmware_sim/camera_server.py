@@ -4,7 +4,9 @@ A REP socket answered by one thread until :meth:`CameraServer.close`; each reque
 (bridge/camera_wire.py) and is answered with that camera's frame of the current frame period, rendered on demand
 as for a controller in the world's own process (``EmbodiedRobot.camera_frame``: under the device's lock, at most
 once per period). Bad requests are answered with an error saying what was wrong, counted, and the server goes on:
-nothing a peer sends ends it. Loopback by default; with ``--keys`` CURVE-secured like the clock endpoint.
+nothing a peer sends ends it. Loopback unless secured: with ``--keys`` CURVE like the clock endpoint (the same key
+directory: only clients whose key is in its ``authorized/`` are admitted; a client without keys is told, by
+runtime/robot/camera_remote.py, that the endpoint wants them).
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from typing import Any
 import zmq
 
 from bridge.camera_wire import MAX_REQUEST_B, WireError, encode_error, encode_reply, encode_same, parse_request
+from bridge.bind import bind_server
+from bridge.security import check_loopback_unless_secured
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5758"  # beside the clock's 5757
 POLL_MS = 50
@@ -25,17 +29,9 @@ class CameraServer:
 
     def __init__(self, embodied: Any, endpoint: str = DEFAULT_ENDPOINT, security: Any = None):
         self.embodied = embodied
-        self._socket = zmq.Context.instance().socket(zmq.REP)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_B)  # a peer's huge message is dropped by ZeroMQ
-        try:
-            if security is not None:
-                security.apply_server(self._socket)
-            self._socket.bind(endpoint)
-        except BaseException:
-            self._socket.close(0)
-            raise
-        self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        check_loopback_unless_secured(endpoint, security, "hil sim --camera-endpoint", "the camera endpoint")
+        # a peer's huge message is dropped by ZeroMQ
+        self._socket, self.endpoint = bind_server(zmq.REP, endpoint, security, MAX_REQUEST_B)
         self.served = 0
         self.rejected: list[str] = []  # the latest bad requests' reasons (at most 100)
         self._stop = threading.Event()

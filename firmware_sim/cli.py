@@ -44,12 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     world.add_argument("--camera-endpoint", metavar="EP",
                        help="serve the world's camera frames for controllers in other processes (ZeroMQ REQ/REP, "
                             "firmware_sim/camera_server.py; e.g. tcp://127.0.0.1:5758, tcp://127.0.0.1:* for a free "
-                            "port; keep it on loopback). Printed as 'camera EP' on stdout after the clock line; a "
+                            "port; loopback unless --keys secures it). Printed as 'camera EP' on stdout after the clock line; a "
                             "profile's camera_endpoint: points the robot at it")
     world.add_argument("--keys", metavar="DIR",
-                       help="with --clock sim: CURVE-encrypt the clock endpoint and admit only participants whose "
-                            "key is in DIR/authorized/ (a key directory made by 'hil keys DIR'); needed off "
-                            "loopback. The bus itself (--pty/--tcp) is not ZeroMQ and stays as it is")
+                       help="CURVE-encrypt the ZeroMQ endpoints served (the clock with --clock sim, "
+                            "--camera-endpoint, --control) and admit only clients whose key is in DIR/authorized/ (a "
+                            "key directory made by 'hil keys DIR'); needed off loopback. The bus itself "
+                            "(--pty/--tcp) is not ZeroMQ and stays as it is")
     world.add_argument("--stall-timeout", type=float, default=10.0,
                        help="with --clock sim: a participant awake longer than this (wall s) fails the run")
     world.add_argument("--gui", action="store_true", help="open the pybullet viewer (needs a display)")
@@ -139,7 +140,7 @@ def _check_durations(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    security = _clock_security(args)  # a bad key directory stops us before anything is built or bound
+    security = _served_security(args)  # a bad key directory stops us before anything is built or bound
     _check_camera_endpoint(args)
     device = build_device(args)
     stop = threading.Event()
@@ -223,13 +224,16 @@ def _report_faults(device: VirtualBusDevice) -> None:
         print(device.faults.summary(), file=sys.stderr, flush=True)
 
 
-def _clock_security(args: argparse.Namespace):
-    """The clock endpoint's keys (``--keys``), loaded and checked up front; None serves the clock plain."""
+def _served_security(args: argparse.Namespace):
+    """The keys (``--keys``) of every ZeroMQ endpoint served (clock, camera, control), loaded and checked up front;
+    None serves them plain (on loopback)."""
     if not args.keys:
         return None
-    if (args.clock != "sim" or args.no_world) and not getattr(args, "control", None):
-        raise ValueError("hil sim: --keys secures the lockstep clock endpoint (--clock sim, with a world) and the "
-                         "--control endpoint: give one of them")
+    secured = ((args.clock == "sim" and not args.no_world) or getattr(args, "control", None)
+               or getattr(args, "camera_endpoint", None))
+    if not secured:
+        raise ValueError("hil sim: --keys secures the lockstep clock endpoint (--clock sim, with a world), the "
+                         "--camera-endpoint and the --control endpoint: give one of them")
     from bridge.security import Security
 
     security = Security.load(args.keys)
@@ -266,7 +270,7 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
     (CURVE-secured with ``security``)."""
     embodied = getattr(device, "embodied", None)
     if embodied is None or embodied.clock != "sim":
-        if security is not None and not getattr(args, "control", None):
+        if security is not None and not getattr(args, "control", None) and not getattr(args, "camera_endpoint", None):
             raise ValueError(f"hil sim: --keys: {args.assembly} has no world (its parts do not describe "
                              f"themselves), so there is no lockstep clock to secure")
         return None

@@ -29,6 +29,7 @@ from msgspec import Meta, Struct
 from bridge.bind import bind_server
 from bridge.envelope import EnvelopeError, pack, unpack
 from bridge.schema import MAX_NAME_CHARS, TypedDecoder
+from bridge.security import check_loopback_unless_secured, request_once
 from devices.catalog import part_names
 
 from . import hotplug
@@ -106,7 +107,7 @@ class FaultControl:
     def __init__(self, device: VirtualBusDevice, endpoint: str, resolve: Callable[[Any], Callable[[Any], int | None]],
                  world: Any = None, seed: int = 0, security: Security | None = None):
         self.device, self._resolve, self.world, self.seed = device, resolve, world, seed
-        _check_endpoint(endpoint, security)
+        check_loopback_unless_secured(endpoint, security, "hil sim --control", "the control")
         self.done: list[dict] = []  # {t, did} of every applied request
         self.refused = 0
         self.rejected: list[str] = []  # the latest refusal reasons
@@ -191,15 +192,10 @@ class FaultControl:
                 raise ControlError("parent and port belong to a new part (give new: CATALOG_NAME as well)",
                                    "parent" if request.parent is not None else "port")
             device_id = _bound(resolve, request.part, "part")
-            try:
-                if kind == "unplug":
-                    hotplug.unplug(device, device_id)
-                elif kind == "plug":
-                    hotplug.plug(device, device_id)
-                elif kind == "reboot":
-                    hotplug.reboot(device, device_id, request.boot_s)
-                else:  # swap
-                    hotplug.swap(device, device_id, _catalog(request.with_, "with"))  # a world follows: reembody.py
+            new_part = _catalog(request.with_, "with") if kind == "swap" else None
+            try:  # a swap's world follows: reembody.py
+                hotplug.act(device, kind, device_id, new_part=new_part,
+                            boot_s=getattr(request, "boot_s", hotplug.REBOOT_SILENCE_S))
             except hotplug.HotplugError as exc:
                 raise ControlError(str(exc), "part") from None
             extra = f" with {request.with_}" if kind == "swap" else ""
@@ -258,19 +254,6 @@ class FaultControl:
         self._socket.close(0)
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _check_endpoint(endpoint: str, security: Any) -> None:
-    """Loopback unless the control is CURVE-secured: whoever reaches it can unplug the robot's parts."""
-    if not endpoint.startswith("tcp://") or security is not None:
-        return  # ipc:// and inproc:// stay on this machine
-    host = endpoint[len("tcp://"):].rsplit(":", 1)[0]
-    if host not in LOOPBACK_HOSTS:
-        raise ValueError(f"hil sim --control {endpoint}: off loopback the control needs --keys DIR (CURVE: only "
-                         "authorized clients may unplug parts); bind tcp://127.0.0.1:* otherwise")
-
-
 def _bound(resolve: Callable[[Any], int | None], name: Any, field: str) -> int:
     device_id = resolve(name)
     if device_id is None:
@@ -291,24 +274,15 @@ def send_fault(endpoint: str, kind: str, payload: dict | None = None, timeout_s:
                security: Security | None = None) -> dict:
     """One request to a served device's control socket; the ``done`` payload, or ControlError with the server's
     reason and field (ConnectionError when nothing answers within ``timeout_s``)."""
-    from bridge.security import connect_client
-
-    sock, watch = connect_client(zmq.REQ, endpoint, security)
+    data, why = request_once(endpoint, pack(kind, payload or {}), timeout_s, security)
+    if data is None:
+        raise ConnectionError(f"hil sim fault: nothing answered at {endpoint} within {timeout_s:g} s "
+                              f"({why or 'is hil sim running with --control?'})")
     try:
-        sock.send(pack(kind, payload or {}))
-        if not sock.poll(int(timeout_s * 1000)):
-            why = watch.reason() if watch is not None else ""
-            raise ConnectionError(f"hil sim fault: nothing answered at {endpoint} within {timeout_s:g} s "
-                                  f"({why or 'is hil sim running with --control?'})")
-        try:
-            reply = unpack(sock.recv(), REPLIES)
-        except EnvelopeError as exc:
-            raise ConnectionError(f"hil sim fault: bad reply from {endpoint}: {exc}") from None
-        if reply.type == "error":
-            body = reply.payload if isinstance(reply.payload, dict) else {}
-            raise ControlError(str(body.get("reason")), body.get("field"))
-        return reply.payload
-    finally:
-        if watch is not None:
-            watch.close()
-        sock.close(0)
+        reply = unpack(data, REPLIES)
+    except EnvelopeError as exc:
+        raise ConnectionError(f"hil sim fault: bad reply from {endpoint}: {exc}") from None
+    if reply.type == "error":
+        body = reply.payload if isinstance(reply.payload, dict) else {}
+        raise ControlError(str(body.get("reason")), body.get("field"))
+    return reply.payload

@@ -186,16 +186,10 @@ class FaultPlan:
             device.faults.bit_flip_rate = action.bitflip
             noise_ends.append(t + action.for_s)
             noise_ends.sort()
-        elif kind == "unplug":
-            hotplug.unplug(device, device_id)
         elif kind == "plug" and action.new_part is not None:
             hotplug.add(device, device_id, action.new_part, action.parent_id, action.port)
-        elif kind == "plug":
-            hotplug.plug(device, device_id)
-        elif kind == "reboot":
-            hotplug.reboot(device, device_id)
-        elif kind == "swap":
-            hotplug.swap(device, device_id, action.new_part)
+        else:
+            hotplug.act(device, kind, device_id, new_part=action.new_part)
         self.done.append((t, f"{kind} {action.target}" + (f" with {action.new_part}" if action.new_part else "")))
 
 

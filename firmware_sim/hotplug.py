@@ -117,6 +117,27 @@ def add(device: VirtualBusDevice, device_id: int, new_part: str | PartDescriptor
         return part
 
 
+ACTIONS = ("unplug", "plug", "reboot", "swap")  # what act() does to a part already on the bus
+
+
+def act(device: VirtualBusDevice, kind: str, device_id: int, *, new_part: str | PartDescriptor | None = None,
+        boot_s: float = REBOOT_SILENCE_S) -> None:
+    """One of :data:`ACTIONS` on the part at ``device_id`` (``new_part`` for a swap, ``boot_s`` for a reboot): the
+    one dispatch of a trial's ``faults:`` (fault_plan.py) and the live control (control.py)."""
+    if kind == "unplug":
+        unplug(device, device_id)
+    elif kind == "plug":
+        plug(device, device_id)
+    elif kind == "reboot":
+        reboot(device, device_id, boot_s)
+    elif kind == "swap":
+        if new_part is None:
+            raise HotplugError(f"a swap of id {device_id} needs the part to put there")
+        swap(device, device_id, new_part)
+    else:
+        raise HotplugError(f"no hot-plug action {kind!r}; known: {', '.join(ACTIONS)}")
+
+
 def _children(part: PartFirmware) -> dict[str, int]:
     desc = getattr(part, "descriptor", None)
     if desc is None or "port_table" not in part.table:

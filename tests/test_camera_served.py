@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -233,3 +234,59 @@ def test_a_profile_refuses_a_camera_endpoint_it_cannot_use(tmp_path):
         assert f"{path}:3" in str(info.value)
     path.write_text("bus: socket://127.0.0.1:4000\nclock: real\ncamera_endpoint: tcp://127.0.0.1:5758\n")
     assert load_profile(path).camera_endpoint == "tcp://127.0.0.1:5758"
+
+
+def test_hil_sim_keys_secures_the_camera_endpoint_and_refuses_clients_without_its_key(tmp_path):
+    """``hil sim --keys DIR --camera-endpoint EP`` (real clock: the camera alone is secured): a robot whose profile
+    has the keys gets its frames; a client without keys, and one with another directory's keys, are refused with
+    an error naming the endpoint and why; the server serves on."""
+    from bridge.camera_wire import RemoteCameraError
+    from bridge.security import Security, create_keys
+    from runtime.robot import Robot
+    from runtime.robot.camera_remote import RemoteCameraSource
+
+    create_keys(tmp_path / "keys")
+    create_keys(tmp_path / "other")
+    device = SimProcess("--pty", "--camera-endpoint", LOOPBACK_ANY, "--keys", str(tmp_path / "keys"),
+                        assembly="commbot")
+    try:
+        line = device.next_line().split()
+        assert line[0] == "camera", line
+        endpoint = line[1]
+        stranger = tmp_path / "stranger"  # knows the server's public key; its own key is not authorized
+        stranger.mkdir()
+        shutil.copy(tmp_path / "keys" / "server.key", stranger)
+        for name in ("client.key", "client.key_secret"):
+            shutil.copy(tmp_path / "other" / name, stranger)
+        part_id, sensor = _camera_part()
+        for security, says in [(None, "CURVE-secured and this client has no keys"),
+                               (Security.load(stranger), "refused this client's key"),
+                               (Security.load(tmp_path / "other"), "seems not to hold the secret")]:
+            source = RemoteCameraSource(endpoint, part_id, sensor, security=security, timeout_s=1.0)
+            try:
+                with pytest.raises(RemoteCameraError) as refused:
+                    source()
+                assert endpoint in str(refused.value) and says in str(refused.value), str(refused.value)
+                assert source._socket is None and source.received == 0
+            finally:
+                source.close()
+        profile = {"bus": device.where, "clock": "real", "camera_endpoint": endpoint, "semantics": "commbot",
+                   "keys": str(tmp_path / "keys"), "cache_dir": str(tmp_path / "cache")}
+        with Robot.open(profile) as robot:
+            frame = robot.sensors["head_camera"].frame()
+            assert frame.rgb.shape == (240, 320, 3) and frame.rgb.std() > 5
+            assert robot.sensors["head_camera"]._source.received == 1
+        assert device.alive, device.stderr()
+    finally:
+        assert device.stop() == 0, device.stderr()
+
+
+def test_hil_sim_serves_a_camera_endpoint_off_loopback_only_with_keys(capsys, tmp_path):
+    from hil.cli import main
+
+    assert main(["sim", "commbot", "--tcp", "0", "--camera-endpoint", "tcp://0.0.0.0:*"]) == 2
+    captured = capsys.readouterr()
+    assert "--camera-endpoint tcp://0.0.0.0:*: off loopback the camera endpoint needs --keys" in captured.err
+    assert captured.out == ""
+    assert main(["sim", "commbot", "--tcp", "0", "--no-world", "--keys", str(tmp_path)]) == 2
+    assert "--camera-endpoint" in capsys.readouterr().err, "the error lists what --keys secures"

@@ -204,3 +204,22 @@ def test_presence_settings_are_checked_in_the_profile(tmp_path, key, value):
     path.write_text(f"bus: sim://commbot\nclock: sim\n{key}: {value}\n")
     with pytest.raises(ConfigError, match=f"p.yaml:3: {key}"):
         load_profile(path)
+
+
+def test_act_dispatches_each_action_and_names_what_it_cannot_do():
+    from firmware_sim.assembly import load_assembly
+    from firmware_sim.bus_device import VirtualBusDevice
+
+    dev = VirtualBusDevice(load_assembly("servo_chain").parts)
+    hotplug.act(dev, "unplug", 3)
+    assert hotplug.is_unplugged(dev, 3)
+    hotplug.act(dev, "plug", 3)
+    assert not hotplug.is_unplugged(dev, 3)
+    hotplug.act(dev, "reboot", 3, boot_s=2.0)
+    assert dev.silent_until[3] == pytest.approx(dev.clock() + 2.0, abs=0.5)
+    with pytest.raises(hotplug.HotplugError, match="needs the part to put there"):
+        hotplug.act(dev, "swap", 3)
+    with pytest.raises(hotplug.HotplugError, match="no hot-plug action 'explode'; known: unplug, plug, reboot, swap"):
+        hotplug.act(dev, "explode", 3)
+    with pytest.raises(hotplug.HotplugError, match="no part has id 99"):
+        hotplug.act(dev, "unplug", 99)

@@ -13,14 +13,11 @@ from conftest import SimProcess, hil_command
 from devices.config_path import resolve as resolve_config
 from firmware_sim.control import ControlError, send_fault
 from runtime.robot import Robot
-from runtime.robot.presence import PING_BUDGET
-from runtime.transports.base import PEER_PROCESS_LATENCY_S
-
 HZ = 10.0
 ELBOW = 26
-# a lost part on a process peer's pty is pinged once per (timeout + peer latency) / PING_BUDGET of clock time
-# (runtime/robot/presence.py), so it is seen back within that after it is plugged
-PTY_PING_PERIOD_S = (0.025 + PEER_PROCESS_LATENCY_S) / PING_BUDGET
+# under the simulator's clock a ping costs no simulated time (runtime/robot/presence.py, Clock.wait_cost), so a lost
+# part on a process peer's pty is pinged every cycle and seen back within a few cycles of its plug
+BACK_WITHIN_CYCLES = 3
 
 
 def served_commbot(*extra: str) -> tuple[SimProcess, str | None, str]:
@@ -45,10 +42,11 @@ def test_an_elbow_unplugged_and_plugged_over_the_control_while_a_robot_runs(tmp_
         profile = {"bus": sim.where, "clock": "sim", "clock_endpoint": clock, "semantics": "commbot",
                    "cache_dir": str(tmp_path / "cache"), "stall_timeout_s": 120.0}
         with Robot.open(profile) as robot:
+            assert robot.presence.ping_cost_s() == 0.0, "a ping costs the lockstep clock nothing"
             start = robot.clock.now()
             elbow = robot.joints["right_arm.elbow"]
             trace, replies = [], []
-            for tick in robot.loop(hz=HZ, duration_s=PTY_PING_PERIOD_S + 3.0):
+            for tick in robot.loop(hz=HZ, duration_s=4.0):
                 t = tick.time - start
                 if abs(t - 1.0) < 1e-6:  # the command-line client, while the robot waits for its next tick
                     done = subprocess.run([*hil_command(), "sim", "fault", "unplug", "right_arm.elbow", "--control",
@@ -65,11 +63,32 @@ def test_an_elbow_unplugged_and_plugged_over_the_control_while_a_robot_runs(tmp_
         lost_at = next(t for t, available in trace if not available)
         back_at = next(t for t, available in trace if t > lost_at and available)
         assert 1.0 < lost_at <= 1.0 + 3 / HZ + 1e-6, "unavailable within 3 cycles of the unplug"
-        assert 2.0 < back_at <= PTY_PING_PERIOD_S + 2 / HZ
+        assert 2.0 < back_at <= 2.0 + BACK_WITHIN_CYCLES / HZ + 1e-6, "pinged every cycle of simulated time"
         assert replies[0]["did"].startswith("unplug 'right_arm.elbow' (id 26)")
         assert replies[0]["t"] == pytest.approx(1.0, abs=1.5 / HZ), "applied at the world time the robot was at"
         status = send_fault(control, "status")
         assert [d["did"].split()[0] for d in status["done"]] == ["unplug", "plug"] and status["unplugged"] == []
+    finally:
+        assert sim.stop() == 0, sim.stderr()
+
+
+def test_on_the_real_clock_a_ping_on_a_pty_is_charged_its_timeout_and_the_peer_latency(tmp_path):
+    from runtime.robot.presence import PING_BUDGET, PING_FALLBACK_S
+    from runtime.transports.base import PEER_PROCESS_LATENCY_S
+
+    sim, _, _ = served_commbot("--no-world")
+    try:
+        profile = {"bus": sim.where, "clock": "real", "semantics": "commbot", "cache_dir": str(tmp_path / "cache")}
+        with Robot.open(profile) as robot:
+            cost = robot.presence.ping_cost_s()
+            assert cost == pytest.approx(robot.profile.bus_timeout_s + PEER_PROCESS_LATENCY_S)
+            # with no spare time in a tick, the budget keeps the loop's rate: one ping per cost / PING_BUDGET
+            period = max(PING_FALLBACK_S, cost / PING_BUDGET)
+            last = robot.presence._last_ping_s
+            assert not robot.presence._may_ping(None, last + 0.99 * period)
+            assert not robot.presence._may_ping(0.5 * cost, last + 0.99 * period), "too little spare time"
+            assert robot.presence._may_ping(cost, last), "spare time for a timeout"
+            assert robot.presence._may_ping(None, last + period)
     finally:
         assert sim.stop() == 0, sim.stderr()
 

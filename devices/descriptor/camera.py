@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 MAX_SIDE_PX = 8192
@@ -65,8 +65,9 @@ class DepthFailure:
 
 
 @dataclass(frozen=True)
-class CameraSpec:
-    """A camera's intrinsics and behaviour, checked (pixels, metres, Hz)."""
+class Pinhole:
+    """A camera's pinhole intrinsics (pixels, OpenCV's convention): written once, here, for the descriptor's
+    :class:`CameraSpec` and the frames a controller gets (runtime/robot/camera.py ``Intrinsics``)."""
 
     width: int
     height: int
@@ -74,6 +75,21 @@ class CameraSpec:
     fy: float
     cx: float
     cy: float
+
+    @property
+    def matrix(self) -> tuple[tuple[float, float, float], ...]:
+        """The 3x3 pinhole matrix K (row-major)."""
+        return ((self.fx, 0.0, self.cx), (0.0, self.fy, self.cy), (0.0, 0.0, 1.0))
+
+    def pinhole(self) -> dict[str, float]:
+        """The six intrinsics by name (what a frame carries as its ``intrinsics``)."""
+        return {f.name: getattr(self, f.name) for f in fields(Pinhole)}
+
+
+@dataclass(frozen=True)
+class CameraSpec(Pinhole):
+    """A camera's intrinsics (:class:`Pinhole`) and behaviour, checked (pixels, metres, Hz)."""
+
     rate_hz: float
     near_m: float
     far_m: float
@@ -82,11 +98,6 @@ class CameraSpec:
     up: tuple[float, float, float] = (0.0, 0.0, 1.0)
     depth: DepthFailure = field(default_factory=DepthFailure)
     device: str | None = None
-
-    @property
-    def matrix(self) -> tuple[tuple[float, float, float], ...]:
-        """The 3x3 pinhole matrix K (row-major)."""
-        return ((self.fx, 0.0, self.cx), (0.0, self.fy, self.cy), (0.0, 0.0, 1.0))
 
     @property
     def period_s(self) -> float:

@@ -117,8 +117,7 @@ class _Camera:
                 "depth": self.depth_model.apply(z, cos) if "depth" in delivers else None,
                 "labels": labels if "labels" in delivers else None,
                 "legend": {int(i): n for i, n in legend.items() if "labels" in delivers},
-                "intrinsics": {"width": spec.width, "height": spec.height, "fx": spec.fx, "fy": spec.fy,
-                               "cx": spec.cx, "cy": spec.cy},
+                "intrinsics": spec.pinhole(),
                 "pose": {"position": tuple(float(v) for v in position), "orientation": tuple(float(v) for v in quat),
                          "forward": spec.forward, "up": spec.up}}
 

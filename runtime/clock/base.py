@@ -33,6 +33,12 @@ class Clock(ABC):
     def sleep(self, dt_s: float) -> float:
         return self.sleep_until(self.now() + max(0.0, dt_s))
 
+    def wait_cost(self, wall_s: float) -> float:
+        """How much of this clock's time a wait of ``wall_s`` wall seconds outside :meth:`sleep_until` (a bus
+        reply timeout) takes: all of it on a clock that follows the wall, nothing on one that only moves when its
+        participants sleep (runtime/robot/presence.py budgets its pings by this)."""
+        return wall_s
+
     def close(self) -> None:
         """Leave the clock (a lockstep participant says goodbye, so the master stops waiting for it)."""
         self.closed = True

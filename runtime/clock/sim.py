@@ -29,6 +29,9 @@ class LockstepClock(Clock):
     def now(self) -> float:
         return self._now
 
+    def wait_cost(self, wall_s: float) -> float:
+        return 0.0  # the master waits for this participant: simulated time stands still until it sleeps
+
     def sleep_until(self, t_s: float) -> float:
         try:
             if isinstance(self.participant, RemoteParticipant):

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from devices.descriptor import PartDescriptor, Sensor
-from devices.descriptor.camera import CameraSpec, camera_spec
+from devices.descriptor.camera import CameraSpec, Pinhole, camera_spec
 
 CAMERA = "camera"
 
@@ -33,20 +33,14 @@ class CameraError(RuntimeError):
     """A frame that cannot be had: names the camera and says why."""
 
 
-@dataclass(frozen=True)
-class Intrinsics:
-    width: int
-    height: int
-    fx: float
-    fy: float
-    cx: float
-    cy: float
+class Intrinsics(Pinhole):
+    """A frame's pinhole intrinsics (the descriptor's :class:`Pinhole` fields), with numpy and the body frame."""
 
     @property
     def matrix(self) -> np.ndarray:
         """The pinhole matrix K: pixel (u, v) of a point (X, Y, Z) in the optical frame (x right, y down, z
         forward) is u = fx X / Z + cx, v = fy Y / Z + cy."""
-        return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
+        return np.array(super().matrix)
 
     def project(self, point_camera: np.ndarray) -> tuple[float, float]:
         """Pixel of a point given in the camera *body* frame (x forward, y left, z up): u right, v down."""
@@ -127,8 +121,7 @@ class Camera:
 
     @property
     def intrinsics(self) -> Intrinsics:
-        s = self.spec
-        return Intrinsics(s.width, s.height, s.fx, s.fy, s.cx, s.cy)
+        return Intrinsics(**self.spec.pinhole())
 
     def attach(self, source: FrameSource | None, why: str = "") -> None:
         """Where frames come from (Robot.open decides); None with ``why``: this camera cannot give frames."""

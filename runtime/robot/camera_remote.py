@@ -9,7 +9,9 @@ Each camera of the main bus gets a :class:`RemoteCameraSource`: a REQ socket ask
 camera's frame of the current period (bridge/camera_wire.py). It says which frame it holds, so a read between two
 frames moves only a header and returns the same frame (the same Frame object: runtime/robot/camera.py). The arrays
 wrap the received ZeroMQ buffers without a copy. A server that does not answer within ``timeout_s`` is named in the
-error and the socket is made anew for the next read (a REQ socket that lost its reply is stuck otherwise).
+error and the socket is made anew for the next read (a REQ socket that lost its reply is stuck otherwise). A
+server secured with ``hil sim --keys`` admits only the profile's ``keys:``; a client refused, or without keys,
+is told so by the CURVE handshake's monitor (bridge.security.HandshakeWatch), with the endpoint named.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from typing import Any
 import zmq
 
 from bridge.camera_wire import RemoteCameraError, WireError, encode_request, parse_reply
+
+from ..clock.base import WALL
 
 DEFAULT_TIMEOUT_S = 10.0  # a 640x480 render on a busy software renderer takes well under a second
 
@@ -32,6 +36,7 @@ class RemoteCameraSource:
         self.timeout_s = float(timeout_s)
         self._security = security
         self._socket: zmq.Socket | None = None
+        self._watch: Any = None  # bridge.security.HandshakeWatch: why a server is silent (refused keys, none)
         self._lock = threading.Lock()
         self._last: dict[str, Any] | None = None
         self.received = 0  # frames whose pixels came over the wire (a 'same' reply does not count)
@@ -40,12 +45,10 @@ class RemoteCameraSource:
         with self._lock:
             sock = self._socket or self._connect()
             have = self._last["t"] if self._last is not None else None
-            sock.send(encode_request(self.part_id, self.sensor, have))
-            if not sock.poll(int(self.timeout_s * 1000), zmq.POLLIN):
-                self._reset()
-                raise RemoteCameraError(f"the camera server at {self.endpoint} did not answer within "
-                                        f"{self.timeout_s:g} s (is `hil sim ... --camera-endpoint "
-                                        f"{self.endpoint}` running?)")
+            deadline = WALL() + self.timeout_s
+            self._send(sock, encode_request(self.part_id, self.sensor, have), deadline)
+            if not sock.poll(max(0, int((deadline - WALL()) * 1000)), zmq.POLLIN):
+                self._fail("did not answer")
             frames = sock.recv_multipart(copy=False)
             try:
                 reply = parse_reply(frames)
@@ -63,16 +66,37 @@ class RemoteCameraSource:
             self.received += 1
             return reply
 
+    def _send(self, sock: zmq.Socket, data: bytes, deadline: float) -> None:
+        """Send without blocking for ever: a REQ socket whose only connection failed its handshake (a client
+        without keys at a CURVE server) has no pipe to send on, and a plain send would wait for one for good."""
+        while True:
+            left_ms = int((deadline - WALL()) * 1000)
+            if left_ms <= 0 or not sock.poll(left_ms, zmq.POLLOUT):
+                self._fail("took no request")
+            try:
+                sock.send(data, zmq.NOBLOCK)
+                return
+            except zmq.Again:  # the pipe POLLOUT saw went again (a handshake that failed just after)
+                continue
+
+    def _fail(self, what: str) -> None:
+        """Raise the error of a silent server, with what the CURVE handshake says about it, and start over."""
+        why = self._watch.reason() if self._watch is not None else ""
+        self._reset()
+        raise RemoteCameraError(f"the camera server at {self.endpoint} {what} within {self.timeout_s:g} s ("
+                                + (why or f"is `hil sim ... --camera-endpoint {self.endpoint}` running?") + ")")
+
     def _connect(self) -> zmq.Socket:
         from bridge.security import connect_client
 
-        sock, watch = connect_client(zmq.REQ, self.endpoint, self._security)
-        if watch is not None:
-            watch.close()
+        sock, self._watch = connect_client(zmq.REQ, self.endpoint, self._security, watch_plain=True)
         self._socket = sock
         return sock
 
     def _reset(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         if self._socket is not None:
             self._socket.close(0)
             self._socket = None

@@ -12,8 +12,11 @@ in the same cycle. After ``lost_after_misses`` consecutive misses (the profile's
 - ``robot.parts_lost`` lists it, a :class:`PartEvent` goes to ``robot.part_events`` and ``robot.on_change``.
 
 After each cycle (:meth:`Presence.after_cycle`, called by ``Robot.cycle``) at most one ping goes out, and only in
-the cycle's spare time (what is left of the tick, when the loop knows it; an in-process bus costs no time) or,
-when there never is any, at most once per :data:`PING_FALLBACK_S` and within :data:`PING_BUDGET`: the lost IDs in turn, and every ``rescan_s``
+the cycle's spare time (what is left of the tick, when the loop knows it) or, when there never is any, at most once
+per :data:`PING_FALLBACK_S` and within :data:`PING_BUDGET`. A ping is charged what it costs the robot's clock
+(:meth:`Presence.ping_cost_s`): an in-process bus costs nothing, nor does any bus under the simulator's lockstep
+clock (simulated time waits for the robot), so there a lost part is pinged every cycle; on the real clock a
+process peer's pty costs its timeout and latency. The lost IDs in turn, and every ``rescan_s``
 a broadcast ping for parts plugged in since (runtime.robot.adoption). A lost part that answers with the same
 descriptor (CPC hash, or model number for a plain servo) is re-armed as the runtime had set it -- torque off,
 the limits, gains, watchdog and profile registers read from it at open, its operating mode, the held target,
@@ -40,8 +43,8 @@ if TYPE_CHECKING:
     from .robot import Robot
 
 PING_FALLBACK_S = 1.0  # with no spare time in any tick, still one ping per this much clock time, at least
-PING_BUDGET = 0.02  # ... and per this share of clock time at most: a ping that waits 0.225 s (a process peer on a
-# pty) goes out every 11 s, one on a wire (25 ms) every 1.25 s; the loop keeps >= 98 % of its rate
+PING_BUDGET = 0.02  # ... and per this share of clock time at most: on the real clock a ping that waits 0.225 s (a
+# process peer on a pty) goes out every 11 s, one on a wire (25 ms) every 1.25 s; the loop keeps >= 98 % of its rate
 # what the runtime re-writes into a servo that comes back (read from it at open): EEPROM settings first (torque is
 # off), then RAM; the operating mode comes from the joint's mode, the goal from its held target
 REARM_REGISTERS = ("drive_mode", "return_delay_time", "current_limit", "velocity_limit", "max_position_limit",
@@ -203,10 +206,18 @@ class Presence:
             return math.inf
         return (math.floor(now / self.rescan_s + 1e-9) + 1) * self.rescan_s
 
-    def _may_ping(self, spare_s: float | None, now: float) -> bool:
+    def ping_cost_s(self) -> float:
+        """What one ping of a silent part costs the robot's clock: its reply timeout (plus a process peer's
+        latency) in wall time, charged as the clock charges a wait (``Clock.wait_cost``: all of it on the real
+        clock, nothing under the simulator's lockstep clock, which stands still while the robot waits); an
+        in-process ``sim://`` bus answers at once."""
         hosts = self.robot.buses.values()
-        cost = max((0.0 if h.transport.url.startswith("sim://") else h.timeout_s + h.transport.peer_latency_s
+        wall = max((0.0 if h.transport.url.startswith("sim://") else h.timeout_s + h.transport.peer_latency_s
                     for h in hosts), default=0.0)
+        return self.robot.clock.wait_cost(wall) if wall else 0.0
+
+    def _may_ping(self, spare_s: float | None, now: float) -> bool:
+        cost = self.ping_cost_s()
         if cost == 0.0 or (spare_s is not None and spare_s >= cost):
             return True
         return now - self._last_ping_s >= max(PING_FALLBACK_S, cost / PING_BUDGET)

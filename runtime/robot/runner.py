@@ -62,6 +62,9 @@ class DeadlineClock(Clock):
     def now(self) -> float:
         return self.inner.now()
 
+    def wait_cost(self, wall_s: float) -> float:
+        return self.inner.wait_cost(wall_s)
+
     def sleep_until(self, t_s: float) -> float:
         deadline = self.robot.deadline_s
         if deadline is not None and t_s > deadline + END_TOLERANCE_S:

@@ -82,7 +82,7 @@ class CameraLog:
                                                                  data=self._encoder(frame.rgb), format="jpeg"))
         self._write(f"/foxglove/{name}/calibration", t, fx.CameraCalibration(
             timestamp=stamp, frame_id=optical, width=k.width, height=k.height, distortion_model="plumb_bob",
-            D=[0.0] * 5, K=[k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0],
+            D=[0.0] * 5, K=[float(v) for row in k.matrix for v in row],
             R=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], P=[k.fx, 0.0, k.cx, 0.0, 0.0, k.fy, k.cy, 0.0, 0.0, 0.0,
                                                                  1.0, 0.0]))
         if self.depth and frame.depth is not None:
