@@ -6,7 +6,9 @@ Prints, per mode: the farthest the base frame gets from the start (truth) and wh
 and for the continuous turn the pivot fitted by least squares (world c = p(t) + R(yaw(t)) q, q the pivot in the
 base frame): a pivot at the axle midpoint (q = 0) would keep the base frame still.
 
-    python -m bench.turn_pivot
+    python -m bench.turn_pivot [--smoke]
+
+``--smoke``: one continuous turn of 8 s (the suite's smoke run; its figures mean little).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 
-def turn(mode: str) -> tuple[float, np.ndarray, tuple[float, float]]:
+def turn(mode: str, turn_s: float | None = None) -> tuple[float, np.ndarray, tuple[float, float]]:
     import pybullet as p
 
     from runtime import Robot
@@ -27,7 +29,8 @@ def turn(mode: str) -> tuple[float, np.ndarray, tuple[float, float]]:
     (folder / "p.yaml").write_text("bus: sim://commbot?seed=7\nclock: sim\nsemantics: commbot\n")
     robot = Robot.open(load_profile(folder / "p.yaml"))
     body = robot.bus.transport.embodied.robot
-    rate, end = math.radians(-15 if mode.endswith("cw") else 15), (54.0 if mode == "stopgo" else 24.0)
+    rate = math.radians(-15 if mode.endswith("cw") else 15)
+    end = turn_s if turn_s is not None else (54.0 if mode == "stopgo" else 24.0)
     rows, far = [], 0.0
     try:
         for tick in robot.loop(hz=10):
@@ -45,9 +48,9 @@ def turn(mode: str) -> tuple[float, np.ndarray, tuple[float, float]]:
     return far, np.array(rows), (ox, oy)
 
 
-def pivot(rows: np.ndarray) -> tuple[np.ndarray, float]:
-    """(q: the base-frame pivot, m; rms of the fit, m) over the turn's steady part."""
-    sel = rows[(rows[:, 0] > 3) & (rows[:, 0] < 23)]
+def pivot(rows: np.ndarray, end_s: float = 23.0) -> tuple[np.ndarray, float]:
+    """(q: the base-frame pivot, m; rms of the fit, m) over the turn's steady part (3 s to ``end_s``)."""
+    sel = rows[(rows[:, 0] > 3) & (rows[:, 0] < end_s)]
     yaw = np.unwrap(sel[:, 3])
     a, b = [], []
     for x, y, th in zip(sel[:, 1], sel[:, 2], yaw):
@@ -59,13 +62,19 @@ def pivot(rows: np.ndarray) -> tuple[np.ndarray, float]:
     return sol[2:], float(np.sqrt(np.mean(res ** 2)))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.turn_pivot", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="one continuous turn of 8 s")
+    args = parser.parse_args(argv)
+    modes, turn_s = (("continuous",), 8.0) if args.smoke else (("continuous", "continuous-cw", "stopgo"), None)
     print(f"{'mode':<13} {'truth max from start':>19} {'odometry at the end':>20}")
-    for mode in ("continuous", "continuous-cw", "stopgo"):
-        far, rows, (ox, oy) = turn(mode)
+    for mode in modes:
+        far, rows, (ox, oy) = turn(mode, turn_s)
         print(f"{mode:<13} {100 * far:16.2f} cm {100 * math.hypot(ox, oy):17.2f} cm")
         if mode != "stopgo":
-            q, rms = pivot(rows)
+            q, rms = pivot(rows, (turn_s - 1.0) if turn_s is not None else 23.0)
             print(f"{'':<13} pivot in the base frame ({100 * q[0]:+.2f}, {100 * q[1]:+.2f}) cm, fit rms "
                   f"{1000 * rms:.1f} mm")
 
