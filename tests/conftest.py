@@ -215,6 +215,6 @@ def short_demo_log(tmp_path_factory):
     from trial.run import Trial
 
     out = tmp_path_factory.mktemp("short-demo") / "demo"
-    result = Trial(spec=demo_spec(duration=SHORT_DEMO_S)).run(out)
+    result = Trial(spec=demo_spec(duration=SHORT_DEMO_S, camera_rate=5.0)).run(out)  # with its cameras' pictures
     assert result.status == "ok", result.error
     return out / "trial.mcap"

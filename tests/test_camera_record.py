@@ -61,7 +61,7 @@ def test_camera_rate_zero_records_no_images_and_the_same_seed_the_same_log(tmp_p
     assert off.status == "ok"
     assert not any(topic.startswith("/foxglove/head_camera") for topic in _messages(tmp_path / "off"))
     for name in ("x", "y"):
-        Trial(_still, robot="commbot", map=ROOT_MAP, duration=1.0, seed=2).run(tmp_path / name)
+        Trial(_still, robot="commbot", map=ROOT_MAP, duration=1.0, seed=2, camera_rate=5.0).run(tmp_path / name)
     first, second = (_messages(tmp_path / n)["/foxglove/head_camera/image"] for n in ("x", "y"))
     assert [(t, raw) for _, t, _, raw in first] == [(t, raw) for _, t, _, raw in second]
 
@@ -82,7 +82,7 @@ from trial import Trial
 def still(robot):
     for _ in robot.loop(hz=20):
         pass
-result = Trial(still, robot="commbot", map="lab", duration=1.0, seed=0).run({str(tmp_path / "t")!r})
+result = Trial(still, robot="commbot", map="lab", duration=1.0, seed=0, camera_rate=5.0).run({str(tmp_path / "t")!r})
 print(json.dumps({{"ok": result.ok, "error": result.error, "notes": result.notes}}))
 """
     root = Path(__file__).resolve().parent.parent
@@ -95,3 +95,21 @@ print(json.dumps({{"ok": result.ok, "error": result.error, "notes": result.notes
     assert len(unrecorded) == 2 and "pip install 'hil[camera]'" in unrecorded[0], got["notes"]
     topics = set(_messages(tmp_path / "t"))
     assert "/robot/state" in topics and not any(t.endswith("/image") for t in topics), sorted(topics)
+
+
+def test_hil_camera_rate_sets_the_default_and_an_explicit_rate_wins(monkeypatch):
+    """``$HIL_CAMERA_RATE`` is the recording rate of trials that do not set one (the suite sets 0: conftest.py);
+    a trial's own camera_rate wins; a bad value names the variable."""
+    import pytest
+
+    from trial.spec import make_spec
+
+    monkeypatch.setenv("HIL_CAMERA_RATE", "2.5")
+    assert make_spec(_still, robot="commbot").camera_rate == 2.5
+    assert make_spec(_still, robot="commbot", camera_rate=5.0).camera_rate == 5.0
+    assert make_spec(_still, robot="commbot").but(seed=3).camera_rate == 2.5
+    monkeypatch.delenv("HIL_CAMERA_RATE")
+    assert make_spec(_still, robot="commbot").camera_rate == 5.0, "hil's own default"
+    monkeypatch.setenv("HIL_CAMERA_RATE", "fast")
+    with pytest.raises(ValueError, match=r"\$HIL_CAMERA_RATE='fast': a camera recording rate is 0..100 Hz"):
+        make_spec(_still, robot="commbot")

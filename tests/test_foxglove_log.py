@@ -132,8 +132,8 @@ def test_a_paused_and_stepped_trial_writes_the_same_log(demo_log, tmp_path):
 
     driver = threading.Thread(target=drive)
     driver.start()
-    result = Trial(spec=demo_spec(duration=DURATION_S)).run(tmp_path / "paused", listeners=live.listeners,
-                                                            hooks=live.hooks)
+    result = Trial(spec=demo_spec(duration=DURATION_S, camera_rate=5.0)).run(  # as short_demo_log
+        tmp_path / "paused", listeners=live.listeners, hooks=live.hooks)
     live.finish(result)
     driver.join(timeout=60)
     assert result.status == "ok", result.error

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -150,7 +151,8 @@ KEYS: dict[str, str] = {
     "duration": "seconds (> 0) of the trial's clock, at most MAX_DURATION_S=604800 (a week), or none for no limit",
     "params": "a mapping of the controller's parameters (robot.params)",
     "gui": "true: the pybullet viewer (needs a display)",
-    "camera_rate": "Hz (0..100) at which the log records each camera's images (default 5; 0: none)",
+    "camera_rate": "Hz (0..100) at which the log records each camera's images (default 5, or $HIL_CAMERA_RATE; 0: "
+                   "none)",
     "camera_depth": "true: the log also records each camera's depth image",
     "name": "a label for summaries and sweeps",
     "faults": "a list of {at: S, unplug|plug|reboot: PART} / {at: S, swap: PART, with: CATALOG_PART} / "
@@ -175,6 +177,8 @@ def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mappin
     def error(key: str | None, message: str) -> ConfigError:
         return ConfigError(source, lines.get(key) if key else lines.get(""), message)
 
+    if "camera_rate" not in values and os.environ.get(CAMERA_RATE_ENV, "").strip():
+        values["camera_rate"] = _camera_rate_from_env()
     for key in values:
         if key not in KEYS or key == "controller":
             close = difflib.get_close_matches(key, list(KEYS), n=1)
@@ -194,6 +198,21 @@ def make_spec(controller: Any = None, *, source: str = "<python>", lines: Mappin
     if spec.bus is not None and spec.profile is None:
         raise error("bus", "bus: replaces a profile's bus; with robot: the bus is the virtual robot in this process")
     return spec
+
+
+CAMERA_RATE_ENV = "HIL_CAMERA_RATE"  # Hz: the camera recording rate of trials that do not set camera_rate
+
+
+def _camera_rate_from_env() -> float:
+    """``$HIL_CAMERA_RATE`` (e.g. 0 on a machine without a GPU, where rendering takes a core: a CI, a sweep)."""
+    text = os.environ[CAMERA_RATE_ENV].strip()
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = math.nan
+    if not 0.0 <= rate <= 100.0:
+        raise ValueError(f"${CAMERA_RATE_ENV}={text!r}: a camera recording rate is 0..100 Hz (0: none)")
+    return rate
 
 
 def _checked_faults(spec: TrialSpec, lines: Mapping[str, int]) -> TrialSpec:
