@@ -27,3 +27,23 @@ def bind_server(kind: int, endpoint: str, security: Any = None, max_message_byte
         socket.close(0)
         raise
     return socket, socket.getsockopt_string(zmq.LAST_ENDPOINT)
+
+
+def send_within(socket: zmq.Socket, data: bytes, timeout_s: float) -> bool:
+    """Send ``data`` on a REQ (or DEALER) socket within ``timeout_s``; False if there was no connection to send on.
+
+    A REQ socket whose only connection failed its handshake (a plain client at a CURVE server) has no pipe while
+    it reconnects, and a plain ``send`` then blocks for ever; the pipe POLLOUT saw can also vanish again before
+    the send. So: wait for POLLOUT and send without blocking, again until the time is up."""
+    from time import monotonic
+
+    deadline = monotonic() + timeout_s
+    while True:
+        left_ms = int(max(0.0, deadline - monotonic()) * 1000)
+        if left_ms <= 0 or not socket.poll(left_ms, zmq.POLLOUT):
+            return False
+        try:
+            socket.send(data, zmq.NOBLOCK)
+            return True
+        except zmq.Again:
+            continue

@@ -360,20 +360,13 @@ class RemoteParticipant:
         # a REQ socket whose only connection failed its handshake (a plain client at a CURVE master) has no pipe
         # to send on while it reconnects, and a plain send would block for ever: wait for one within the timeout,
         # and send without blocking (the pipe POLLOUT saw may be gone again when the handshake fails just after)
-        data = pack(kind, {"name": self.name, **payload}, t=self.now_s)
-        deadline = wall_clock() + self.timeout_s
-        while True:
-            left_ms = int(max(0.0, deadline - wall_clock()) * 1000)
-            if left_ms <= 0 or not self._socket.poll(left_ms, zmq.POLLOUT):
-                why = self._watch.reason() if self._watch is not None else ""
-                raise LockstepError(f"lockstep: the clock master at {self.endpoint} did not answer {self.name!r}'s "
-                                    f"{kind} within {self.timeout_s:g} s (no connection to send on: "
-                                    f"{why or 'refused, stalled or gone'})")
-            try:
-                self._socket.send(data, zmq.NOBLOCK)
-                break
-            except zmq.Again:
-                continue
+        from .bind import send_within
+
+        if not send_within(self._socket, pack(kind, {"name": self.name, **payload}, t=self.now_s), self.timeout_s):
+            why = self._watch.reason() if self._watch is not None else ""
+            raise LockstepError(f"lockstep: the clock master at {self.endpoint} did not answer {self.name!r}'s "
+                                f"{kind} within {self.timeout_s:g} s (no connection to send on: "
+                                f"{why or 'refused, stalled or gone'})")
         if not self._socket.poll(int(self.timeout_s * 1000)):
             why = self._watch.reason() if self._watch is not None else ""
             raise LockstepError(f"lockstep: the clock master at {self.endpoint} did not answer {self.name!r}'s "

@@ -307,8 +307,10 @@ def ask(endpoint: str, kind: str = "status", payload: Any = None, timeout_s: flo
     sock = _socket(zmq.REQ, security)
     try:
         sock.connect(endpoint)
-        sock.send(pack(kind, payload if payload is not None else {}))
-        if not sock.poll(int(timeout_s * 1000)):
+        from .bind import send_within
+
+        if not send_within(sock, pack(kind, payload if payload is not None else {}), timeout_s) or \
+                not sock.poll(int(timeout_s * 1000)):
             raise LinkError(f"the crowd at {endpoint} did not answer {kind!r} within {timeout_s:g} s")
         try:
             return unpack(sock.recv(), CONTROL_REPLIES)
@@ -474,8 +476,13 @@ class RealtimeCrowdLink:
             elif now - self._pending_since > self.hello_interval_s:
                 self._new_control()  # lazy pirate: a REQ without an answer is stuck; start a fresh one
         if self._pending_since is None and self.state != CONNECTED and now >= self._next_hello_s:
-            self._control.send(pack("hello", {"name": self.name, "session": self.own_session}, seq=self._seq))
-            self._pending_since, self._next_hello_s = now, now + self.hello_interval_s
+            try:  # never a blocking send: a REQ with no connection (reconnecting, a refused handshake) blocks for ever
+                self._control.send(pack("hello", {"name": self.name, "session": self.own_session}, seq=self._seq),
+                                   zmq.NOBLOCK)
+            except zmq.Again:
+                self._next_hello_s = now + self.hello_interval_s  # nothing to send on yet: at the next hello
+            else:
+                self._pending_since, self._next_hello_s = now, now + self.hello_interval_s
 
     def _reply(self, data: bytes, now: float) -> None:
         try:
@@ -523,8 +530,11 @@ class RealtimeCrowdLink:
             if self.state == CONNECTED:
                 if self._pending_since is not None:
                     self._new_control()
-                self._control.send(pack("bye", {"session": self.own_session}))
-                self._control.poll(int(BYE_WAIT_S * 1000))
+                try:
+                    self._control.send(pack("bye", {"session": self.own_session}), zmq.NOBLOCK)
+                    self._control.poll(int(BYE_WAIT_S * 1000))
+                except zmq.Again:
+                    pass  # no connection to say bye on: the crowd finds the world gone by its silence
         finally:
             self._control.close(0)
             self._control = None

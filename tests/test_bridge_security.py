@@ -307,3 +307,30 @@ def test_a_profile_with_keys_joins_a_secured_simulator_clock_and_a_plain_one_is_
             Robot.open(profile)
     finally:
         device.stop()
+
+
+@needs_curve
+def test_one_shot_requests_to_a_curve_server_without_its_key_give_up_instead_of_blocking(keys):
+    """A REQ socket whose handshake fails has no pipe to send on, and a plain send blocks for ever (a suite worker
+    hung 30 minutes on it): ``bind.send_within`` waits for one within the timeout and sends without blocking,
+    and the one-shot requests (``request_once``: ``clock_status``, ``hil sim fault``; the real-time crowd's
+    ``ask``) answer "nothing" instead. The waits are bounded by the requests' own timeouts."""
+    from bridge.bind import bind_server, send_within
+    from bridge.realtime import LinkError, ask
+    from bridge.security import request_once
+
+    server, endpoint = bind_server(zmq.REP, LOOPBACK, keys)
+    try:
+        for _ in range(5):
+            reply, why = request_once(endpoint, b"status", 0.5, None)
+            assert reply is None, "a plain client was answered by a CURVE server"
+        with pytest.raises(LinkError, match="did not answer 'status'"):
+            ask(endpoint, "status", timeout_s=0.5)
+        sock = zmq.Context.instance().socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)  # queue only to a finished connection, as after a refused handshake
+        sock.connect("tcp://127.0.0.1:1")  # nothing listens: no pipe, ever
+        assert send_within(sock, b"x", 0.3) is False
+        sock.close(0)
+    finally:
+        server.close(0)
