@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable
 
 import zmq
 
+from .bind import bind_server, send_within
 from .envelope import EnvelopeError, pack, unpack
 from .realtime import Counters
 from .schema import MAX_TIME_S, ClockRequest, TypedDecoder
@@ -208,8 +209,6 @@ class ClockServer:
         self.core, self.endpoint, self._status = core, endpoint, status
         self.lock = lock or threading.RLock()
         self._context = zmq.Context.instance()
-        from .bind import bind_server
-
         self._socket, self.endpoint = bind_server(zmq.ROUTER, endpoint, security, context=self._context)
         self._pending: dict[str, bytes] = {}  # participant -> ROUTER identity awaiting a reply
         self._identity_of: dict[bytes, str] = {}  # a connection's identity -> the participant it said hello as
@@ -360,8 +359,6 @@ class RemoteParticipant:
         # a REQ socket whose only connection failed its handshake (a plain client at a CURVE master) has no pipe
         # to send on while it reconnects, and a plain send would block for ever: wait for one within the timeout,
         # and send without blocking (the pipe POLLOUT saw may be gone again when the handshake fails just after)
-        from .bind import send_within
-
         if not send_within(self._socket, pack(kind, {"name": self.name, **payload}, t=self.now_s), self.timeout_s):
             why = self._watch.reason() if self._watch is not None else ""
             raise LockstepError(f"lockstep: the clock master at {self.endpoint} did not answer {self.name!r}'s "

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 import zmq
 
+from .bind import send_within
 from .envelope import MAX_MESSAGE_BYTES, EnvelopeError, pack, unpack
 from .schema import TypedDecoder, WorldPayload
 
@@ -307,8 +308,6 @@ def ask(endpoint: str, kind: str = "status", payload: Any = None, timeout_s: flo
     sock = _socket(zmq.REQ, security)
     try:
         sock.connect(endpoint)
-        from .bind import send_within
-
         if not send_within(sock, pack(kind, payload if payload is not None else {}), timeout_s) or \
                 not sock.poll(int(timeout_s * 1000)):
             raise LinkError(f"the crowd at {endpoint} did not answer {kind!r} within {timeout_s:g} s")

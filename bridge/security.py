@@ -36,6 +36,8 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
+from .bind import send_within
+
 log = logging.getLogger(__name__)
 
 SERVER, CLIENT, AUTHORIZED = "server", "client", "authorized"
@@ -212,8 +214,6 @@ def request_once(endpoint: str, data: bytes, timeout_s: float,
     answered within ``timeout_s``, ``why`` being what the CURVE handshake says ("" when it says nothing)."""
     sock, watch = connect_client(zmq.REQ, endpoint, security)
     try:
-        from .bind import send_within
-
         if not send_within(sock, data, timeout_s) or not sock.poll(int(timeout_s * 1000)):
             return None, watch.reason() if watch is not None else ""
         return sock.recv(), ""

@@ -420,24 +420,10 @@ def _from_state(value: Any, key: str, error, base: Path | None) -> str | None:
     return f"{_relative(Path(folder), base)}@{seconds}"
 
 
-_CHECKS: dict[str, Callable] = {
-    "robot": _name_or_path, "profile": _profile, "bus": _bus, "clock": _clock, "map": _optional_name,
-    "crowd": _crowd, "crowd_scale": _number(0.0, 100.0), "crowd_start": _crowd_start, "crowd_endpoint": _endpoint, "crowd_timeout_s": _number(0.0, 3600.0, low_open=True),
-    "crowd_pipeline": _flag,
-    "scenario": _optional_name, "start": _point((2, 3)), "goal": _point((2,)),
-    "goal_radius": _number(0.0, 100.0, low_open=True), "end_on_goal": _flag, "after_goal_s": _number(0.0, 3600.0),
-    "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,
-    "gui": _flag, "name": _text, "faults": lambda value, key, error, base: tuple(value or ()),
-    "camera_rate": _number(0.0, 100.0), "camera_depth": _flag,
-    "from": _from_state, "state_every": _number(0.0, MAX_DURATION_S, allow_none=True),
-    "allow_objectives": lambda value, key, error, base: _modules(value, key, error),
-}
-
-
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-def _modules(value: Any, key: str, error) -> tuple[str, ...]:
+def _modules(value: Any, key: str, error, base: Path | None) -> tuple[str, ...]:
     """Dotted module names, from a list or a comma-separated string."""
     if value is None:
         return ()
@@ -449,6 +435,22 @@ def _modules(value: Any, key: str, error) -> tuple[str, ...]:
     if bad:
         raise error(key, f"allow_objectives: {bad[0]!r} is not a module name (e.g. mylab.reactions)")
     return names
+
+
+_CHECKS: dict[str, Callable] = {
+    "robot": _name_or_path, "profile": _profile, "bus": _bus, "clock": _clock, "map": _optional_name,
+    "crowd": _crowd, "crowd_scale": _number(0.0, 100.0), "crowd_start": _crowd_start, "crowd_endpoint": _endpoint, "crowd_timeout_s": _number(0.0, 3600.0, low_open=True),
+    "crowd_pipeline": _flag,
+    "scenario": _optional_name, "start": _point((2, 3)), "goal": _point((2,)),
+    "goal_radius": _number(0.0, 100.0, low_open=True), "end_on_goal": _flag, "after_goal_s": _number(0.0, 3600.0),
+    "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,
+    "gui": _flag, "name": _text, "faults": lambda value, key, error, base: tuple(value or ()),
+    "camera_rate": _number(0.0, 100.0), "camera_depth": _flag,
+    "from": _from_state, "state_every": _number(0.0, MAX_DURATION_S, allow_none=True),
+    "allow_objectives": _modules,
+}
+
+
 
 
 def trial_kwargs(spec: TrialSpec) -> dict[str, Any]:

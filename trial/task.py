@@ -292,10 +292,10 @@ def release(crowd: CrowdProcess, *, ended_well: bool) -> None:
 def _keep_idle(crowd: CrowdProcess) -> None:
     """An idle crowd process kept for the next trial (at most one per process: another is stopped)."""
     with _IDLE_LOCK:
-        if not _IDLE and crowd not in _IDLE:
-            _IDLE.append(crowd)
-            return
         if crowd in _IDLE:
+            return
+        if not _IDLE:
+            _IDLE.append(crowd)
             return
     crowd.stop()
 

@@ -103,13 +103,13 @@ def robot_scene(robot, legend: dict[int, str], cache: dict | None = None) -> Ins
         if cache.get("mirrors") != mirrors:
             cache["shapes"], cache["mirrors"] = _robot_shapes(robot), mirrors
         shapes = cache["shapes"]
-    frames = {id(body): _frames_of(body) for body in {id(b): b for b, _, _ in shapes}.values()}
-    for k, (body, link, primitives) in enumerate(shapes):
+    frames = {id(body): _frames_of(body) for body in (robot, *getattr(robot, "mirrors", ()))}
+    for k, (body, row, link, primitives) in enumerate(shapes):
         label = ROBOT_BASE + k
         legend[label] = f"robot:{link.part_id}/{link.body}"
         if not primitives:
             continue
-        frame = frames[id(body)][link]
+        frame = frames[id(body)][row]
         for kind, local, rgba in primitives:
             items = out.items[kind]
             items[0].append(frame @ local)
@@ -118,18 +118,19 @@ def robot_scene(robot, legend: dict[int, str], cache: dict | None = None) -> Ins
     return out
 
 
-def _frames_of(body) -> dict:
-    """link -> 4x4 world frame of every body of ``body`` (one batched call where the body has it)."""
+def _frames_of(body) -> Sequence[np.ndarray]:
+    """The 4x4 world frame of every body of ``body``, in ``body.links`` order (one batched call where it has it)."""
     if hasattr(body, "link_matrices"):
-        return dict(zip(body.links, body.link_matrices()))
-    return {link: _matrix(*body.link_pose(link.part_id, link.body)) for link in body.links}
+        return body.link_matrices()
+    return [_matrix(*body.link_pose(link.part_id, link.body)) for link in body.links]
 
 
 def _robot_shapes(robot) -> list:
-    """[(carrier body, link, [(kind, unit-primitive pose in the body frame, rgba)])] in label order."""
+    """[(carrier body, the link's row in its links, link, [(kind, unit-primitive pose in the body frame, rgba)])]
+    in label order."""
     out = []
     for body in (robot, *getattr(robot, "mirrors", ())):
-        for link in body.links:
+        for row, link in enumerate(body.links):
             primitives = []
             for shape in body.parts[link.part_id].body(link.body).visuals:
                 kind, size = _shape_kind(shape)
@@ -137,7 +138,7 @@ def _robot_shapes(robot) -> list:
                 local.add(kind, size, _matrix(tuple(shape.pose.xyz), _quat_rpy(shape.pose.rpy)), tuple(shape.rgba), 0)
                 for k in KINDS:
                     primitives += [(k, pose, rgba) for pose, rgba in zip(local.items[k][0], local.items[k][1])]
-            out.append((body, link, primitives))
+            out.append((body, row, link, primitives))
     return out
 
 
