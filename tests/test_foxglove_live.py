@@ -79,6 +79,8 @@ def test_channels_bytes_time_pause_play_step_and_parameters(tmp_path):
             held = client.last_time()
             time.sleep(1.0)
             assert client.last_time() == held, "sim time moved while paused"
+            # a cycle's messages are handed to the SDK with its time: none written before the pause is held back
+            tf_at_hold = set(client.received(subs["/foxglove/tf"]))
             assert any(s["status"] == "paused" and s["request_id"] == "hold" for s in client.states)
 
             target = held + 500_000_000  # a seek forward while paused: run to it and hold again
@@ -124,6 +126,9 @@ def test_channels_bytes_time_pause_play_step_and_parameters(tmp_path):
         wanted = set(logged.get(topic, ()))
         assert set(messages) <= wanted, f"{topic}: received bytes the log does not have at that time"
     assert got["/clock"] and got["/foxglove/tf"] and got["/robot/state"]
+    written = {m for m in logged["/foxglove/tf"] if 500_000_000 < m[0] <= held}  # after play, up to the pause
+    assert written and written <= tf_at_hold, f"{len(written - tf_at_hold)} messages written before the pause " \
+        "had not reached the client while it was paused"
     for topic, (encoding, name, schema_encoding, data) in schemas.items():
         if topic in ("/trial/mark", "/trial/refused", "/trial/params"):
             continue  # written after the last look at the advertisements
