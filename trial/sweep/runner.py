@@ -84,10 +84,8 @@ def _serve(job: dict[str, Any], spec: Any, announce: Callable[[dict[str, Any]], 
     where = job.get("foxglove")
     if not where:
         return None
-    from ..foxglove_live.live import LiveServer
-
     try:
-        server = _open_server(LiveServer, str(where["host"]), int(where["port"]), f"{job['id']}", spec.duration)
+        server = _open_server(str(where["host"]), int(where["port"]), f"{job['id']}", spec.duration)
     except Exception as exc:  # noqa: BLE001 - the SDK's own error (address in use, bad host): said, not fatal
         message = {"foxglove": None, "id": job["id"],
                    "error": f"cannot serve on {where['host']}:{where['port']}: {type(exc).__name__}: {exc}"}
@@ -103,15 +101,17 @@ def _serve(job: dict[str, Any], spec: Any, announce: Callable[[dict[str, Any]], 
 PORT_WAIT_S = 5.0  # how long a trial waits for its worker's port, which the trial before it may still hold
 
 
-def _open_server(server_class: Any, host: str, port: int, label: str, duration_s: float | None) -> Any:
+def _open_server(host: str, port: int, label: str, duration_s: float | None) -> Any:
     """A LiveServer on the worker's port. The trial before on this worker may not have let the port go yet (its
     process still exiting, loaded machine): retried for :data:`PORT_WAIT_S`, then the SDK's error is raised."""
     import time
 
+    from ..foxglove_live.live import LiveServer
+
     deadline = time.monotonic() + PORT_WAIT_S
     while True:
         try:
-            return server_class(host, port, label=label, duration_s=duration_s)
+            return LiveServer(host, port, label=label, duration_s=duration_s)
         except Exception:  # noqa: BLE001 - the SDK raises its own error for an address in use
             if port == 0 or time.monotonic() >= deadline:
                 raise
