@@ -80,6 +80,33 @@ def wait_for(predicate, timeout_s: float = 120.0, every_s: float = 0.2, what: st
     return shared_wait_for(predicate, what, timeout_s, step=lambda: time.sleep(every_s))
 
 
+def type_until(box, text: str, done, what: str) -> None:
+    """Type ``text`` into ``box`` (Enter after it) until ``done()`` holds, failing naming ``what`` at the bound.
+
+    A fill the page's input is not yet listening to is lost (seen under CI's load, in three tests, even after
+    the page showed what they waited for), so it is typed again every 5 s until ``done()``; the wait itself is
+    ``wait_for``'s, a hang bound, not a timing check.
+    """
+    typed_at = [-1e9]
+
+    def typed() -> bool:
+        if done():
+            return True
+        if time.monotonic() - typed_at[0] > 5.0:
+            box.fill(text)
+            box.press("Enter")
+            typed_at[0] = time.monotonic()
+        return False
+
+    wait_for(typed, what=what)
+
+
+def scrub(page, to_s: float, box=None) -> None:
+    """Scrub a replay to ``to_s`` with its time box (the page's first number input) and wait until it shows."""
+    box = box if box is not None else page.locator("input.mantine-NumberInput-input").first
+    type_until(box, f"{to_s:g}", lambda: number(page, "#hil-sim-time") == to_s, "the scrubbed time on the page")
+
+
 def only_local(requests: list[str], url: str) -> list[str]:
     """The requests that went anywhere but the viewer (blob: and data: URLs are the page's own)."""
     base = re.escape(url.rstrip("/"))

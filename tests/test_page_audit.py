@@ -13,7 +13,7 @@ import os
 import sys
 import textwrap
 
-from browser import browser_page, need_viser, number, wait_for
+from browser import browser_page, need_viser, number, scrub, wait_for
 
 from trial import Trial
 from trial.record.log import read_log
@@ -77,10 +77,7 @@ def test_a_failed_script_line_is_logged_counted_and_red_on_the_page_and_in_the_r
             page.wait_for_selector("#hil-metrics")
             # the replay shown before the scrubber is used (a fill before it is set up is lost on a loaded machine)
             wait_for(lambda: "replay paused" in page.inner_text("#hil-state"), what="the replay to be shown")
-            box = page.locator("input.mantine-NumberInput-input").first
-            box.fill("4.5")
-            box.press("Enter")
-            wait_for(lambda: number(page, "#hil-sim-time") == 4.5, what="the scrubbed time on the page")
+            scrub(page, 4.5)
             wait_for(lambda: page.locator("#hil-script-error").count() == 1, what="the failed line on the page")
             assert "line 3 failed" in page.inner_text("#hil-script-error")
             colour = page.eval_on_selector("#hil-script-error", "e => getComputedStyle(e).color")

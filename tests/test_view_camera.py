@@ -17,7 +17,7 @@ import numpy as np
 from mcap.reader import make_reader
 from PIL import Image
 
-from browser import browser_page, need_viser, number, only_local, wait_for
+from browser import browser_page, need_viser, number, only_local, scrub, wait_for
 
 CAMERA = "head_camera"
 
@@ -76,10 +76,7 @@ def test_replay_shows_the_logs_picture_at_the_scrubbed_time(short_demo_log, tmp_
             first_src = wait_for(lambda: _panel_image(page), what="a 320x240 picture on the page")
             seen = []
             for scrub_to, picture_t in ((3.3, 3.2), (6.0, 6.0)):
-                box = page.locator("input.mantine-NumberInput-input").first
-                box.fill(f"{scrub_to:g}")
-                box.press("Enter")
-                wait_for(lambda: number(page, "#hil-sim-time") == scrub_to, what="the scrubbed time")
+                scrub(page, scrub_to)
                 wait_for(lambda: _caption_t(page) == picture_t, what=f"the picture of {picture_t} s named")
                 t, want = _at(pictures, scrub_to)
                 assert abs(t - picture_t) < 1e-6

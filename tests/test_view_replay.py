@@ -12,7 +12,7 @@ import re
 import subprocess
 import time
 
-from browser import browser_page, need_viser, number, only_local, wait_for
+from browser import browser_page, need_viser, number, only_local, scrub, wait_for
 from conftest import hil_command
 
 SCRUB_TO_S = 6.0
@@ -48,21 +48,7 @@ def test_replay_scrub_and_play(short_demo_log):
             assert number(page, "#hil-sim-time") == 0.0
             assert "collisions" in page.inner_text("#hil-metrics")
 
-            box = _slider_input(page)
-            asked = [0.0]
-
-            def scrubbed() -> bool:
-                # a fill the page's input was not yet listening to is lost (seen once under CI's load): asked
-                # again every few seconds until the page shows the time; the wait itself stays wait_for's
-                if number(page, "#hil-sim-time") == SCRUB_TO_S:
-                    return True
-                if time.monotonic() - asked[0] > 5.0:
-                    box.fill(f"{SCRUB_TO_S:g}")
-                    box.press("Enter")
-                    asked[0] = time.monotonic()
-                return False
-
-            wait_for(scrubbed, what="the scrubbed time on the page")
+            scrub(page, SCRUB_TO_S, _slider_input(page))
             want = _expected(log, SCRUB_TO_S)
             status = page.inner_text("#hil-status")
             x, y = (float(v) for v in re.search(r"robot \(([-+0-9.]+), ([-+0-9.]+)\)", status).groups())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from browser import browser_page, need_viser, number, wait_for
+from browser import browser_page, need_viser, number, type_until, wait_for
 from conftest import hil_command
 
 
@@ -21,9 +21,7 @@ def test_run_a_trial_from_the_page(tmp_path):
             page.goto(viewer.url)
             page.wait_for_selector("#hil-sim-time")
             seed = page.locator("input.mantine-NumberInput-input").last  # the Run folder's seed
-            seed.fill("2")
-            seed.press("Enter")
-            wait_for(lambda: int(viewer.run_seed.value) == 2, what="the seed to reach the server")
+            type_until(seed, "2", lambda: int(viewer.run_seed.value) == 2, "the seed to reach the server")
             page.get_by_role("button", name="Run trial").click()
             wait_for(lambda: viewer.live is not None, what="the trial to start")
             assert viewer.live.done.wait(300), "the trial run from the page did not end"
