@@ -67,6 +67,27 @@ def test_replay_scrub_and_play(short_demo_log):
         viewer.close()
 
 
+def test_a_scrub_the_drawing_tick_sees_before_its_callback_is_kept(short_demo_log):
+    """viser sets a client's slider value on its event loop and calls the viewer back from a thread pool later;
+    the viewer's drawing tick in between once put the replay's time back over it, and the scrub was lost."""
+    need_viser()
+    from trial.view.app import Viewer
+    from trial.view.timeline import Timeline
+
+    viewer = Viewer(port=0)
+    viewer.show_replay(Timeline.from_log(short_demo_log))
+    try:
+        viewer.slider._impl.value = 3.3  # what viser's _handle_gui_updates does with the client's message
+        viewer._tick(0.0)  # the tick runs before the thread pool gets to the callback
+        viewer._scrub(None)
+        assert viewer.replay_t == 3.3 and viewer.slider.value == 3.3 and not viewer.playing
+        viewer._play(True)
+        viewer._tick(0.5)  # playing moves the slider; the setter's own callback is not a scrub that stops it
+        assert viewer.playing and viewer.replay_t >= 3.8 and viewer.slider.value == round(viewer.replay_t, 1)
+    finally:
+        viewer.close()
+
+
 def test_hil_view_command_serves_a_trial_folder(short_demo_log):
     need_viser()
     proc = subprocess.Popen([*hil_command(), "view", str(short_demo_log.parent), "--port", "0"],

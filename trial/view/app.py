@@ -54,7 +54,7 @@ class Viewer:
         self._html: dict[str, str] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        self._slider_echo = False
+        self._slider_shown = 0.0  # what the viewer last put on the time slider, or took from it as a scrub
         self._lines_due = 0.0
         self._last_frame: Frame | None = None
         self._build_gui()
@@ -83,6 +83,7 @@ class Viewer:
             self.live, self.metrics = None, metrics
             self.replay_t, self.playing = 0.0, False
             self.slider.max = max(timeline.end_t, 0.1)
+            self._slider_shown = 0.0
             self.slider.value = 0.0
         self._set_mode("replay")
 
@@ -165,10 +166,19 @@ class Viewer:
             self.playing = on
 
     def _scrub(self, _event: Any) -> None:
-        if self._slider_echo:
-            return
         with self._lock:
-            self.replay_t, self.playing = float(self.slider.value), False
+            self._take_scrub()
+
+    def _take_scrub(self) -> None:
+        """A slider value the viewer did not put there is the user's scrub (called with the lock held).
+
+        viser sets the slider's value on its event loop and calls ``_scrub`` later from a thread pool, so the
+        drawing tick may see the user's value first: it takes it as the scrub too, rather than putting the
+        replay's time back over it (which lost scrubs on a loaded machine).
+        """
+        value = float(self.slider.value)
+        if value != self._slider_shown:
+            self.replay_t, self.playing, self._slider_shown = value, False, value
 
     def _camera(self, mode: str) -> None:
         self.camera = mode
@@ -255,15 +265,14 @@ class Viewer:
             if timeline is None:
                 return
             self._draw_static(timeline)
+            if live is None:
+                self._take_scrub()
             if live is None and self.playing:
                 self.replay_t = min(self.replay_t + dt * self.speed, timeline.end_t)
                 self.playing = self.replay_t < timeline.end_t
-            if live is None and abs(self.slider.value - self.replay_t) > 0.05:
-                self._slider_echo = True  # the slider follows the replay's time without scrubbing it
-                try:
-                    self.slider.value = round(self.replay_t, 1)
-                finally:
-                    self._slider_echo = False
+            if live is None and abs(round(self.replay_t, 1) - self._slider_shown) > 0.05:
+                self._slider_shown = round(self.replay_t, 1)  # first: the setter's own callback is no scrub
+                self.slider.value = self._slider_shown
             t = None if live is not None else self.replay_t
             key = (timeline.version, -1.0 if t is None else t)
         if key != self._drawn:
