@@ -210,11 +210,16 @@ SHORT_DEMO_S = 7.0  # the staged kid is spawned at 5 s: script lines, a person w
 
 @pytest.fixture(scope="session")
 def short_demo_log(tmp_path_factory):
-    """trial.mcap of a 7 s demo (seed 0), recorded once for the Foxglove and viewer tests."""
-    from trial.presets import demo_spec
-    from trial.run import Trial
+    """trial.mcap of a 7 s demo (seed 0), recorded once per run of the suite for the Foxglove and viewer tests
+    (tests/once.py: they only read it)."""
+    from once import once_per_run
 
-    out = tmp_path_factory.mktemp("short-demo") / "demo"
-    result = Trial(spec=demo_spec(duration=SHORT_DEMO_S, camera_rate=5.0)).run(out)  # with its cameras' pictures
-    assert result.status == "ok", result.error
-    return out / "trial.mcap"
+    def record(folder: Path) -> None:
+        from trial.presets import demo_spec
+        from trial.run import Trial
+
+        spec = demo_spec(duration=SHORT_DEMO_S, camera_rate=5.0)  # with its cameras' pictures
+        result = Trial(spec=spec).run(folder / "demo")
+        assert result.status == "ok", result.error
+
+    return once_per_run(tmp_path_factory, "short-demo", record) / "demo" / "trial.mcap"

@@ -42,18 +42,25 @@ def profile(folder: Path, name: str, seed: int, calibration: str | None) -> str:
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("calibrate")
-    (folder / "rig.yaml").write_text(RIG)
-    (folder / "hidden.yaml").write_text(yaml.safe_dump(
-        {"schema": 1, "parts": [{"part": "range_ring", "sensor": "ring", "params": HIDDEN}]}))
-    real = hil("calibrate", "ring", "--profile", profile(folder, "real", 7, "hidden.yaml"), "--rig", "rig.yaml",
-               "--out", "real", cwd=folder)
-    assert real.returncode == 0, real.stderr[-3000:]
-    return folder, real
+    """The "real" run (a virtual ring with hidden numbers), made once per run of the suite (tests/once.py): the
+    tests read its folder and write their own runs into their tmp_path."""
+    from once import once_per_run
+
+    def run_real(folder: Path) -> None:
+        (folder / "rig.yaml").write_text(RIG)
+        (folder / "hidden.yaml").write_text(yaml.safe_dump(
+            {"schema": 1, "parts": [{"part": "range_ring", "sensor": "ring", "params": HIDDEN}]}))
+        real = hil("calibrate", "ring", "--profile", profile(folder, "real", 7, "hidden.yaml"), "--rig", "rig.yaml",
+                   "--out", "real", cwd=folder)
+        assert real.returncode == 0, real.stderr[-3000:]
+        (folder / "real.stdout").write_text(real.stdout)
+
+    folder = once_per_run(tmp_path_factory, "calibrate-real", run_real)
+    return folder, (folder / "real.stdout").read_text()
 
 
 def test_the_run_recovers_the_hidden_numbers(calibrated):
-    folder, run = calibrated
+    folder, stdout = calibrated
     cal = yaml.safe_load((folder / "real" / "CAL.yaml").read_text())
     (entry,) = cal["parts"]
     assert (entry["part"], entry["sensor"]) == ("range_ring", "ring") and isinstance(entry["serial"], int)
@@ -65,20 +72,20 @@ def test_the_run_recovers_the_hidden_numbers(calibrated):
     lo, hi = entry["fit"]["angle50_ci_deg"]
     assert lo < params["dropout_angle50_deg"] < hi
     assert (folder / "real" / "calibration.png").stat().st_size > 10_000
-    assert "angle50" in run.stdout and "reference 003" in run.stdout
+    assert "angle50" in stdout and "reference 003" in stdout
 
 
-def test_the_twin_with_the_fit_agrees_and_the_catalog_twin_does_not(calibrated):
+def test_the_twin_with_the_fit_agrees_and_the_catalog_twin_does_not(calibrated, tmp_path):
     folder, _ = calibrated
-    for name, cal in (("twin", "real/CAL.yaml"), ("catalog", None)):
-        run = hil("calibrate", "ring", "--profile", profile(folder, name, 11, cal), "--rig", "rig.yaml",
-                  "--out", name, cwd=folder)
+    real = str(folder / "real" / "calibration.mcap")
+    (tmp_path / "rig.yaml").write_text(RIG)
+    for name, cal in (("twin", str(folder / "real" / "CAL.yaml")), ("catalog", None)):
+        run = hil("calibrate", "ring", "--profile", profile(tmp_path, name, 11, cal), "--rig", "rig.yaml",
+                  "--out", name, cwd=tmp_path)
         assert run.returncode == 0, run.stderr[-3000:]
-    twin = hil("calibrate", "check", "real/calibration.mcap", "twin/calibration.mcap", "--rig", "rig.yaml",
-               cwd=folder)
+    twin = hil("calibrate", "check", real, "twin/calibration.mcap", "--rig", "rig.yaml", cwd=tmp_path)
     assert twin.returncode == 0 and "pass:" in twin.stdout, twin.stdout[-3000:]
-    catalog = hil("calibrate", "check", "real/calibration.mcap", "catalog/calibration.mcap", "--rig", "rig.yaml",
-                  cwd=folder)
+    catalog = hil("calibrate", "check", real, "catalog/calibration.mcap", "--rig", "rig.yaml", cwd=tmp_path)
     assert catalog.returncode == 1 and "FAIL" in catalog.stdout, catalog.stdout[-3000:]
 
 

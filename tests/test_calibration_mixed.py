@@ -52,35 +52,36 @@ def mixed_run(folder: Path, name: str, bus: str, crowd: str, calibration: str | 
     return hil("calibrate", "ring", "--profile", f"{name}.yaml", "--rig", "rig.yaml", "--out", name, cwd=folder)
 
 
-@pytest.fixture(scope="module")
-def mixed(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("mixed_check")
+def write_rig(folder: Path) -> None:
+    """The rig, its map, the hidden numbers the "real" ring measures with, and an empty crowd script."""
     (folder / "rig.yaml").write_text(RIG)
     (folder / "rig_map.yaml").write_text(rig_map_text(load_rig(folder / "rig.yaml")))
     (folder / "hidden.yaml").write_text(yaml.safe_dump(
         {"schema": 1, "parts": [{"part": "range_ring", "sensor": "ring", "params": HIDDEN}]}))
     (folder / "empty.scn").write_text("run 30min\n")
 
-    def one(name: str, calibration: str | None) -> subprocess.CompletedProcess:
-        # a robot of its own for each run: one that has turned once no longer stands on the rig's start
-        sim = SimProcess("--pty", "--clock", "real", "--map", str(folder / "rig_map.yaml"), "--pose=0,0,0",
-                         "--hidden", str(folder / "hidden.yaml"), assembly="commbot")
-        crowd = CrowdProcess(free_endpoint(), "--script", str(folder / "empty.scn"))
-        try:
-            return mixed_run(folder, name, sim.where, crowd.endpoint, calibration)
-        finally:
-            crowd.stop()
-            sim.stop()
 
-    # one after the other: side by side they loaded the machine enough to lag the real clock's poses
-    runs = {name: one(name, calibration) for name, calibration in (("twin", "hidden.yaml"), ("catalog", None))}
-    for name, run in runs.items():
-        assert run.returncode == 0, run.stderr[-3000:]
-    return folder, runs
+def mixed_calibration(folder: Path, name: str, calibration: str | None) -> Path:
+    """One mixed calibration run in ``folder`` (its log in ``folder/name``), with a robot of its own: one that has
+    turned once no longer stands on the rig's start. The twin's and the catalog's runs are two tests, not one
+    fixture, so that the suite's two workers can run them at the same time (a module fixture both tests used was
+    built by both workers when they took one test each)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_rig(folder)
+    sim = SimProcess("--pty", "--clock", "real", "--map", str(folder / "rig_map.yaml"), "--pose=0,0,0",
+                     "--hidden", str(folder / "hidden.yaml"), assembly="commbot")
+    crowd = CrowdProcess(free_endpoint(), "--script", str(folder / "empty.scn"))
+    try:
+        run = mixed_run(folder, name, sim.where, crowd.endpoint, calibration)
+    finally:
+        crowd.stop()
+        sim.stop()
+    assert run.returncode == 0, run.stderr[-3000:]
+    return folder
 
 
-def test_the_twin_with_the_real_numbers_agrees_bin_by_bin(mixed):
-    folder, _ = mixed
+def test_the_twin_with_the_real_numbers_agrees_bin_by_bin(tmp_path):
+    folder = mixed_calibration(tmp_path, "twin", "hidden.yaml")
     log = read_log(folder / "twin" / "calibration.mcap")
     real, virtual = mixed_sides(log, "twin")
     assert len(real.samples) == len(virtual.samples) > 300
@@ -95,8 +96,8 @@ def test_the_twin_with_the_real_numbers_agrees_bin_by_bin(mixed):
     assert abs(cal["dropout_angle50_deg"] - 40.0) <= 2.0, cal
 
 
-def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(mixed, tmp_path):
-    folder, _ = mixed
+def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(tmp_path):
+    folder = mixed_calibration(tmp_path / "run", "catalog", None)
     run = hil("calibrate", "check", "catalog/calibration.mcap", "--rig", "rig.yaml", cwd=folder)
     assert run.returncode == 1 and "FAIL" in run.stdout, run.stdout[-3000:]
     failed = [line for line in run.stdout.splitlines() if line.endswith("FAIL") and line.startswith("sensor")]
@@ -109,7 +110,7 @@ def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(mixed,
 
     path = tmp_path / "plain.mcap"
     writer = CalibrationWriter(path)
-    writer.write(META, 0.0, read_log(folder / "twin" / "calibration.mcap").meta)
+    writer.write(META, 0.0, read_log(folder / "catalog" / "calibration.mcap").meta)
     writer.write(RING, 0.0, {"t": 0.0, "x": 0.0, "y": 0.0, "yaw": 0.0, "ranges": [None] * 12})
     writer.close()
     with pytest.raises(CalibrationLogError, match="not a mixed run"):
@@ -124,11 +125,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "calibration_tur
 def test_a_mixed_trial_log_is_checked_real_against_virtual(tmp_path):
     """The same check on a mixed *trial* (`hil run examples/calibration_turn.py --record`): its trial.mcap carries
     the ring's real and virtual readings, the odometry pose and the ring's model, and nothing else is needed."""
-    (tmp_path / "rig.yaml").write_text(RIG)
-    (tmp_path / "rig_map.yaml").write_text(rig_map_text(load_rig(tmp_path / "rig.yaml")))
-    (tmp_path / "hidden.yaml").write_text(yaml.safe_dump(
-        {"schema": 1, "parts": [{"part": "range_ring", "sensor": "ring", "params": HIDDEN}]}))
-    (tmp_path / "empty.scn").write_text("run 30min\n")
+    write_rig(tmp_path)
     sim = SimProcess("--pty", "--clock", "real", "--map", str(tmp_path / "rig_map.yaml"), "--pose=0,0,0",
                      "--hidden", str(tmp_path / "hidden.yaml"), assembly="commbot")
     crowd = CrowdProcess(free_endpoint(), "--script", str(tmp_path / "empty.scn"))
