@@ -4,7 +4,7 @@ Built with foxglove-sdk's own layout types (``foxglove.layouts``, generated from
 SDK version pins the schema version), so a misnamed field or a wrong type fails here, not in the app. Panels:
 
 - 3D in frame ``map`` following the robot's base link (the walls, people, robot, ring from /foxglove/scene,
-  /foxglove/tf and /foxglove/ring);
+  /foxglove/tf and /foxglove/ring; the ring's rays coloured by why a reading failed from /foxglove/ring_rays);
 - Image: the head camera's images (the topic a camera channel is recorded on; ``--image-topic``);
 - Log: /foxglove/log (the script's lines, mode changes, what Foxglove steered);
 - Plot: the distance to the nearest person (a user script over /robot/state and /pedestrians, since no channel
@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..record.foxglove import LOG, MAP_FRAME, RING, SCENE, TF
+from ..record.foxglove import LOG, MAP_FRAME, RAYS, RING, SCENE, TF
 
 IMAGE_TOPIC = "/foxglove/head_camera/image"  # where the head camera's images are served (a camera channel)
 NEAREST_OUT = "/studio_script/nearest_person"  # Foxglove's user scripts publish under /studio_script/
 PANEL_TYPES = {"ThreeDee", "Image", "Log", "Plot", "RawMessages"}
-TRIAL_TOPICS = {SCENE, TF, LOG, RING, "/robot/state", "/robot/joints", "/pedestrians", NEAREST_OUT}
+TRIAL_TOPICS = {SCENE, TF, LOG, RING, RAYS, "/robot/state", "/robot/joints", "/pedestrians", NEAREST_OUT}
 
 NEAREST_SCRIPT = """\
 // The distance from the robot's centre to the nearest person's edge (m), from the trial's own topics.
@@ -69,7 +69,8 @@ def hil_layout(image_topic: str = IMAGE_TOPIC, base_frame: str = FOLLOW_FRAME, j
     three_d = fl.ThreeDeePanel(title="trial", config=fl.ThreeDeeConfig(
         fixed_frame=MAP_FRAME, follow_tf=base_frame, follow_mode="follow-position",
         topics={SCENE: fl.BaseRendererSceneUpdateTopicSettings(visible=True),
-                RING: fl.BaseRendererLaserScanTopicSettings(visible=True)},
+                RING: fl.BaseRendererLaserScanTopicSettings(visible=True),
+                RAYS: fl.BaseRendererSceneUpdateTopicSettings(visible=True)},
         camera_state=fl.ThreeDeeCameraState(distance=12.0, perspective=True, phi=50.0)))
     image = fl.ImagePanel(title="head camera", config=fl.ImageConfig(
         image_mode=fl.ImageModeConfig(image_topic=image_topic)))

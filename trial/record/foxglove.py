@@ -13,6 +13,11 @@ package, nothing is fetched):
 - ``/foxglove/ring`` (foxglove.LaserScan) in the ring's frame: each sensor's echo as a range from the ring's
   centre (the rays are radial, so range + origin radius is exact), NaN for no echo; a mixed trial adds
   ``/foxglove/ring_real`` and ``/foxglove/ring_virtual``;
+- ``/foxglove/ring_rays`` (foxglove.SceneUpdate, entity ``ring/rays`` locked to the ring's frame): each sensor's
+  ray as ``hil view`` draws it: to its echo in the echo's colour, or, where the reading failed, to the range
+  limit in the colour of why it failed (the part's per-reading code, ``ring_cause``: palette.CAUSE_RGB), with the
+  cause of each failed one in the entity's metadata; a mixed trial's virtual echoes in their own colour. The
+  LaserScan cannot show a failed reading (its range is NaN, nothing is drawn);
 - ``/foxglove/log`` (foxglove.Log): the script lines as they ran (``line N: text``), the controller's mode
   changes and what the trial is.
 
@@ -24,10 +29,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .palette import GOAL_RGB, WALL_HEIGHT_M, WALL_RGB, WALL_THICKNESS_M, doing_rgb
+from .palette import (CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, GOAL_RGB, RAY_RGB, VIRTUAL_ECHO_RGB, WALL_HEIGHT_M, WALL_RGB,
+                      WALL_THICKNESS_M, doing_rgb)
 from .robot_model import LinkPoser
 
 SCENE, TF, LOG, RING = "/foxglove/scene", "/foxglove/tf", "/foxglove/log", "/foxglove/ring"
+RAYS = "/foxglove/ring_rays"
+RAY_THICKNESS_M = 0.015  # as hil view draws them
 MAP_FRAME = "map"
 JOINT_EPS = 1e-4  # rad (or m): a joint that moved less is not published again
 
@@ -190,6 +198,40 @@ class FoxgloveChannels:
         if "ring_real" in msg:
             self._scan(f"{RING}_real", t, msg.get("ring_real") or [])
             self._scan(f"{RING}_virtual", t, msg.get("ring_virtual") or [])
+        self._rays(t, msg)
+
+    def _rays(self, t: float, msg: dict[str, Any]) -> None:
+        """The rays as hil view draws them (trial/view/scene.py): what the controller's ring read, every ray; a
+        mixed trial's virtual side, only its echoes."""
+        fx, ring = _fx(), self.ring
+        yaws = ring["yaw"]
+        r0, z0, max_r = ring["origin_radius_m"], ring["origin_z_m"], ring["max_range_m"]
+        sides = [(msg.get("ring_real", msg.get("ring")), ECHO_RGB, msg.get("ring_cause"), True)]
+        if "ring_virtual" in msg:
+            sides.append((msg.get("ring_virtual"), VIRTUAL_ECHO_RGB, None, False))
+        points, colors, metadata = [], [], []
+        for ranges, echo_rgb, causes, every_ray in sides:
+            if not ranges or len(ranges) != len(yaws):
+                continue
+            causes = causes if causes and len(causes) == len(yaws) else [None] * len(yaws)
+            for i, (yaw, r, cause) in enumerate(zip(yaws, ranges, causes)):
+                if r is None and not every_ray:
+                    continue
+                c, s = math.cos(yaw), math.sin(yaw)
+                end = r0 + (max_r if r is None else float(r))
+                rgb = echo_rgb if r is not None else CAUSE_RGB.get(cause, RAY_RGB) if cause else RAY_RGB
+                points += [fx.Point3(x=r0 * c, y=r0 * s, z=z0), fx.Point3(x=end * c, y=end * s, z=z0)]
+                colors += [_color(rgb), _color(rgb)]
+                if r is None and cause:
+                    metadata.append(fx.KeyValuePair(key=f"sensor {i}", value=CAUSE_TEXT.get(cause, cause)))
+        if not points:
+            return
+        line = fx.LinePrimitive(type=fx.LinePrimitiveLineType.LineList, thickness=RAY_THICKNESS_M,
+                                pose=fx.Pose(position=fx.Vector3(x=0.0, y=0.0, z=0.0), orientation=_quat_yaw(0.0)),
+                                points=points, colors=colors)
+        self._write(RAYS, t, fx.SceneUpdate(entities=[fx.SceneEntity(
+            timestamp=_stamp(t), frame_id=ring["link"], id="ring/rays", frame_locked=True, metadata=metadata,
+            lines=[line])]))
 
     def _scan(self, topic: str, t: float, ranges: list) -> None:
         fx, ring = _fx(), self.ring
