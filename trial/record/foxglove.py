@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .palette import (CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, GOAL_RGB, RAY_RGB, VIRTUAL_ECHO_RGB, WALL_HEIGHT_M, WALL_RGB,
-                      WALL_THICKNESS_M, doing_rgb)
+from .palette import (CAUSE_TEXT, GOAL_RGB, WALL_HEIGHT_M, WALL_RGB, WALL_THICKNESS_M, doing_rgb, failed_ray_rgb,
+                      ring_sides)
 from .robot_model import LinkPoser
 
 SCENE, TF, LOG, RING = "/foxglove/scene", "/foxglove/tf", "/foxglove/log", "/foxglove/ring"
@@ -206,11 +206,8 @@ class FoxgloveChannels:
         fx, ring = _fx(), self.ring
         yaws = ring["yaw"]
         r0, z0, max_r = ring["origin_radius_m"], ring["origin_z_m"], ring["max_range_m"]
-        sides = [(msg.get("ring_real", msg.get("ring")), ECHO_RGB, msg.get("ring_cause"), True)]
-        if "ring_virtual" in msg:
-            sides.append((msg.get("ring_virtual"), VIRTUAL_ECHO_RGB, None, False))
         points, colors, metadata = [], [], []
-        for ranges, echo_rgb, causes, every_ray in sides:
+        for ranges, echo_rgb, causes, every_ray in ring_sides(msg):
             if not ranges or len(ranges) != len(yaws):
                 continue
             causes = causes if causes and len(causes) == len(yaws) else [None] * len(yaws)
@@ -219,7 +216,7 @@ class FoxgloveChannels:
                     continue
                 c, s = math.cos(yaw), math.sin(yaw)
                 end = r0 + (max_r if r is None else float(r))
-                rgb = echo_rgb if r is not None else CAUSE_RGB.get(cause, RAY_RGB) if cause else RAY_RGB
+                rgb = echo_rgb if r is not None else failed_ray_rgb(cause)
                 points += [fx.Point3(x=r0 * c, y=r0 * s, z=z0), fx.Point3(x=end * c, y=end * s, z=z0)]
                 colors += [_color(rgb), _color(rgb)]
                 if r is None and cause:

@@ -38,6 +38,21 @@ CAUSE_TEXT = {"no_hit": "no hit within range", "range": "closer than the minimum
 WALL_HEIGHT_M, WALL_THICKNESS_M = 1.2, 0.12
 
 
+def failed_ray_rgb(cause: str | None) -> tuple[float, float, float]:
+    """The colour of a ray whose reading failed for ``cause`` (None: a log without causes, grey)."""
+    return CAUSE_RGB.get(cause, RAY_RGB) if cause else RAY_RGB
+
+
+def ring_sides(sensors: dict) -> list[tuple[list | None, tuple[float, float, float], list | None, bool]]:
+    """What a ``/robot/sensors`` message draws of the ring, as (ranges, echo colour, causes, every ray) per side,
+    for hil view's scene and the Foxglove rays alike: the ring the controller read (a mixed trial's real one),
+    every ray, with the part's causes; a mixed trial's virtual side, only its echoes."""
+    sides = [(sensors.get("ring_real", sensors.get("ring")), ECHO_RGB, sensors.get("ring_cause"), True)]
+    if "ring_virtual" in sensors:
+        sides.append((sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB, None, False))
+    return sides
+
+
 def doing_rgb(doing: str | None) -> tuple[float, float, float]:
     """The colour of a person doing ``doing`` (None: walking)."""
     if not doing:

@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import sys
+import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from trial.record.palette import (CAUSE_RGB, ECHO_RGB, GOAL_RGB, RAY_RGB, ROBOT_PATH_RGB, VIRTUAL_ECHO_RGB,
-                                  WALL_HEIGHT_M, WALL_RGB, WALL_THICKNESS_M)
+from trial.record.palette import (GOAL_RGB, ROBOT_PATH_RGB, WALL_HEIGHT_M, WALL_RGB, WALL_THICKNESS_M, failed_ray_rgb,
+                                  ring_sides)
 from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
 from .meshes import UNIT_BOX, UNIT_CYLINDER, UNIT_SPHERE
@@ -272,25 +272,21 @@ class SceneDrawer:
             return
         base, local = placed
         link = base @ local[self.poser.index[ring["link"]]]
-        sides = [(sensors.get("ring_real", sensors.get("ring")), ECHO_RGB, sensors.get("ring_cause"))]
-        if "ring_virtual" in sensors:
-            sides.append((sensors.get("ring_virtual"), VIRTUAL_ECHO_RGB, None))
         yaw = np.asarray(ring["yaw"], dtype=float)
         r0, z0, max_r = ring["origin_radius_m"], ring["origin_z_m"], ring["max_range_m"]
         segments, colors, echoes, echo_colors = [], [], [], []
-        for ranges, rgb, causes in sides:
+        for ranges, rgb, causes, every_ray in ring_sides(sensors):
             n = min(len(ranges or ()), len(yaw))
             if n == 0:
                 continue
             r = np.array([np.nan if v is None else v for v in ranges[:n]], dtype=float)
             hit = ~np.isnan(r)
-            keep = hit if rgb is not ECHO_RGB else np.ones(n, dtype=bool)  # the virtual side: only what it saw
+            keep = np.ones(n, dtype=bool) if every_ray else hit  # the virtual side: only what it saw
             c, s = np.cos(yaw[:n]), np.sin(yaw[:n])
             ends = [r0, r0 + np.where(hit, r, max_r)]
             points = [(np.stack([d * c, d * s, np.full(n, z0), np.ones(n)], axis=1) @ link.T)[:, :3] for d in ends]
             segments.append(np.stack(points, axis=1)[keep])
-            failed = np.asarray([CAUSE_RGB.get(c, RAY_RGB) if c else RAY_RGB
-                                 for c in ((causes or [])[:n] + [None] * n)[:n]])  # a log without causes: grey
+            failed = np.asarray([failed_ray_rgb(c) for c in ((causes or [])[:n] + [None] * n)[:n]])
             rgb_each = np.where(hit[:, None], np.asarray(rgb), failed)
             colors.append(np.repeat(rgb_each[:, None, :], 2, axis=1)[keep])
             echoes.append(points[1][hit])
