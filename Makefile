@@ -42,8 +42,8 @@ bench: $(VENV)/.installed-bench-$(SUM)
 	$(BIN)/python -m bench
 
 fuzz: $(VENV)/.installed-test-$(SUM)
-	FUZZ_N=$${FUZZ_N:-1000000} FUZZ_YAML_N=$${FUZZ_YAML_N:-5000} $(BIN)/python -m pytest tests/test_fuzz_servers.py \
-		tests/test_fuzz_yaml.py -q --durations=0 -o faulthandler_timeout=0
+	HIL_TEST_HANG_S=$${HIL_TEST_HANG_S:-0} FUZZ_N=$${FUZZ_N:-1000000} FUZZ_YAML_N=$${FUZZ_YAML_N:-5000} $(BIN)/python -m pytest tests/test_fuzz_servers.py \
+		tests/test_fuzz_yaml.py -q --durations=0
 
 wheel-smoke:
 	bash .ci/wheel_smoke

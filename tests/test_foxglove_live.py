@@ -308,3 +308,40 @@ def test_retry_from_here_is_a_service_live_and_in_a_replay(tmp_path):
         bare.close()
     assert "no saved states to retry from" in nothing[0]["message"]
     assert not list((tmp_path / "none" / "t").glob("retry-from-*.yaml"))
+
+
+def test_parameter_subscribers_coming_and_going_never_freeze_the_trial(tmp_path):
+    """Clients that subscribe to a parameter, set it and leave, over and over, while the trial applies the sets.
+    This froze the whole process within ~2 s of wall time when the server published parameter values itself
+    (foxglove-sdk 0.30 takes its subscriptions' lock holding the GIL; its own thread takes that lock and then waits
+    for the GIL): CI hung to its limit. Now the SDK alone tells subscribers of an accepted set, the trial runs to
+    its end, and every set the trial applied is in the log."""
+    server, thread, box = _start(tmp_path, duration=8.0)
+    rounds, pushed = 0, []
+    try:
+        with FoxgloveClient(server.url) as first:
+            first.playback(PLAY)
+            wait_for(lambda: server.robot is not None and server.robot.changeable, what="the controller's declaration")
+        while thread.is_alive():  # each subscription is the name's only one: the SDK tells the listener every time
+            with FoxgloveClient(server.url) as client:
+                for _ in range(5):
+                    client.send({"op": "subscribeParameterUpdates", "parameterNames": ["speed"]})
+                    client.send({"op": "setParameters", "id": f"r{rounds}",
+                                 "parameters": [{"name": "speed", "value": 0.1 + 0.01 * (rounds % 10)}]})
+                    client.send({"op": "unsubscribeParameterUpdates", "parameterNames": ["speed"]})
+                    rounds += 1
+                client.send({"op": "subscribeParameterUpdates", "parameterNames": ["speed"]})
+                client.send({"op": "setParameters", "parameters": [{"name": "speed", "value": 0.25}]})
+                if len(pushed) < 3:  # a subscriber is told of a set (by the SDK; no request id: not an answer)
+                    pushed += wait_for(lambda: [d for d in client.op("parameterValues") if "id" not in d],
+                                       what="the set pushed to a subscriber")
+    finally:
+        server.close()
+    thread.join(timeout=300)
+    assert not thread.is_alive() and box["result"].ok, box.get("result") and box["result"].error
+    assert rounds >= 50, f"only {rounds} rounds of subscribe, set and leave ran beside the trial"
+    assert pushed and all(p["name"] == "speed" for doc in pushed for p in doc["parameters"])
+    log = read_log(tmp_path / "t" / "trial.mcap")
+    assert log.complete and log.messages["/clock"][-1].t >= 7.9, "the trial ran to its end"
+    applied = log.messages.get("/trial/params", [])
+    assert applied and all(m.data["changed"].keys() == {"speed"} for m in applied)

@@ -16,6 +16,13 @@ and its channel) and an after-cycle hook (``hooks``). It serves, from foxglove-s
 - **parameters** (Parameters): ``robot.params`` as Foxglove parameters; those the controller declared with
   ``robot.declare_changeable`` may be set, checked at once (wrong name or type: refused, the client gets the
   value back, the refusal is in the log), applied between two bus cycles and recorded as ``/trial/params``.
+  A client reads them with getParameters; the SDK itself sends an accepted set to the clients subscribed to those
+  names. The server never calls the SDK's ``publish_parameter_values``: in foxglove-sdk 0.30 it takes the
+  parameter subscriptions' lock holding the GIL, while the SDK's own thread takes that lock first and then waits
+  for the GIL to tell our listener of a (un)subscription (a client coming or going). The trial froze within
+  ~2 s of wall time under a client subscribing, setting and leaving in a loop (CI hung on it once;
+  tests/test_foxglove_live.py keeps that loop). So a value the controller changes itself, and the values at its
+  first cycle, are not pushed to subscribers: a client asks again.
 - **services**: ``hil/mark`` ("mark this moment", a JSON request ``{"note": "..."}``): a ``/trial/mark`` message
   in the log at the trial time the next cycle has.
 
@@ -143,7 +150,6 @@ class LiveServer:
         if self.robot is None:
             self.robot = robot
             self.control.bind(robot)
-            self._publish_params()
         while not self._inbox.empty():  # only the trial's thread takes from it
             kind, payload, by = self._inbox.get_nowait()
             self._apply(kind, payload, by)
@@ -175,7 +181,6 @@ class LiveServer:
                 self._refuse(f"set parameters {payload}", str(exc), by)
                 return
             self._write("/trial/params", t, {"changed": changed, "params": dict(self.robot.params), "by": by})
-            self._publish_params()
         elif kind == "mark":
             self._write("/trial/mark", t, {"note": payload.get("note", ""), "by": by})
         elif kind == "refused":
@@ -268,12 +273,6 @@ class LiveServer:
 
         return [foxglove.Parameter(name, value=value) for name, value in applied.items()] + \
             [p for name, p in current.items() if name not in applied]
-
-    def _publish_params(self) -> None:
-        try:
-            self.server.publish_parameter_values(self.params([]))
-        except Exception as exc:  # noqa: BLE001 - a value Foxglove cannot carry must not stop the trial
-            print(f"foxglove: cannot publish the parameters: {exc}", file=self.err)
 
     def mark(self, request: Any) -> bytes:
         by = f"foxglove client {request.client_id}"
