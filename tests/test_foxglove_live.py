@@ -13,6 +13,7 @@ import json
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 from foxglove_client import PAUSE, PLAY, FoxgloveClient
 from waiting import wait_for
@@ -345,3 +346,52 @@ def test_parameter_subscribers_coming_and_going_never_freeze_the_trial(tmp_path)
     assert log.complete and log.messages["/clock"][-1].t >= 7.9, "the trial ran to its end"
     applied = log.messages.get("/trial/params", [])
     assert applied and all(m.data["changed"].keys() == {"speed"} for m in applied)
+
+
+def test_retry_with_run_serves_the_retried_trial_paused_and_its_server_ends_it(tmp_path):
+    """``{"run": true}``: the retry also runs, as a ``hil trial FILE --foxglove`` child on a port of its own,
+    paused at its start; the answer says where. Played from its own connection, it runs from the state at the
+    replay's position to its end; one left running is ended, log complete, when the server that started it
+    closes. A 'run' that is not a boolean is refused."""
+    from trial.foxglove_live.replay import ReplayServer
+
+    (tmp_path / "tuned.py").write_text(TUNED)
+    assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=4.0,
+                 state_every=1.0).run(tmp_path / "t").ok
+    replay = ReplayServer(tmp_path / "t", "127.0.0.1", 0, err=__import__("io").StringIO())
+    try:
+        with FoxgloveClient(replay.url) as client:
+            retry = wait_for(lambda: client.op("advertiseServices") and _service(client, "hil/retry"),
+                             what="the replay's services")
+            client.playback(PAUSE, seek_ns=2_000_000_000, request_id="seek")
+            wait_for(lambda: [s for s in client.states if s["request_id"] == "seek"], what="the seek")
+            client.call_service(retry["id"], 1, b'{"run": true}')
+            client.call_service(retry["id"], 2, b'{"run": "yes"}')
+            client.call_service(retry["id"], 3, b'{"run": true}')
+            answers = wait_for(lambda: (lambda got: got if len(got) == 2 else None)(
+                {r["call"]: json.loads(r["payload"]) for r in client.responses}), what="the two runs' answers")
+            bad = wait_for(lambda: [d for d in client.op("serviceCallFailure") if d["callId"] == 2],
+                           what="the refusal of a 'run' that is not a boolean")
+        first, left = answers[1]["running"], answers[3]["running"]
+        assert first["out"] != left["out"] and first["foxglove"] != left["foxglove"]
+        with FoxgloveClient(first["foxglove"]) as retried:
+            wait_for(lambda: retried.op("serverInfo"), what="the retried trial's server")
+            t0 = wait_for(lambda: retried.last_time(), what="the retried trial's time")
+            time.sleep(1.0)
+            assert retried.last_time() == t0, "the retried trial waits, paused, for play"
+            retried.playback(PLAY)
+            proc = next(p for p, started in replay.retries.children if started == first)
+            proc.wait(timeout=300)
+        assert proc.returncode == 0, Path(first["log"]).read_text()
+        assert replay.retries.running() == [left]
+    finally:
+        replay.close()
+    assert "'run' must be true or false" in bad[0]["message"]
+    # two calls at once: each its own folder (the second of a time gets -2), whichever was served first
+    assert {first["out"], left["out"]} == {str(tmp_path / "t-from-2s"), str(tmp_path / "t-from-2s-2")}
+    played = read_log(Path(first["out"]) / "trial.mcap")
+    clocks = [m.t for m in played.messages["/clock"]]
+    assert played.complete and clocks[0] >= 2.0 - 1e-9 and clocks[-1] >= 3.9, (clocks[0], clocks[-1])
+    assert "foxglove: serving" in Path(first["log"]).read_text() and first["log"] == first["out"] + ".log"
+    ended = read_log(Path(left["out"]) / "trial.mcap")
+    assert ended.complete and not replay.retries.running(), "the retry left running ended with its server"

@@ -45,6 +45,7 @@ def open_live(args: argparse.Namespace, label: str = "", duration_s: float | Non
 def close_live(server: Any, args: argparse.Namespace) -> None:
     if server is None:
         return
+    _wait_for_retries(server)
     seconds = float(getattr(args, "foxglove_linger", 0.0) or 0.0)
     if seconds > 0:
         import time
@@ -55,6 +56,20 @@ def close_live(server: Any, args: argparse.Namespace) -> None:
         except KeyboardInterrupt:
             print("", file=sys.stderr)
     server.close()
+
+
+def _wait_for_retries(server: Any) -> None:
+    """A trial retried from Foxglove ("run": true) is the user's to finish: wait for it, Ctrl-C stops it."""
+    running = server.retries.running()
+    if not running:
+        return
+    where = ", ".join(r["foxglove"] for r in running)
+    print(f"foxglove: the trial has ended; waiting for {len(running)} retried trial(s) served at {where} (play "
+          "them in Foxglove; Ctrl-C stops them, their logs kept)", flush=True)
+    try:
+        server.retries.wait()
+    except KeyboardInterrupt:
+        print("", file=sys.stderr)
 
 
 def register_layout(sub) -> None:

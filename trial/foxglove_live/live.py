@@ -24,7 +24,8 @@ and its channel) and an after-cycle hook (``hooks``). It serves, from foxglove-s
   tests/test_foxglove_live.py keeps that loop). So a value the controller changes itself, and the values at its
   first cycle, are not pushed to subscribers: a client asks again.
 - **services**: ``hil/mark`` ("mark this moment", a JSON request ``{"note": "..."}``): a ``/trial/mark`` message
-  in the log at the trial time the next cycle has.
+  in the log at the trial time the next cycle has; ``hil/retry`` ("retry from here", retry.py), which with
+  ``{"run": true}`` also runs the retry, served on a port of its own.
 
 Cost: the SDK's channels encode and send on the SDK's own (Rust) threads; the trial's thread keeps a cycle's
 messages and hands them over together, with the time, after the cycle (:meth:`after_cycle`), and reads nothing
@@ -50,6 +51,7 @@ from ..view.live import SimControl
 from .channels import ServedChannels
 
 TIME_EVERY_S = 0.02  # wall seconds between two Time messages while the trial runs
+PAUSED_TIME_EVERY_S = 0.5  # and while it is paused (for a client that connects then)
 MARK_SERVICE = "hil/mark"
 LONGEST_S = 7 * 86400.0  # the playback range of a trial without a duration (trial/spec.py MAX_DURATION_S)
 REFUSED = "/trial/refused"
@@ -85,6 +87,9 @@ class LiveServer:
         self._last_time_wall = -1.0
         self._last_time_sent: int | None = None
         self._lock = threading.Lock()
+        from .retry import RetryRunner
+
+        self.retries = RetryRunner(host)  # the trials {"run": true} retries start, served on ports of their own
         listener = type("HilListener", (_Listener, ServerListener), {})(self)
         self.server = foxglove.start_server(
             name=f"hil {label}".strip(), host=host, port=port, capabilities=_capabilities(),
@@ -93,6 +98,8 @@ class LiveServer:
             # PlaybackControl needs a range: the trial's, 0 to its duration (the bar shows how far it has come)
             playback_time_range=(0, round((duration_s or LONGEST_S) * 1e9)))
         self.host, self.port = host, self.server.port
+        self._closed = threading.Event()
+        threading.Thread(target=self._paused_time, name="hil-foxglove-paused-time", daemon=True).start()
 
     @property
     def url(self) -> str:
@@ -110,7 +117,7 @@ class LiveServer:
 
         return retry_service(folder, lambda: self.now_s,
                              lambda why, request: self._refuse("retry", why, f"foxglove client {request.client_id}",
-                                                               now=True))
+                                                               now=True), self.retries)
 
     @property
     def taps(self) -> tuple:
@@ -195,11 +202,13 @@ class LiveServer:
 
     def close(self) -> None:
         """Take the server down (the trial's log is complete without it)."""
+        self._closed.set()
         self.control.resume()  # never leave a trial paused behind a closed server
         self.flush()  # what the trial wrote after its last cycle (its end)
         self._send_time()
         self.server.stop()
         self.channels.close()
+        self.retries.close()  # a retry still running ends its log as on Ctrl-C (close_live waits for them first)
 
     # --- the clients' side (the SDK's threads) ----------------------------------------------------------------
     def _refuse(self, request: str, why: str, by: str, *, now: bool = False) -> None:
@@ -289,6 +298,16 @@ class LiveServer:
             note = doc.get("note", "")
         self._inbox.put(("mark", {"note": note}, by))
         return json.dumps({"t": self.now_s, "note": note}).encode()
+
+    def _paused_time(self) -> None:
+        """While paused, the time now again every :data:`PAUSED_TIME_EVERY_S`: the trial's thread sends none while
+        it waits, and a client that comes then would have no time (the SDK tells Python of no connection)."""
+        while not self._closed.wait(PAUSED_TIME_EVERY_S):
+            if self.control.paused:
+                try:
+                    self.server.broadcast_time(round(self.now_s * 1e9))
+                except Exception as exc:  # noqa: BLE001 - never the trial's end
+                    print(f"foxglove: cannot send the time: {exc}", file=self.err, flush=True)
 
     def latched(self, topic: str) -> None:
         """A client subscribed: the channel's t = 0 messages again (the map, the model, the walls)."""

@@ -65,6 +65,9 @@ class ReplayServer:
         self.speed = 1.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        from .retry import RetryRunner
+
+        self.retries = RetryRunner(host)  # the trials {"run": true} retries start, served on ports of their own
         listener = type("HilReplayListener", (_ReplayListener, ServerListener), {})(self)
         self.server = foxglove.start_server(
             name=f"hil replay {self.path.parent.name}", host=host, port=port,
@@ -86,7 +89,7 @@ class ReplayServer:
         def refused(why: str, request: Any) -> None:
             print(f"foxglove replay: retry refused: {why}", file=self.err, flush=True)
 
-        return retry_service(lambda: self.path.parent, lambda: self.position_ns / 1e9, refused)
+        return retry_service(lambda: self.path.parent, lambda: self.position_ns / 1e9, refused, self.retries)
 
     # --- the player ---------------------------------------------------------------------------------------------
     def _play(self) -> None:
@@ -155,6 +158,7 @@ class ReplayServer:
         self._thread.join(timeout=5)
         self.server.stop()
         self.channels.close()
+        self.retries.close()  # a retry still running ends its log as on Ctrl-C
 
 
 class _ReplayListener:
