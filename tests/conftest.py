@@ -9,7 +9,6 @@ listens is killed, and teardown escalates from SIGTERM to SIGKILL with bounded w
 """
 from __future__ import annotations
 
-import faulthandler
 import os
 import selectors
 import signal
@@ -23,24 +22,6 @@ import pytest
 
 from runtime.bus import BusHost
 from runtime.transports import open_transport
-
-HANG_S = float(os.environ.get("HIL_TEST_HANG_S", "600"))  # 0: no bound (make fuzz, whose runs are long)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """A test still running after HANG_S has hung: print every thread's stack and end its process, from
-    faulthandler's own C thread. A Python-level timeout cannot: a native call that deadlocks holding the GIL
-    (foxglove-sdk's, once) freezes every Python thread, and CI then hung to its 90-minute limit. Under xdist the
-    test is reported failed ("worker crashed") and a new worker takes the rest. The slowest test takes ~60 s."""
-    if HANG_S > 0:
-        faulthandler.dump_traceback_later(HANG_S, exit=True, file=sys.__stderr__)
-    try:
-        yield
-    finally:
-        if HANG_S > 0:
-            faulthandler.cancel_dump_traceback_later()
-
 
 def pytest_sessionstart(session) -> None:
     """Compile the crowd's step (numba) once, before any test starts a crowd process that must answer within a
