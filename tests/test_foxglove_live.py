@@ -248,6 +248,46 @@ def test_hil_trial_foxglove_serves_a_paused_trial_that_plays_from_the_client(tmp
     assert "tuned: ok (duration) after 3.0 s" in rest
 
 
+def test_hil_trial_foxglove_waits_for_the_trial_it_retried_from_foxglove(tmp_path):
+    """``hil trial --foxglove``: a retry started from Foxglove (``{"run": true}``) keeps the command waiting after
+    its own trial ends, saying where the retry is served, until the retry is played to its end."""
+    import re
+    import subprocess
+    import sys
+
+    (tmp_path / "tuned.py").write_text(TUNED)
+    proc = subprocess.Popen([sys.executable, "-m", "hil", "trial", str(tmp_path / "tuned.py"), "--map", "lab",
+                             "--duration", "3", "--out", str(tmp_path / "t"), "--quiet", "--state-every", "1",
+                             "--foxglove", "127.0.0.1:0", "--foxglove-paused"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"serving (ws://127\.0\.0\.1:\d+)", proc.stdout.readline())
+        with FoxgloveClient(url.group(1)) as client:
+            retry = wait_for(lambda: client.op("advertiseServices") and _service(client, "hil/retry"),
+                             what="the services")
+            client.playback(PAUSE, seek_ns=2_000_000_000, request_id="to 2 s")
+            wait_for(lambda: (client.last_time() or 0) >= 2e9 and
+                     [s for s in client.states if s["status"] == "paused" and s["request_id"] == ""],
+                     what="the trial held at 2 s")
+            client.call_service(retry["id"], 1, b'{"run": true}')
+            running = json.loads(wait_for(lambda: client.responses, what="the retry's answer")[0]["payload"])["running"]
+            client.playback(PLAY)
+        waiting = proc.stdout.readline()
+        while "waiting for" not in waiting and waiting:
+            waiting = proc.stdout.readline()
+        assert running["foxglove"] in waiting, waiting
+        assert proc.poll() is None, "hil trial exited with its retry still running"
+        with FoxgloveClient(running["foxglove"]) as retried:
+            wait_for(lambda: retried.last_time(), what="the retried trial's time")
+            retried.playback(PLAY)
+            assert proc.wait(timeout=300) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    retried_log = read_log(Path(running["out"]) / "trial.mcap")
+    assert retried_log.complete and retried_log.messages["/clock"][-1].t >= 2.9
+    assert "tuned: ok (duration)" in Path(running["log"]).read_text()
+
+
 def _service(client, name):
     return next(s for doc in client.op("advertiseServices") for s in doc["services"] if s["name"] == name)
 
