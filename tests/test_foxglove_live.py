@@ -434,4 +434,4 @@ def test_retry_with_run_serves_the_retried_trial_paused_and_its_server_ends_it(t
     assert played.complete and clocks[0] >= 2.0 - 1e-9 and clocks[-1] >= 3.9, (clocks[0], clocks[-1])
     assert "foxglove: serving" in Path(first["log"]).read_text() and first["log"] == first["out"] + ".log"
     ended = read_log(Path(left["out"]) / "trial.mcap")
-    assert ended.complete and not replay.retries.running(), "the retry left running ended with its server"
+    assert ended.complete and not replay.retries.running(), Path(left["log"]).read_text()  # ended with its server

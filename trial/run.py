@@ -86,8 +86,15 @@ class _Run:
         self.t0 = 0.0
 
     def go(self) -> TrialResult:
+        from .interrupts import HeldInterrupt
+
+        with HeldInterrupt(self.err) as self.held:  # Ctrl-C while starting or closing: held until the loop runs
+            return self._go()
+
+    def _go(self) -> TrialResult:
         from runtime.clock.base import WALL
         from runtime.robot.runner import FAILED as RUN_FAILED
+        from runtime.robot.runner import INTERRUPTED as INTERRUPTED_RUN
         from runtime.robot.runner import arm_deadline, load_controller, run_until_done, summarize
 
         spec = self.spec
@@ -149,7 +156,8 @@ class _Run:
             if self.progress is not None:
                 robot.after_cycle.append(self._progress_hook(probe))
             robot.after_cycle.extend(self.hooks)
-            stopped = run_until_done(controller, robot)
+            with self.held.allowed():
+                stopped = INTERRUPTED_RUN if self.held.pending else run_until_done(controller, robot)
             if stopped == "duration" and self.reached_at is not None:
                 stopped = GOAL
         except Exception as exc:  # noqa: BLE001 - the controller's (or the world's) failure is the result

@@ -28,8 +28,9 @@ from runtime.process import spawn
 
 RETRY_SERVICE = "hil/retry"
 START_S = 60.0  # wall seconds a retried trial may take to say where it serves (imports and its world)
-STOP_S = 15.0  # wall seconds a retried trial has to end its log after Ctrl-C (SIGINT) when its server closes
+STOP_S = 30.0  # wall seconds a retried trial has to end its log after Ctrl-C (SIGINT) when its server closes
 SERVING = re.compile(r"foxglove: serving (ws://\S+)")
+STARTED = re.compile(r"^trial \S.*: Robot\(")  # the trial's first progress line: its Ctrl-C is held from here on
 
 
 def retry_from_here(folder: Path | None, t: float, payload: bytes, runner: RetryRunner | None = None) -> bytes:
@@ -88,11 +89,13 @@ class RetryRunner:
     process.py) fires when the forking *thread* ends, and the SDK's threads, which call the service, come and go.
     The child says where it serves on its first line; :meth:`run` waits for that (bounded by :data:`START_S`) and
     answers with it, or with the child's last words if it ended first. :meth:`close` asks each retry still
-    running to stop as Ctrl-C does (its log is finished), then kills what is left after :data:`STOP_S`."""
+    running to stop as Ctrl-C does, once its trial has begun (from then on its Ctrl-C is held until it can stop
+    with its log complete: trial/interrupts.py), and kills what is left after :data:`STOP_S`."""
 
     def __init__(self, host: str):
         self.host = host
-        self.children: list[tuple[subprocess.Popen, dict[str, Any]]] = []
+        self.children: list[tuple[subprocess.Popen, dict[str, Any]]] = []  # each with what run() answered
+        self._begun: dict[int, threading.Event] = {}  # pid -> set at its trial's first progress line
         self._asks: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -123,7 +126,8 @@ class RetryRunner:
 
     def close(self) -> None:
         for proc, _ in self.children:
-            if proc.poll() is None:
+            if proc.poll() is None:  # a Ctrl-C before its trial has begun would end it with no log
+                self._begun[proc.pid].wait(START_S)
                 proc.send_signal(signal.SIGINT)
         for proc, _ in self.children:
             try:
@@ -151,14 +155,15 @@ class RetryRunner:
         log.write_text("$ " + " ".join(command) + "\n")
         with open(log, "ab") as sink:  # appending, as the thread that copies its stdout does: neither overwrites
             proc = spawn(command, stdout=subprocess.PIPE, stderr=sink, stdin=subprocess.DEVNULL)
-        url = _serving_url(proc, log)
-        started = {"foxglove": url, "out": str(out), "log": str(log), "pid": proc.pid}
+        self._begun[proc.pid] = begun = threading.Event()
+        started = {"foxglove": _serving_url(proc, log, begun), "out": str(out), "log": str(log), "pid": proc.pid}
         self.children.append((proc, started))
         return started
 
 
-def _serving_url(proc: subprocess.Popen, log: Path) -> str:
-    """Read the child's output into its log until it says where it serves; then a thread keeps copying."""
+def _serving_url(proc: subprocess.Popen, log: Path, begun: threading.Event) -> str:
+    """Read the child's output into its log until it says where it serves; then a thread keeps copying, and sets
+    ``begun`` at the trial's first progress line (or the child's end)."""
     lines: queue.SimpleQueue = queue.SimpleQueue()
 
     def pump():
@@ -166,7 +171,11 @@ def _serving_url(proc: subprocess.Popen, log: Path) -> str:
             for line in proc.stdout:
                 sink.write(line)
                 sink.flush()
-                lines.put(line.decode("utf-8", "replace"))
+                text = line.decode("utf-8", "replace")
+                if STARTED.match(text):
+                    begun.set()
+                lines.put(text)
+        begun.set()
         lines.put(None)
 
     threading.Thread(target=pump, name="hil-retry-output", daemon=True).start()
