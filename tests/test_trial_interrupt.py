@@ -41,6 +41,7 @@ def _interrupt_at(topic: str, times: int = 1):
 
 def test_ctrl_c_while_the_log_starts_is_held_and_the_trial_stops_with_its_log_complete(tmp_path, capsys):
     assert threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT)
     listener, fired = _interrupt_at("/trial/meta")  # the log's first record, inside its start
     result = _trial(tmp_path).run(tmp_path / "t", listeners=(listener,))
     assert fired == [0.0]
@@ -49,7 +50,7 @@ def test_ctrl_c_while_the_log_starts_is_held_and_the_trial_stops_with_its_log_co
     log = read_log(tmp_path / "t" / "trial.mcap")
     assert log.complete, "the log has its footer"
     assert "Ctrl-C again: at once" in capsys.readouterr().err
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handler before the trial is back"
+    assert signal.getsignal(signal.SIGINT) is before, "the handler before the trial is back"
 
 
 def test_ctrl_c_in_the_controllers_loop_stops_it_as_before(tmp_path):
@@ -60,8 +61,9 @@ def test_ctrl_c_in_the_controllers_loop_stops_it_as_before(tmp_path):
 
 
 def test_ctrl_c_twice_while_the_log_starts_stops_at_once(tmp_path):
+    before = signal.getsignal(signal.SIGINT)
     listener, fired = _interrupt_at("/trial/meta", times=2)
     with pytest.raises(KeyboardInterrupt):
         _trial(tmp_path).run(tmp_path / "t", listeners=(listener,))
     assert fired == [0.0]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
