@@ -67,3 +67,15 @@ def test_ctrl_c_twice_while_the_log_starts_stops_at_once(tmp_path):
         _trial(tmp_path).run(tmp_path / "t", listeners=(listener,))
     assert fired == [0.0]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_process_that_ignores_ctrl_c_keeps_ignoring_it_through_a_trial(tmp_path):
+    """A sweep's trial process ignores SIGINT (its engine handles Ctrl-C): a trial there must not take it back."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        listener, fired = _interrupt_at("/trial/meta")
+        result = _trial(tmp_path).run(tmp_path / "t", listeners=(listener,))
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert fired == [0.0] and result.status == "ok", "the ignored Ctrl-C changed nothing: the trial ran to its end"

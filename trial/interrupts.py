@@ -4,7 +4,7 @@ A Ctrl-C (SIGINT) that lands while a trial starts (the world, the crowd, the log
 closes its log would cut the log short, its footer unwritten. :class:`HeldInterrupt` holds one that comes then:
 the trial starts, and its controller's loop ends at once as Ctrl-C ends it, with the log complete. A second
 Ctrl-C while one is held stops at once, as before. Only the main thread can have a signal handler: a trial run
-on another thread (the viewer, the tests) is left as it was.
+on another thread (the viewer, the tests) is left as it was, and so is a process that ignores Ctrl-C.
 """
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ class HeldInterrupt:
         self._previous: Any = None
 
     def __enter__(self) -> HeldInterrupt:
-        if threading.current_thread() is threading.main_thread():
+        # a process that ignores Ctrl-C (a sweep's trial process: its engine handles Ctrl-C) keeps ignoring it
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             try:
                 self._previous = signal.signal(signal.SIGINT, self._on_sigint)
             except ValueError:  # not the main interpreter
