@@ -435,3 +435,17 @@ def test_retry_with_run_serves_the_retried_trial_paused_and_its_server_ends_it(t
     assert "foxglove: serving" in Path(first["log"]).read_text() and first["log"] == first["out"] + ".log"
     ended = read_log(Path(left["out"]) / "trial.mcap")
     assert ended.complete and not replay.retries.running(), Path(left["log"]).read_text()  # ended with its server
+
+
+def test_off_loopback_a_client_may_not_name_the_controller_a_retry_runs(tmp_path):
+    """Security: ``{"run": true, "controller": ...}`` runs code; only a loopback server lets a client name it."""
+    import pytest
+
+    from trial.foxglove_live.retry import RetryRunner, retry_from_here
+
+    (tmp_path / "tuned.py").write_text(TUNED)
+    assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=1.0).run(tmp_path / "t").ok
+    with pytest.raises(ValueError, match="only on a loopback server"):
+        retry_from_here(tmp_path / "t", 0.0, b'{"run": true, "controller": "/tmp/other.py"}', RetryRunner("0.0.0.0"))
+    assert not list(tmp_path.glob("t-from-*")), "nothing started"
+    assert RetryRunner("127.0.0.1").loopback and RetryRunner("::1").loopback and RetryRunner("localhost").loopback

@@ -41,6 +41,10 @@ def retry_from_here(folder: Path | None, t: float, payload: bytes, runner: Retry
     controller, run = _request(payload)
     if run and runner is None:
         raise ValueError("this server cannot run a retried trial; run the command it answers with")
+    if run and controller is not None and not runner.loopback:
+        raise ValueError(f"a client may run a controller it names only on a loopback server (this one listens on "
+                         f"{runner.host}): leave 'controller' out to retry the trial's own, or run the command on "
+                         "that machine")
     if folder is None or not (Path(folder) / files.STATES).is_dir():
         raise ValueError(f"no saved states to retry from in {folder or 'this trial (it records nothing)'} (a trial "
                          "saves them unless run with --state-every 0; a mixed trial saves none)")
@@ -71,6 +75,17 @@ def _request(payload: bytes) -> tuple[str | None, bool]:
     return doc.get("controller") or None, doc.get("run", False)
 
 
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _free_folder(out: Path) -> Path:
     """``out``, or ``out-2``, ``out-3``... when a retry from that time ran already (its log is kept)."""
     k = 1
@@ -94,6 +109,7 @@ class RetryRunner:
 
     def __init__(self, host: str):
         self.host = host
+        self.loopback = _is_loopback(host)  # off loopback, a client may not name the code a retry runs
         self.children: list[tuple[subprocess.Popen, dict[str, Any]]] = []  # each with what run() answered
         self._begun: dict[int, threading.Event] = {}  # pid -> set at its trial's first progress line
         self._asks: queue.SimpleQueue = queue.SimpleQueue()
