@@ -438,7 +438,8 @@ def test_retry_with_run_serves_the_retried_trial_paused_and_its_server_ends_it(t
 
 
 def test_off_loopback_a_client_may_not_name_the_controller_a_retry_runs(tmp_path):
-    """Security: ``{"run": true, "controller": ...}`` runs code; only a loopback server lets a client name it."""
+    """Security: ``{"run": true, "controller": ...}`` runs code; only a loopback server lets a client name it.
+    A sweep's server runs no retry (its trial process ends with its trial)."""
     import pytest
 
     from trial.foxglove_live.retry import RetryRunner, retry_from_here
@@ -447,5 +448,12 @@ def test_off_loopback_a_client_may_not_name_the_controller_a_retry_runs(tmp_path
     assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=1.0).run(tmp_path / "t").ok
     with pytest.raises(ValueError, match="only on a loopback server"):
         retry_from_here(tmp_path / "t", 0.0, b'{"run": true, "controller": "/tmp/other.py"}', RetryRunner("0.0.0.0"))
+    with pytest.raises(ValueError, match="cannot run a retried trial"):  # a sweep's server runs none
+        retry_from_here(tmp_path / "t", 0.0, b'{"run": true}', None)
     assert not list(tmp_path.glob("t-from-*")), "nothing started"
+    sweeps = LiveServer("127.0.0.1", 0, run_retries=False)
+    try:
+        assert sweeps.retries is None
+    finally:
+        sweeps.close()
     assert RetryRunner("127.0.0.1").loopback and RetryRunner("::1").loopback and RetryRunner("localhost").loopback

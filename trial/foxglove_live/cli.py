@@ -60,7 +60,7 @@ def close_live(server: Any, args: argparse.Namespace) -> None:
 
 def _wait_for_retries(server: Any) -> None:
     """A trial retried from Foxglove ("run": true) is the user's to finish: wait for it, Ctrl-C stops it."""
-    running = server.retries.running()
+    running = server.retries.running() if server.retries is not None else []
     if not running:
         return
     where = ", ".join(r["foxglove"] for r in running)

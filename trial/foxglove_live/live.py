@@ -67,7 +67,7 @@ class LiveServer:
     """Serve one trial to Foxglove. ``Trial.run(out, taps=server.taps, hooks=server.hooks)``; ``close()`` after."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8765, *, label: str = "", start_paused: bool = False,
-                 duration_s: float | None = None, err: Any = None):
+                 duration_s: float | None = None, err: Any = None, run_retries: bool = True):
         import foxglove
         from foxglove.websocket import ServerListener
 
@@ -89,7 +89,9 @@ class LiveServer:
         self._lock = threading.Lock()
         from .retry import RetryRunner
 
-        self.retries = RetryRunner(host)  # the trials {"run": true} retries start, served on ports of their own
+        # the trials {"run": true} retries start, served on ports of their own (None: a sweep's, whose trial
+        # process ends with its trial)
+        self.retries = RetryRunner(host) if run_retries else None
         listener = type("HilListener", (_Listener, ServerListener), {})(self)
         self.server = foxglove.start_server(
             name=f"hil {label}".strip(), host=host, port=port, capabilities=_capabilities(),
@@ -208,7 +210,8 @@ class LiveServer:
         self._send_time()
         self.server.stop()
         self.channels.close()
-        self.retries.close()  # a retry still running ends its log as on Ctrl-C (close_live waits for them first)
+        if self.retries is not None:  # a retry still running ends its log as on Ctrl-C (close_live waits first)
+            self.retries.close()
 
     # --- the clients' side (the SDK's threads) ----------------------------------------------------------------
     def _refuse(self, request: str, why: str, by: str, *, now: bool = False) -> None:

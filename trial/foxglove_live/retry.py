@@ -40,7 +40,8 @@ def retry_from_here(folder: Path | None, t: float, payload: bytes, runner: Retry
 
     controller, run = _request(payload)
     if run and runner is None:
-        raise ValueError("this server cannot run a retried trial; run the command it answers with")
+        raise ValueError("this server cannot run a retried trial (a sweep's trial process ends with its trial): "
+                         "call it without 'run' and run the command it answers with")
     if run and controller is not None and not runner.loopback:
         raise ValueError(f"a client may run a controller it names only on a loopback server (this one listens on "
                          f"{runner.host}): leave 'controller' out to retry the trial's own, or run the command on "

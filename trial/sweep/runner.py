@@ -105,14 +105,13 @@ PORT_WAIT_S = 5.0  # how long a trial waits for its worker's port, which the tri
 def _open_server(host: str, port: int, label: str, duration_s: float | None) -> Any:
     """A LiveServer on the worker's port. The trial before on this worker may not have let the port go yet (its
     process still exiting, loaded machine): retried for :data:`PORT_WAIT_S`, then the SDK's error is raised."""
-    import time
-
     from ..foxglove_live.live import LiveServer
 
     deadline = time.monotonic() + PORT_WAIT_S
     while True:
         try:
-            return LiveServer(host, port, label=label, duration_s=duration_s)
+            # a retry's child would end with this trial's process: the sweep answers with the command instead
+            return LiveServer(host, port, label=label, duration_s=duration_s, run_retries=False)
         except Exception:  # noqa: BLE001 - the SDK raises its own error for an address in use
             if port == 0 or time.monotonic() >= deadline:
                 raise
