@@ -420,7 +420,7 @@ def test_retry_with_run_serves_the_retried_trial_paused_and_its_server_ends_it(t
             time.sleep(1.0)
             assert retried.last_time() == t0, "the retried trial waits, paused, for play"
             retried.playback(PLAY)
-            proc = next(p for p, started in replay.retries.children if started == first)
+            proc = next(p for p, started, _ in replay.retries.children if started == first)
             proc.wait(timeout=300)
         assert proc.returncode == 0, Path(first["log"]).read_text()
         assert replay.retries.running() == [left]

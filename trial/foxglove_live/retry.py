@@ -76,17 +76,6 @@ def _request(payload: bytes) -> tuple[str | None, bool]:
     return doc.get("controller") or None, doc.get("run", False)
 
 
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def _free_folder(out: Path) -> Path:
     """``out``, or ``out-2``, ``out-3``... when a retry from that time ran already (its log is kept)."""
     k = 1
@@ -110,9 +99,12 @@ class RetryRunner:
 
     def __init__(self, host: str):
         self.host = host
-        self.loopback = _is_loopback(host)  # off loopback, a client may not name the code a retry runs
-        self.children: list[tuple[subprocess.Popen, dict[str, Any]]] = []  # each with what run() answered
-        self._begun: dict[int, threading.Event] = {}  # pid -> set at its trial's first progress line
+        from crowd.cli import is_loopback
+
+        bracketed = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        self.loopback = is_loopback(f"tcp://{bracketed}:0")  # off loopback, a client may not name the code run
+        # each with what run() answered and an event set at its trial's first progress line
+        self.children: list[tuple[subprocess.Popen, dict[str, Any], threading.Event]] = []
         self._asks: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -134,19 +126,19 @@ class RetryRunner:
         return box["started"]
 
     def running(self) -> list[dict[str, Any]]:
-        return [started for proc, started in self.children if proc.poll() is None]
+        return [started for proc, started, _ in self.children if proc.poll() is None]
 
     def wait(self) -> None:
         """Until every retried trial has ended (the user plays them to their end, or presses Ctrl-C)."""
-        for proc, _ in list(self.children):
+        for proc, _, _ in list(self.children):
             proc.wait()
 
     def close(self) -> None:
-        for proc, _ in self.children:
+        for proc, _, begun in self.children:
             if proc.poll() is None:  # a Ctrl-C before its trial has begun would end it with no log
-                self._begun[proc.pid].wait(START_S)
+                begun.wait(START_S)
                 proc.send_signal(signal.SIGINT)
-        for proc, _ in self.children:
+        for proc, _, _ in self.children:
             try:
                 proc.wait(timeout=STOP_S)
             except subprocess.TimeoutExpired:
@@ -172,9 +164,9 @@ class RetryRunner:
         log.write_text("$ " + " ".join(command) + "\n")
         with open(log, "ab") as sink:  # appending, as the thread that copies its stdout does: neither overwrites
             proc = spawn(command, stdout=subprocess.PIPE, stderr=sink, stdin=subprocess.DEVNULL)
-        self._begun[proc.pid] = begun = threading.Event()
+        begun = threading.Event()
         started = {"foxglove": _serving_url(proc, log, begun), "out": str(out), "log": str(log), "pid": proc.pid}
-        self.children.append((proc, started))
+        self.children.append((proc, started, begun))
         return started
 
 
