@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
-WARM := $(BIN)/python -c "import crowd.sim; crowd.sim.warm_up()"  # compile the crowd's step once (numba caches it)
+WARM := $(BIN)/python -c "from hil.crowd.sim import warm_up; warm_up()"  # compile the crowd's step once (numba caches it)
 
 .PHONY: demo test bench fuzz wheel-smoke clean
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from runtime.robot import Robot
+from hil.runtime.robot import Robot
 
 from ._pty_process import PtyProcess, hil_command
 
@@ -90,7 +90,7 @@ def sim_clock_replug(seconds: float, cache_dir: str) -> dict[str, float]:
     """Section (g): a robot at 10 Hz on a ``hil sim --clock sim`` pty. Wall seconds per simulated second with
     none lost and with the right elbow unplugged (each cycle pings it: a reply timeout of wall time, no simulated
     time), then the cycles of simulated time from its plug to its being available again."""
-    from firmware_sim.control import send_fault
+    from hil.firmware_sim.control import send_fault
 
     seconds = max(seconds, 1.0)
     dev, clock, control = _sim_device()

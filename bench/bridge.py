@@ -102,9 +102,9 @@ def arcade_crowd(people: int, seed: int = 1):
     no one leaves, no generator, so the count stays ``people``."""
     import numpy as np
 
-    from crowd.agents import AgentSpec
-    from crowd.maps import load_crowd_map
-    from crowd.sim import CrowdSim
+    from hil.crowd.agents import AgentSpec
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.sim import CrowdSim
 
     arcade = load_crowd_map("arcade")
     rng = np.random.default_rng(seed)
@@ -134,7 +134,7 @@ def world_people(people: int) -> list[dict]:
 
 def crowd_people(people: int):
     """What the crowd answers for ``people`` persons: bridge.crowd_link.Person, the fields serve() fills."""
-    from bridge.crowd_link import Person
+    from hil.bridge.crowd_link import Person
 
     return [Person(i, PERSON_TYPE, -10.0 + 0.5 * i, 0.25 * (i % 5), 1.2, -0.1, 0.995, -0.0995, 0.25, 1.7)
             for i in range(people)]
@@ -143,8 +143,8 @@ def crowd_people(people: int):
 def messages(people: int, seq: int = 1000, t_s: float = 100.0) -> tuple[bytes, bytes]:
     """The packed ``tick`` request and ``intents`` reply for ``people`` persons, as CrowdClient and serve() build
     them (seq and t only change values, not sizes, once seq > 255)."""
-    from bridge.crowd_link import intents_payload, tick_payload
-    from bridge.envelope import pack
+    from hil.bridge.crowd_link import intents_payload, tick_payload
+    from hil.bridge.envelope import pack
 
     request = pack("tick", tick_payload(t_s, ROBOT, world_people(people)), seq=seq, t=t_s)
     reply = pack("intents", intents_payload(t_s, crowd_people(people), [], []), seq=seq, t=t_s)
@@ -159,7 +159,7 @@ def server_main(argv: list[str]) -> int:
     sizes of the last tick served, and how many ticks it served) and exits."""
     kind, people, seed = argv[0], int(argv[1]), int(argv[2])
     if kind == "full":
-        from crowd.serve import serve
+        from hil.crowd.serve import serve
 
         sim = arcade_crowd(people, seed)
         ticks = serve(sim, LOOPBACK, ready=lambda line: print("ready", line.split()[-1], flush=True))
@@ -183,8 +183,8 @@ def server_main(argv: list[str]) -> int:
             socket.send(reply)
             ticks, sizes = ticks + 1, (len(data), len(reply))
     elif kind == "codec":
-        from bridge.crowd_link import REQUESTS, intents_payload
-        from bridge.envelope import pack, unpack
+        from hil.bridge.crowd_link import REQUESTS, intents_payload
+        from hil.bridge.envelope import pack, unpack
 
         persons = crowd_people(people)
         while True:
@@ -270,7 +270,7 @@ class CodecSide:
     name = "bridge codec, no crowd"
 
     def __init__(self, server: Server, people: int):
-        from bridge.crowd_link import CrowdClient
+        from hil.bridge.crowd_link import CrowdClient
 
         self.server = server
         self.client = CrowdClient(server.endpoint, timeout_s=SERVER_TIMEOUT_S)
@@ -299,7 +299,7 @@ class FullSide:
     name = "full tick, serve() + CrowdSim"
 
     def __init__(self, server: Server):
-        from bridge.crowd_link import CrowdClient
+        from hil.bridge.crowd_link import CrowdClient
 
         self.server = server
         self.client = CrowdClient(server.endpoint, timeout_s=SERVER_TIMEOUT_S)
@@ -332,8 +332,8 @@ class FullSide:
 
 def codec_cpu_us(people: int, repeats: int) -> dict[str, float]:
     """Microseconds per tick of each codec step, both ends in this process, no sockets (min of 5 batches)."""
-    from bridge.crowd_link import REPLIES, REQUESTS, intents_payload, parse_people, tick_payload
-    from bridge.envelope import pack, unpack
+    from hil.bridge.crowd_link import REPLIES, REQUESTS, intents_payload, parse_people, tick_payload
+    from hil.bridge.envelope import pack, unpack
 
     sent, persons = world_people(people), crowd_people(people)
     request, reply = messages(people)
@@ -361,8 +361,8 @@ def legacy_tick_decode(data: bytes):
     """The tick as the crowd decoded it before bridge/schema.py (issue 18): ``envelope.unpack`` (msgpack to dicts),
     then every field coerced by hand (``float()``/``int()``: 1.9 became 1, "1e3" became 1000.0, NaN passed).
     Kept here only as the peer of the typed decode; returns (t, robot tuple, rows) like the typed side."""
-    from bridge.crowd_link import REQUESTS, STATE_FIELDS
-    from bridge.envelope import EnvelopeError, unpack
+    from hil.bridge.crowd_link import REQUESTS, STATE_FIELDS
+    from hil.bridge.envelope import EnvelopeError, unpack
 
     payload = unpack(data, REQUESTS).payload
     t = float(payload["t"])
@@ -384,7 +384,7 @@ def legacy_tick_decode(data: bytes):
 def typed_tick_decode(data: bytes):
     """The tick as the crowd decodes it now (crowd/serve.py TICK_DECODER: msgspec, checked while decoded: types,
     finite values, bounds), in the same shape as :func:`legacy_tick_decode`."""
-    from crowd.serve import TICK_DECODER
+    from hil.crowd.serve import TICK_DECODER
 
     payload = TICK_DECODER.decode(data).payload
     r = payload.robot
@@ -415,8 +415,8 @@ def typed_decode_us(people: int, repeats: int, rounds: int) -> dict[str, float]:
 def crowd_work_us(people: int, seed: int, ticks: int, rounds: int) -> float:
     """Median over rounds of the crowd's own work per tick (apply_tick: take the world's state and step 0.1 s;
     intents: the Person list), in this process on the crowd the full side's server holds."""
-    from bridge.crowd_link import tick_payload
-    from crowd.serve import apply_tick, intents
+    from hil.bridge.crowd_link import tick_payload
+    from hil.crowd.serve import apply_tick, intents
 
     sim = arcade_crowd(people, seed)
     sent: list[dict] = []
@@ -512,9 +512,9 @@ DEMO_START = (-18.0, 0.0, 0.0)  # the demo's start pose (trial/presets.py)
 def run_trial_timed(out_dir: Path, seed: int, duration_s: float) -> dict:
     """One run_trial: wall time of the whole call, of its loop (between the first and last progress lines), and
     the people it had per crowd tick (from its log)."""
-    from trial import Trial
-    from trial.presets import demo_spec
-    from trial.record.log import read_log
+    from hil.trial import Trial
+    from hil.trial.presets import demo_spec
+    from hil.trial.record.log import read_log
 
     marks: list[tuple[float, float]] = []
 
@@ -544,9 +544,9 @@ class BareWorld:
     def __init__(self, capsules: int):
         import pybullet as p
 
-        from firmware_sim.assembly import load_assembly
-        from firmware_sim.world import World, build_robot, load_map
-        from firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
+        from hil.firmware_sim.assembly import load_assembly
+        from hil.firmware_sim.world import World, build_robot, load_map
+        from hil.firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
         from .world import hold_servos
 
         self.p = p
@@ -581,7 +581,7 @@ class BareWorld:
 def trial_section(duration_s: float = 60.0, rounds: int = 3, seed: int = 0, profile_s: float = 30.0,
                   out=print) -> dict:
     """The trial's RTF against bare pybullet stepping of the same world; then where the trial's time goes."""
-    from firmware_sim.world import DEFAULT_TIME_STEP_S as dt
+    from hil.firmware_sim.world import DEFAULT_TIME_STEP_S as dt
 
     trials: list[dict] = []
     bare_s: list[float] = []
@@ -697,8 +697,8 @@ def profile_breakdown(stats: pstats.Stats) -> dict[str, float]:
 
 
 def profile_section(duration_s: float, seed: int, out=print) -> dict[str, float]:
-    from trial import Trial
-    from trial.presets import demo_spec
+    from hil.trial import Trial
+    from hil.trial.presets import demo_spec
 
     with tempfile.TemporaryDirectory(prefix="hil-bench-bridge-prof-") as tmp:
         gc.collect()

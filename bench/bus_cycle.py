@@ -34,15 +34,15 @@ import tty
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devices.control_table import XM430_W350
-from devices.protocol import HEADER, encode_fast_reply, encode_request
-from devices.protocol import requests as rq
-from firmware_sim.timing import wire_time_s
+from hil.devices.control_table import XM430_W350
+from hil.devices.protocol import HEADER, encode_fast_reply, encode_request
+from hil.devices.protocol import requests as rq
+from hil.firmware_sim.timing import wire_time_s
 from bench._proc import process_jiffies
 from bench._pty_process import PtyProcess, hil_command
-from runtime.bus import BusHost
-from runtime.transports import open_transport
-from runtime.transports.base import Transport
+from hil.runtime.bus import BusHost
+from hil.runtime.transports import open_transport
+from hil.runtime.transports.base import Transport
 
 IDS = tuple(range(1, 18))
 GOAL = XM430_W350["goal_position"]
@@ -320,9 +320,9 @@ def _inprocess_client() -> OurClient:
 # the child of (e): only the host, the sim:// transport and the control table, which both checkouts have
 _CHILD = """
 import json, sys, time
-from devices.control_table import XM430_W350 as T
-from runtime.bus import BusHost
-from runtime.transports import open_transport
+from hil.devices.control_table import XM430_W350 as T
+from hil.runtime.bus import BusHost
+from hil.runtime.transports import open_transport
 ids = tuple(range(1, 18))
 goal, present = T["goal_position"], T["present_position"]
 sets = [{i: 2048 + ((k * 37 + i * 11) % 200) - 100 for i in ids} for k in range(8)]

@@ -33,11 +33,11 @@ PEOPLE = 20
 
 def _scene_world():
     """A world with the commbot, a wall 8 m ahead and 20 people standing 2..6 m in front of it."""
-    from firmware_sim import load_assembly
-    from firmware_sim.world import World, build_robot
-    from firmware_sim.world.maps import Map
-    from firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
-    from devices.map_format import Wall
+    from hil.firmware_sim import load_assembly
+    from hil.firmware_sim.world import World, build_robot
+    from hil.firmware_sim.world.maps import Map
+    from hil.firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
+    from hil.devices.map_format import Wall
 
     world = World()
     world.add_map(Map("bench", "<bench>", (Wall((8.0, -6.0), (8.0, 6.0), 0.2, 3.0),)))
@@ -53,14 +53,14 @@ def _scene_world():
 
 
 def _camera_pose(robot):
-    from firmware_sim.render.scene import quat_matrix
+    from hil.firmware_sim.render.scene import quat_matrix
 
     position, quat = robot.link_pose(43, "camera")
     return np.asarray(position), quat_matrix(quat)
 
 
 def _matrices(width: int, height: int, robot):
-    from firmware_sim.render.gl import projection_matrix, view_matrix
+    from hil.firmware_sim.render.gl import projection_matrix, view_matrix
 
     fx = (width / 2) / np.tan(np.radians(35.0))
     position, rotation = _camera_pose(robot)
@@ -79,13 +79,13 @@ def _time(fn, frames: int) -> float:
 
 
 def render_costs(frames: int) -> list[tuple[str, str, str]]:
-    from devices.descriptor.camera import DepthFailure
-    from firmware_sim.embodied.camera import _gl_renderer
-    from firmware_sim.render.gl import RendererUnavailable
-    from firmware_sim.render.scene import InstanceList, base_legend, people_scene, robot_scene, static_scene
-    from firmware_sim.render.tiny import TinyRenderer
-    from firmware_sim.sensors.camera import DepthModel
-    from firmware_sim.world.figures import Gait
+    from hil.devices.descriptor.camera import DepthFailure
+    from hil.firmware_sim.embodied.camera import _gl_renderer
+    from hil.firmware_sim.render.gl import RendererUnavailable
+    from hil.firmware_sim.render.scene import InstanceList, base_legend, people_scene, robot_scene, static_scene
+    from hil.firmware_sim.render.tiny import TinyRenderer
+    from hil.firmware_sim.sensors.camera import DepthModel
+    from hil.firmware_sim.world.figures import Gait
 
     world, robot, walkers, people = _scene_world()
     rows = []
@@ -166,8 +166,8 @@ def _pybullet_egl(world, view, projection, width, height, frames) -> str:
 
 
 def realtime_factors(duration: float, rounds: int) -> dict[str, list[float]]:
-    from trial import Trial
-    from trial.presets import demo_spec
+    from hil.trial import Trial
+    from hil.trial.presets import demo_spec
 
     out: dict[str, list[float]] = {"plain": [], "camera 10 Hz": []}
     for _ in range(rounds):
@@ -199,8 +199,8 @@ def served_costs(frames: int) -> list[tuple[str, float, float]]:
     """(what, in process ms, served ms): frame() of a new period and of the same period, 320x240 RGB-D."""
     import subprocess
 
-    from runtime.process import spawn
-    from runtime.robot import Robot
+    from hil.runtime.process import spawn
+    from hil.runtime.robot import Robot
 
     def measure(robot) -> tuple[float, float]:
         camera, new, same = robot.sensors["head_camera"], [], []

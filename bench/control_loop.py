@@ -25,7 +25,7 @@ PHYSICS_DT = 1.0 / 240
 
 def controller_run(seconds: float) -> tuple[float, int, dict]:
     """(wall seconds, ticks, bus stats) of a 50 Hz controller moving the neck and the base for ``seconds``."""
-    from runtime.robot import Robot
+    from hil.runtime.robot import Robot
 
     with tempfile.TemporaryDirectory() as cache, Robot.open({"bus": "sim://commbot?clock=sim", "clock": "sim",
                                                               "semantics": "commbot", "cache_dir": cache}) as robot:

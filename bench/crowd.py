@@ -59,10 +59,10 @@ def scenario(n: int, seed: int = 1) -> dict[str, np.ndarray]:
 
 class HilSide:
     def __init__(self, sc: dict[str, np.ndarray], dt: float = 0.1):
-        from crowd.agents import AgentSpec
-        from crowd.maps import parse_crowd_map
-        from devices.yaml_source import load_yaml_text
-        from crowd.sim import CrowdSim
+        from hil.crowd.agents import AgentSpec
+        from hil.crowd.maps import parse_crowd_map
+        from hil.devices.yaml_source import load_yaml_text
+        from hil.crowd.sim import CrowdSim
 
         text = (f"name: corridor\nwalls:\n  - {{from: [0, 0], to: [{LENGTH_M}, 0]}}\n"
                 f"  - {{from: [0, {WIDTH_M}], to: [{LENGTH_M}, {WIDTH_M}]}}\n")

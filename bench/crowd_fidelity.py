@@ -164,9 +164,9 @@ class HilSide:
     def __init__(self, sc: Scenario, dt: float = 0.1, params: dict | None = None, seed: int = 0):
         import yaml
 
-        from crowd.maps import parse_crowd_map
-        from crowd.sim import CrowdSim
-        from devices.yaml_source import load_yaml_text
+        from hil.crowd.maps import parse_crowd_map
+        from hil.crowd.sim import CrowdSim
+        from hil.devices.yaml_source import load_yaml_text
 
         (gx, gy), width = sc.exit_gate()
         nodes = {f"wp{k}": [x, y] for k, (x, y) in enumerate(sc.waypoints)}
@@ -181,7 +181,7 @@ class HilSide:
         self.ids: list[int] = []
 
     def add(self, xy: Point, v0: float, radius: float) -> None:
-        from crowd.agents import AgentSpec
+        from hil.crowd.agents import AgentSpec
 
         start = (float(xy[0]), float(xy[1]))
         self.ids.append(self.sim.add_agent(AgentSpec("adult", float(radius), float(v0), start,

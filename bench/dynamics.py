@@ -32,12 +32,12 @@ import numpy as np
 
 from bench._smoke import parse_with_smoke
 from bench.bus_cycle import CpuMeter
-from runtime.bus import BusHost
-from runtime.model import (LOCAL_WORLD_ALIGNED, Model, build_model, center_of_mass, create_data, forward_dynamics,
+from hil.runtime.bus import BusHost
+from hil.runtime.model import (LOCAL_WORLD_ALIGNED, Model, build_model, center_of_mass, create_data, forward_dynamics,
                            forward_kinematics, frame_jacobian, gravity_torques, mass_matrix, reference, rnea)
-from runtime.model.pinocchio_model import import_pinocchio, to_pinocchio
-from runtime.scan import NoCache, scan_bus
-from runtime.transports import open_transport
+from hil.runtime.model.pinocchio_model import import_pinocchio, to_pinocchio
+from hil.runtime.scan import NoCache, scan_bus
+from hil.runtime.transports import open_transport
 
 # an arm in a row (tests/model_helpers.py's SERIAL): shoulder servos turned by L- and J-brackets, upper arm,
 # elbow, forearm, opening hand
@@ -160,7 +160,7 @@ def robot_section(name: str, model, pin, calls: int, rounds: int, with_targets: 
 
 
 def gravity_compensation_section(calls: int) -> list[str]:
-    from runtime.robot import Robot
+    from hil.runtime.robot import Robot
 
     with Robot.open({"bus": "sim://commbot?clock=sim", "clock": "sim", "semantics": "commbot"}) as robot:
         for _ in robot.loop(hz=50, duration_s=0.2):

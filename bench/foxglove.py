@@ -106,15 +106,15 @@ def sdk_threads_cpu_s() -> float:
 def _trial(duration: float, out: Path, mode: str):
     """One demo trial in ``mode``: (its TrialResult, the trial process's CPU s, the client's report or None, the
     server's CPU s: on the trial's thread and on the SDK's threads)."""
-    from trial.presets import demo_spec
-    from trial.run import Trial
+    from hil.trial.presets import demo_spec
+    from hil.trial.run import Trial
 
     spec = demo_spec(duration=duration)
     if mode == "plain":
         cpu0 = _cpu_s()
         result = Trial(spec=spec).run(out)
         return result, _cpu_s() - cpu0, None, None
-    from trial.foxglove_live.live import LiveServer
+    from hil.trial.foxglove_live.live import LiveServer
 
     server = LiveServer("127.0.0.1", 0, label="bench", duration_s=duration, err=open(os.devnull, "w"))
     client = None
@@ -192,7 +192,7 @@ class PerLinkSetters:
     with its shapes as children, and for each link that moved a position and an orientation setter."""
 
     def __init__(self, scene, model: dict) -> None:
-        from trial.record.robot_model import LinkPoser
+        from hil.trial.record.robot_model import LinkPoser
 
         self.poser = LinkPoser(model)
         self.base = scene.add_frame("/before", show_axes=False)
@@ -205,9 +205,9 @@ class PerLinkSetters:
     def draw(self, state: dict) -> None:
         import numpy as np
 
-        from trial.record.robot_model import base_matrix
-        from trial.view.quat import wxyz_of
-        from trial.view.scene import MOVED, yaw_wxyz
+        from hil.trial.record.robot_model import base_matrix
+        from hil.trial.view.quat import wxyz_of
+        from hil.trial.view.scene import MOVED, yaw_wxyz
 
         base = base_matrix(state["x"], state["y"], state["yaw"], self.poser.stand_z)
         self.base.position = tuple(base[:3, 3])
@@ -222,9 +222,9 @@ class PerLinkSetters:
 
 
 def _old_shape(scene, name: str, shape: dict):
-    from trial.record.robot_model import shape_matrix
-    from trial.view.quat import wxyz_of
-    from trial.view.scene import rgb255
+    from hil.trial.record.robot_model import shape_matrix
+    from hil.trial.view.quat import wxyz_of
+    from hil.trial.view.scene import rgb255
 
     m = shape_matrix(shape)
     pos, wxyz, color, size = tuple(m[:3, 3]), wxyz_of(m[:3, :3]), rgb255(shape["rgba"]), shape["size"]
@@ -240,10 +240,10 @@ def _old_shape(scene, name: str, shape: dict):
 def bench_page(duration: float, frames: int, rounds: int) -> None:
     import viser
 
-    from trial.presets import demo_spec
-    from trial.run import Trial
-    from trial.view.scene import SceneDrawer
-    from trial.view.timeline import Timeline
+    from hil.trial.presets import demo_spec
+    from hil.trial.run import Trial
+    from hil.trial.view.scene import SceneDrawer
+    from hil.trial.view.timeline import Timeline
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "demo"
@@ -260,7 +260,7 @@ def bench_page(duration: float, frames: int, rounds: int) -> None:
         scene._queue_scene_message = lambda message: (queued.append(1), real(message))[1]
         cpu = {"batched": [], "per-link": [], "kinematics": []}
         messages = {"batched": [], "per-link": []}
-        from trial.record.robot_model import LinkPoser
+        from hil.trial.record.robot_model import LinkPoser
 
         poser = LinkPoser(model)
         for k in range(rounds):

@@ -75,15 +75,15 @@ class CpuMeter:
 _TRIAL_CHILD = """
 import gc, json, os, resource, statistics, sys, tempfile, time
 from pathlib import Path
-from trial import Trial
-from trial.presets import demo_spec
-from trial.record.log import read_log
+from hil.trial import Trial
+from hil.trial.presets import demo_spec
+from hil.trial.record.log import read_log
 duration, extra, warm = float(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "1"
 
 def crowd_cpu():
     # the CPU of a crowd process kept idle across trials (trial/task.py's pool, where the checkout has one)
     try:
-        from trial import task
+        from hil.trial import task
         idle = list(getattr(task, "_IDLE", ()))
     except ImportError:
         idle = []
@@ -132,8 +132,8 @@ class BareMerged:
     def __init__(self, capsules: int, tmp: Path):
         import pybullet as p
 
-        from firmware_sim.world import World, load_map
-        from firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
+        from hil.firmware_sim.world import World, load_map
+        from hil.firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
 
         from .world import commbot_urdf
 
@@ -276,9 +276,9 @@ class HilCrowd:
     name = "hil crowd (crowd.CrowdSim)"
 
     def __init__(self, scene, dt: float):
-        from crowd.agents import AgentSpec
-        from crowd.maps import load_crowd_map
-        from crowd.sim import CrowdSim
+        from hil.crowd.agents import AgentSpec
+        from hil.crowd.maps import load_crowd_map
+        from hil.crowd.sim import CrowdSim
 
         self.sim = CrowdSim(load_crowd_map(STATION), seed=0, dt=dt)
         for start, goal, speed in scene:

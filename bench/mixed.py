@@ -116,8 +116,8 @@ def latencies(ticks: list[tuple[float, bool]], arrivals: list[tuple[float, float
 
 
 def run(seconds: float, hz: float, out: Path, work: Path) -> dict:
-    from runtime import Robot
-    from trial.record import TrialRecorder
+    from hil.runtime import Robot
+    from hil.trial.record import TrialRecorder
 
     script = work / "guest.scn"
     script.write_text(SCRIPT)

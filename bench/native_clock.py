@@ -32,10 +32,10 @@ from pathlib import Path
 
 from bench._smoke import parse_with_smoke
 from bench.bridge import CpuMeter
-from bridge.lockstep import LocalParticipant, LockstepCore
-from runtime.clock.sim import LockstepClock
-from runtime.native.build import ensure_built, find_compiler
-from runtime.native.launch import launch
+from hil.bridge.lockstep import LocalParticipant, LockstepCore
+from hil.runtime.clock.sim import LockstepClock
+from hil.runtime.native.build import ensure_built, find_compiler
+from hil.runtime.native.launch import launch
 
 HERE = Path(__file__).resolve().parent / "native"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "native"
@@ -163,7 +163,7 @@ def _neck_twin() -> tuple[list[str], float]:
 
 
 def _neck_native(program: Path) -> tuple[list[str], float]:
-    from runtime.native.session import run_native
+    from hil.runtime.native.session import run_native
 
     with tempfile.TemporaryFile("w+") as out:
         start = time.perf_counter()

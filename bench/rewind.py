@@ -23,7 +23,7 @@ from pathlib import Path
 
 
 def trial_keys(seconds: float) -> dict:
-    from trial.presets import demo_spec
+    from hil.trial.presets import demo_spec
 
     return {**demo_spec(seed=0).as_kwargs(), "duration": seconds}
 
@@ -31,10 +31,10 @@ def trial_keys(seconds: float) -> dict:
 def run(keys: dict, folder: Path, every: float) -> tuple:
     """The trial's result and the wall seconds spent inside its saves (wall time: the controller's thread runs
     under the sim clock's time patch)."""
-    from runtime.clock.base import WALL
-    from trial.run import Trial
-    from trial.spec import make_spec
-    from trial.state.saver import StateSaver
+    from hil.runtime.clock.base import WALL
+    from hil.trial.run import Trial
+    from hil.trial.spec import make_spec
+    from hil.trial.state.saver import StateSaver
 
     inside = [0.0]
     real_save = StateSaver.save
@@ -57,9 +57,9 @@ def run(keys: dict, folder: Path, every: float) -> tuple:
 def timed_resume(keys: dict, folder: Path, out: Path, t: float) -> tuple[float, float, float, int]:
     """(restore s, re-simulation s, whole start s, cycles re-simulated) of a trial started from ``folder@t``
     that runs 0.1 s."""
-    from trial.state import attach, resume
-    from trial.run import Trial
-    from trial.spec import make_spec
+    from hil.trial.state import attach, resume
+    from hil.trial.run import Trial
+    from hil.trial.spec import make_spec
 
     times = {"restore": 0.0, "resim": 0.0, "cycles": 0}
     real_restore, real_resim = attach.restore, resume.resimulate

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from bench._pty_process import PtyProcess, hil_command
 from bench._smoke import parse_with_smoke
-from runtime.bus import BusHost
-from runtime.scan import DescriptorCache, NoCache, ScanReport, scan_bus
-from runtime.transports import open_transport
+from hil.runtime.bus import BusHost
+from hil.runtime.scan import DescriptorCache, NoCache, ScanReport, scan_bus
+from hil.runtime.transports import open_transport
 
 BAUDS = (1_000_000, 4_000_000)
 PART_COUNTS = (8, 16, 32, 64, 128)

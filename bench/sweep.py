@@ -77,9 +77,9 @@ def child(variant: str, spec: Path, out: Path) -> None:
     loop measures them around each Trial.run, the sweep's trial process around each trial it runs)."""
     start = time.perf_counter()
     if variant == "loop":
-        from trial import Trial
-        from trial.sweep import load_sweep
-        from trial.sweep.runner import cpu_s
+        from hil.trial import Trial
+        from hil.trial.sweep import load_sweep
+        from hil.trial.sweep.runner import cpu_s
 
         walls, cpus = [], []
         for job in load_sweep(spec).jobs:
@@ -90,8 +90,8 @@ def child(variant: str, spec: Path, out: Path) -> None:
                 raise SystemExit(f"{job.id}: {result.error}")
             walls.append(result.wall_s)
     else:
-        from trial.sweep import run_sweep
-        from trial.sweep.store import read_done
+        from hil.trial.sweep import run_sweep
+        from hil.trial.sweep.store import read_done
 
         outcome = run_sweep(spec, out, workers=int(variant[0]), stream=open(os.devnull, "w"))
         if not all(r["status"] == "ok" for r in outcome.rows) or outcome.ran != len(outcome.rows):

@@ -22,8 +22,8 @@ import numpy as np
 def turn(mode: str, turn_s: float | None = None) -> tuple[float, np.ndarray, tuple[float, float]]:
     import pybullet as p
 
-    from runtime import Robot
-    from runtime.robot.profile import load_profile
+    from hil.runtime import Robot
+    from hil.runtime.robot.profile import load_profile
 
     folder = Path(tempfile.mkdtemp())
     (folder / "p.yaml").write_text("bus: sim://commbot?seed=7\nclock: sim\nsemantics: commbot\n")

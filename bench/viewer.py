@@ -36,7 +36,7 @@ from bench._smoke import parse_with_smoke
 GUI_OPEN = """
 import json, time
 t = time.perf_counter()
-from runtime.robot import Robot
+from hil.runtime.robot import Robot
 with Robot.open({"bus": "sim://commbot?clock=sim&map=arcade&pose=-18,0,0%s", "clock": "sim"}) as robot:
     opened = time.perf_counter() - t
     for tick in robot.loop(hz=10):
@@ -96,8 +96,8 @@ class _Shares:
 def _trial(duration: float | None, out: Path, mode: str, pin: bool = False, nice: int = 0,
            privileged: bool = False):
     """One demo trial in ``mode``: (its TrialResult, the browser or None, who used the cores meanwhile)."""
-    from trial.presets import demo_spec
-    from trial.run import Trial
+    from hil.trial.presets import demo_spec
+    from hil.trial.run import Trial
 
     spec = demo_spec() if duration is None else demo_spec(duration=duration)
     if mode == "plain":
@@ -105,13 +105,13 @@ def _trial(duration: float | None, out: Path, mode: str, pin: bool = False, nice
         result = Trial(spec=spec).run(out)
         return result, None, shares.stop()
     if mode == "in-process":
-        from trial.view.app import Viewer
-        from trial.view.live import LiveTrial
+        from hil.trial.view.app import Viewer
+        from hil.trial.view.live import LiveTrial
 
         viewer, feed = Viewer(port=0, run_spec=spec), LiveTrial("demo")
         viewer.attach(feed)
     else:  # what --view does
-        from trial.view.remote import ViewerProcess
+        from hil.trial.view.remote import ViewerProcess
 
         viewer = feed = ViewerProcess("127.0.0.1", 0, run_spec=spec, label="demo")
     browser = _Browser(viewer.url if mode != "viewer" else None, pin, nice, privileged)
@@ -253,10 +253,10 @@ def bench_rtf(duration: float | None, rounds: int, pin: bool = False, modes: tup
 
 
 def bench_replay(replay_s: float) -> None:
-    from trial.presets import demo_spec
-    from trial.run import Trial
-    from trial.view.app import Viewer
-    from trial.view.timeline import Timeline
+    from hil.trial.presets import demo_spec
+    from hil.trial.run import Trial
+    from hil.trial.view.app import Viewer
+    from hil.trial.view.timeline import Timeline
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "demo"

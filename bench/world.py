@@ -41,16 +41,16 @@ from pathlib import Path
 
 import pybullet as p
 
-from firmware_sim.assembly import load_assembly
-from firmware_sim.world import (
+from hil.firmware_sim.assembly import load_assembly
+from hil.firmware_sim.world import (
     DEFAULT_TIME_STEP_S,
     RobotBody,
     World,
     build_robot,
     load_map,
 )
-from firmware_sim.world.frames import compose, inverse
-from firmware_sim.world.world import GRAVITY_Z, SOLVER_ITERATIONS
+from hil.firmware_sim.world.frames import compose, inverse
+from hil.firmware_sim.world.world import GRAVITY_Z, SOLVER_ITERATIONS
 
 BASE_XY_YAW = (0.0, 0.0, 0.0)
 
@@ -95,10 +95,10 @@ class HilSide:
 
 def commbot_urdf(directory: Path) -> tuple[Path, object]:
     """What `hil urdf --bus sim://commbot` writes (the same calls, in-process), and the host model."""
-    from runtime.bus import BusHost
-    from runtime.model import build_model, to_urdf
-    from runtime.scan import NoCache, scan_bus
-    from runtime.transports import open_transport
+    from hil.runtime.bus import BusHost
+    from hil.runtime.model import build_model, to_urdf
+    from hil.runtime.scan import NoCache, scan_bus
+    from hil.runtime.transports import open_transport
 
     with BusHost(open_transport("sim://commbot")) as bus:
         robot = scan_bus(bus, NoCache())
@@ -181,7 +181,7 @@ def _row(name: str, links: int, build_s: float, elapsed: list[float], steps: int
 
 def sensor_ring_section(time_step_s: float, steps: int) -> list[str]:
     """The range ring's cost: one measure against one physics step, in the lab map."""
-    from firmware_sim.sensors import RangeRingModel
+    from hil.firmware_sim.sensors import RangeRingModel
 
     with World(time_step_s=time_step_s) as world:
         world.add_map(load_map("lab"))
@@ -221,7 +221,7 @@ def embodied_section(steps: int, rounds: int = 2) -> list[str]:
     """The whole virtual robot on the simulator's clock: every part's firmware hooked into the steps (servos
     holding, ring at 10 Hz, contact sensors every step), stepped as the lockstep master will step it; merged
     and unmerged side by side, alternating rounds."""
-    from firmware_sim.embodied import embody
+    from hil.firmware_sim.embodied import embody
 
     robots = {}
     try:

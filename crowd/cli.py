@@ -125,7 +125,7 @@ def _security(args: argparse.Namespace):
         return None
     if not args.serve:
         raise ValueError("hil crowd: --keys secures the link of --serve: it needs --serve ENDPOINT")
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
     security = Security.load(args.keys)
     security.check_server()

@@ -9,8 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from devices import config_path
-from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_mapping
+from hil.devices import config_path
+from hil.devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_mapping
 
 WHAT = {"crowd": "rates file", "maps": "map", "scenarios": "scenario"}
 SIZE_KIND = {"crowd": "rates", "maps": "map", "scenarios": "scenario"}  # devices.yaml_source.SIZE_LIMITS

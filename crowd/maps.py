@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from devices.map_format import MAX_COORDINATE_M, Wall, is_number, no_unknown, parse_walls, positive, resolve_map
-from devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require
+from hil.devices.map_format import MAX_COORDINATE_M, Wall, is_number, no_unknown, parse_walls, positive, resolve_map
+from hil.devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require
 
 SECTIONS = ("name", "defaults", "walls", "places", "entrances", "graph", "plazas")
 ENTRANCE_KEYS = ("at", "width", "role")

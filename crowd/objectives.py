@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
-from devices.yaml_source import SourceDict, check_keys
+from hil.devices.yaml_source import SourceDict, check_keys
 
 from . import configfile, navigation
 from .population import DEFAULT_TYPES, type_of_model

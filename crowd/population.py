@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from devices.yaml_source import ConfigError, SourceDict, SourceList, check_keys
+from hil.devices.yaml_source import ConfigError, SourceDict, SourceList, check_keys
 
 from . import configfile
 from .agents import AgentSpec

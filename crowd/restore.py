@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from bridge.envelope import EnvelopeError
-from bridge.schema import CrowdReplayPayload
+from hil.bridge.envelope import EnvelopeError
+from hil.bridge.schema import CrowdReplayPayload
 
 REQUESTS = ("crowd_state", "crowd_replay")
 MAX_REPLAY_SPAN_S = 300.0  # crowd time one crowd_replay may cover (2000 ticks of 0.1 s is 200 s): a peer's one

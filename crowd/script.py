@@ -305,7 +305,7 @@ def load_script(path: str | Path) -> Script:
     """Read and parse a .scn file (a path, or a name under config/scenarios/)."""
     from .configfile import resolve
 
-    from devices.yaml_source import ConfigError, read_text
+    from hil.devices.yaml_source import ConfigError, read_text
 
     resolved = resolve(path, "scenarios", suffix=".scn")
     try:

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 
 import zmq
 
-from bridge.crowd_link import Person, intents_payload
-from bridge.envelope import EnvelopeError, pack
-from bridge.realtime import Counters
-from bridge.schema import CrowdReplayPayload, CrowdStatePayload, TickPayload, TypedDecoder, WorldPayload, convert
+from hil.bridge.crowd_link import Person, intents_payload
+from hil.bridge.envelope import EnvelopeError, pack
+from hil.bridge.realtime import Counters
+from hil.bridge.schema import CrowdReplayPayload, CrowdStatePayload, TickPayload, TypedDecoder, WorldPayload, convert
 
 from .population import type_of_model
 from .sim import CrowdSim
 from .stepper import Stepper
 
 if TYPE_CHECKING:
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
 log = logging.getLogger("hil.bridge")
 HEIGHT_BY_TYPE = {"child": 1.2}

@@ -18,17 +18,17 @@ from dataclasses import dataclass
 from time import perf_counter as wall_clock  # wall time, even under runtime.clock.patch
 from typing import TYPE_CHECKING
 
-from bridge.crowd_link import intents_payload
-from bridge.realtime import RealtimeCrowdServer
+from hil.bridge.crowd_link import intents_payload
+from hil.bridge.realtime import RealtimeCrowdServer
 
-from bridge.envelope import EnvelopeError
-from bridge.schema import WorldPayload, convert
+from hil.bridge.envelope import EnvelopeError
+from hil.bridge.schema import WorldPayload, convert
 
 from .serve import ParentWatch, activities, intents, take_world_state
 from .sim import CrowdSim
 
 if TYPE_CHECKING:
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
     from .stepper import Stepper
 

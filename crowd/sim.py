@@ -71,7 +71,7 @@ def warm_up() -> None:
     if _warmed_up:
         return
     _warmed_up = True
-    from devices.map_format import Wall
+    from hil.devices.map_format import Wall
 
     room = CrowdMap("warm-up", "<warm-up>", (Wall((0.0, -2.0), (0.0, 2.0), 0.1, 1.0),),
                     nodes={"a": (2.0, 0.0), "b": (4.0, 1.0)}, edges=(("a", "b"),))

@@ -13,9 +13,9 @@ import argparse
 import math
 import time
 
-from devices.control_table import XM430_W350
-from runtime.bus import BusHost
-from runtime.transports import open_transport
+from hil.devices.control_table import XM430_W350
+from hil.runtime.bus import BusHost
+from hil.runtime.transports import open_transport
 
 
 def main() -> None:

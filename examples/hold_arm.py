@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from devices.control_table import XM430_W350, position_stiffness
+from hil.devices.control_table import XM430_W350, position_stiffness
 
 HZ = 50.0
 POSE = {"left_arm.shoulder_pitch": -math.pi / 2, "left_arm.shoulder_roll": 0.0, "left_arm.shoulder_yaw": 0.0,
@@ -126,7 +126,7 @@ def main(robot) -> None:
 
 
 if __name__ == "__main__":
-    from runtime import Robot
+    from hil.runtime import Robot
 
     with Robot.open("config/profiles/virtual.yaml") as opened:
         main(opened)

@@ -53,7 +53,7 @@ def main(robot) -> None:
 
 
 if __name__ == "__main__":
-    from runtime import Robot
+    from hil.runtime import Robot
 
     with Robot.open("config/profiles/virtual.yaml") as robot:
         main(robot)

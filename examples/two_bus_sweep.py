@@ -31,7 +31,7 @@ def main(robot) -> None:
 
 
 if __name__ == "__main__":
-    from runtime import Robot
+    from hil.runtime import Robot
 
     with Robot.open("config/profiles/two_buses.yaml") as opened:
         main(opened)

@@ -61,7 +61,7 @@ def main(robot) -> None:
 
 
 if __name__ == "__main__":
-    from runtime import Robot
+    from hil.runtime import Robot
 
     with Robot.open("config/profiles/virtual.yaml") as opened:
         main(opened)

@@ -16,11 +16,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from devices.catalog import compiled_part, load_part, part_names
-from devices.control_table import XL430_W250, XM430_W350
-from devices.descriptor import PartDescriptor
-from devices import config_path
-from devices.yaml_source import SourceDict, check_keys, load_yaml_mapping, require
+from hil.devices.catalog import compiled_part, load_part, part_names
+from hil.devices.control_table import XL430_W250, XM430_W350
+from hil.devices.descriptor import PartDescriptor
+from hil.devices import config_path
+from hil.devices.yaml_source import SourceDict, check_keys, load_yaml_mapping, require
 
 from .cpc_part import CpcBuildError, build_cpc_part
 from .part import PartFirmware
@@ -160,8 +160,8 @@ def calibrated(assembly: Assembly, calibration, stored: bool = True) -> tuple[As
 
     Returns (assembly, what was applied, warnings): an entry that matches no part of this robot is a warning,
     not applied (a calibration for a part that is not on the bus)."""
-    from devices.calibration import apply
-    from devices.descriptor import descriptor_sha256, encode_descriptor
+    from hil.devices.calibration import apply
+    from hil.devices.descriptor import descriptor_sha256, encode_descriptor
 
     from .world.tree import port_children
 

@@ -13,11 +13,11 @@ import time
 from collections import deque
 from typing import Callable, Iterable
 
-from devices.protocol import (BROADCAST_ID, CrcMismatch, DataLengthError, DeviceCrcError, FrameError,
+from hil.devices.protocol import (BROADCAST_ID, CrcMismatch, DataLengthError, DeviceCrcError, FrameError,
                               InstructionError, MalformedPacket, Packet, StatusError, StreamDecoder, decode_request,
                               encode_fast_reply, encode_ping_reply, encode_status)
-from devices.protocol import requests as rq
-from devices.protocol.instructions import KNOWN_INSTRUCTIONS, MAX_PACKET_BYTES
+from hil.devices.protocol import requests as rq
+from hil.devices.protocol.instructions import KNOWN_INSTRUCTIONS, MAX_PACKET_BYTES
 
 from .faults import FaultInjector
 from .part import PartFirmware

@@ -15,9 +15,9 @@ from typing import Any
 
 import zmq
 
-from bridge.camera_wire import MAX_REQUEST_B, WireError, encode_error, encode_reply, encode_same, parse_request
-from bridge.bind import bind_server
-from bridge.security import check_loopback_unless_secured
+from hil.bridge.camera_wire import MAX_REQUEST_B, WireError, encode_error, encode_reply, encode_same, parse_request
+from hil.bridge.bind import bind_server
+from hil.bridge.security import check_loopback_unless_secured
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5758"  # beside the clock's 5757
 POLL_MS = 50

@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 
-from devices.map_format import MAX_COORDINATE_M
+from hil.devices.map_format import MAX_COORDINATE_M
 
 from .assembly import load_assembly
 from .bus_device import VirtualBusDevice
@@ -88,7 +88,7 @@ def build_device(args: argparse.Namespace) -> VirtualBusDevice:
     _check_durations(args)
     assembly = load_assembly(args.assembly)
     if getattr(args, "calibration", None):
-        from devices.calibration import load_calibration
+        from hil.devices.calibration import load_calibration
 
         from .assembly import calibrated
 
@@ -96,7 +96,7 @@ def build_device(args: argparse.Namespace) -> VirtualBusDevice:
         for warning in warnings:
             print(f"hil sim: warning: {warning}", file=sys.stderr, flush=True)
     if getattr(args, "hidden", None):
-        from devices.calibration import load_calibration
+        from hil.devices.calibration import load_calibration
 
         from .assembly import calibrated
 
@@ -234,7 +234,7 @@ def _served_security(args: argparse.Namespace):
     if not secured:
         raise ValueError("hil sim: --keys secures the lockstep clock endpoint (--clock sim, with a world), the "
                          "--camera-endpoint and the --control endpoint: give one of them")
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
     security = Security.load(args.keys)
     security.check_server()
@@ -274,7 +274,7 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
             raise ValueError(f"hil sim: --keys: {args.assembly} has no world (its parts do not describe "
                              f"themselves), so there is no lockstep clock to secure")
         return None
-    from bridge.lockstep import ClockServer
+    from hil.bridge.lockstep import ClockServer
 
     core, _ = embodied.lockstep(args.stall_timeout)
     faults = device.faults
@@ -316,7 +316,7 @@ def run_fault(args: argparse.Namespace) -> int:
             payload[key] = int(value) if key == "parent" and value.isdigit() else value
     security = None
     if args.keys:
-        from bridge.security import Security
+        from hil.bridge.security import Security
 
         security = Security.load(args.keys)
         security.check_client()

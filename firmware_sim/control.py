@@ -26,17 +26,17 @@ import msgspec
 import zmq
 from msgspec import Meta, Struct
 
-from bridge.bind import bind_server
-from bridge.envelope import EnvelopeError, pack, unpack
-from bridge.schema import MAX_NAME_CHARS, TypedDecoder
-from bridge.security import check_loopback_unless_secured, request_once
-from devices.catalog import part_names
+from hil.bridge.bind import bind_server
+from hil.bridge.envelope import EnvelopeError, pack, unpack
+from hil.bridge.schema import MAX_NAME_CHARS, TypedDecoder
+from hil.bridge.security import check_loopback_unless_secured, request_once
+from hil.devices.catalog import part_names
 
 from . import hotplug
 from .faults import FaultInjector
 
 if TYPE_CHECKING:
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
     from .bus_device import VirtualBusDevice
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from devices.control_table import TABLES_BY_MODEL, Access, Area, ControlTable, Register
-from devices.control_table.cpc import (CPC_RETURN_DELAY, MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS, cpc_registers,
+from hil.devices.control_table import TABLES_BY_MODEL, Access, Area, ControlTable, Register
+from hil.devices.control_table.cpc import (CPC_RETURN_DELAY, MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS, cpc_registers,
                                        descriptor_write_registers, identity_registers)
-from devices.descriptor import PartDescriptor, RegisterSpec
+from hil.devices.descriptor import PartDescriptor, RegisterSpec
 
 from .part import PartFirmware
 from .servo import ServoFirmware

@@ -17,8 +17,8 @@ import hashlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from devices.control_table import ControlTable, Register
-from devices.control_table.cpc import (CPC_BASE, DESCRIPTOR_WRITE_CHUNK, MAX_DESCRIPTOR_LEN, WRITE_BAD_HASH,
+from hil.devices.control_table import ControlTable, Register
+from hil.devices.control_table.cpc import (CPC_BASE, DESCRIPTOR_WRITE_CHUNK, MAX_DESCRIPTOR_LEN, WRITE_BAD_HASH,
                                        WRITE_BAD_LENGTH, WRITE_STORED, cpc_registers, descriptor_write_registers)
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def swap_descriptor(part: PartFirmware, data: bytes, sha: bytes) -> None:
         reg = table[name]
         part.memory.data[reg.address:reg.end] = reg.encode(reg.default)
     try:
-        from devices.descriptor import decode_descriptor
+        from hil.devices.descriptor import decode_descriptor
 
         part.descriptor = decode_descriptor(data)
     except Exception:  # noqa: BLE001 - the part stores bytes; the scan will name what is wrong with them

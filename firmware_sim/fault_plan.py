@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from devices.catalog import load_part, part_names
-from devices.yaml_source import ConfigError
+from hil.devices.catalog import load_part, part_names
+from hil.devices.yaml_source import ConfigError
 
 from . import hotplug
 from .faults import FaultInjector
@@ -77,7 +77,7 @@ def parse_faults(entries: Any, source: str, line: int | None, duration_s: float 
 
 def stored_faults(entries: Any) -> tuple[dict, ...]:
     """Plain, JSON-safe copies of checked entries that remember their lines (a spec keeps these)."""
-    from devices.yaml_source import plain
+    from hil.devices.yaml_source import plain
 
     return tuple({**plain(entry), **({"line": entry.line} if getattr(entry, "line", None) else {})}
                  for entry in entries or ())
@@ -196,7 +196,7 @@ class FaultPlan:
 def load_fault_file(path: str, duration_s: float | None = None) -> FaultPlan:
     """``hil sim --faults FILE``: a YAML list of the same entries (or a mapping with ``faults:``), checked at
     file:line."""
-    from devices.yaml_source import load_yaml_file
+    from hil.devices.yaml_source import load_yaml_file
 
     doc = load_yaml_file(path)
     entries = doc.get("faults") if isinstance(doc, dict) else doc
@@ -210,7 +210,7 @@ def assembly_resolver(parts: Any, semantics_path: str | None = None) -> Callable
     with it at load): a bus ID, a tree path (port names from the root, as ``hil scan`` shows them; ``PATH:JOINT``
     names a joint of the part there, as the runtime's default joint names do) or, with a semantics file, a
     blueprint name (its target: a tree path or ``serial:HEX``, optionally ``:JOINT``)."""
-    from devices.yaml_source import load_yaml_file
+    from hil.devices.yaml_source import load_yaml_file
 
     parts = list(parts)
     ids = {p.id for p in parts}

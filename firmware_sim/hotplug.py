@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 
-from devices.catalog import load_part
-from devices.control_table.cpc import MAX_PORTS, NO_PART
-from devices.descriptor import PartDescriptor, descriptor_sha256, encode_descriptor
+from hil.devices.catalog import load_part
+from hil.devices.control_table.cpc import MAX_PORTS, NO_PART
+from hil.devices.descriptor import PartDescriptor, descriptor_sha256, encode_descriptor
 
 from .assembly import default_serial
 from .bus_device import VirtualBusDevice

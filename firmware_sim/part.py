@@ -5,10 +5,10 @@ whatever clock drives the device (wall time now, the simulator's clock later).
 """
 from __future__ import annotations
 
-from devices.control_table import Area, ControlTable, RegisterMemory
-from devices.control_table.cpc import CPC_BASE
-from devices.control_table.memory import WriteRule
-from devices.protocol import (CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TURN, RESET_ALL, RESET_ALL_BUT_ID,
+from hil.devices.control_table import Area, ControlTable, RegisterMemory
+from hil.devices.control_table.cpc import CPC_BASE
+from hil.devices.control_table.memory import WriteRule
+from hil.devices.protocol import (CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TURN, RESET_ALL, RESET_ALL_BUT_ID,
                               RESET_ALL_BUT_ID_AND_BAUD, AccessError, InstructionError, ResultFail)
 
 

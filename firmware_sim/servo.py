@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from devices.control_table import (CURRENT_MODE, EXTENDED_POSITION_MODE, POSITION_MODE, VELOCITY_MODE,
+from hil.devices.control_table import (CURRENT_MODE, EXTENDED_POSITION_MODE, POSITION_MODE, VELOCITY_MODE,
                                    ControlTable, Register, RegisterMemory)
-from devices.protocol import DataLimitError, ResultFail
+from hil.devices.protocol import DataLimitError, ResultFail
 
 from .part import PartFirmware
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet as p
 
-from devices.descriptor.schema import Sensor
+from hil.devices.descriptor.schema import Sensor
 
 from .sensors.range_ring import RangeRingModel, RingReading
 from .world import Map, World

@@ -15,8 +15,8 @@ from . import __version__
 
 # Commands that child processes run (a trial's crowd, a served robot): only their own package is imported for
 # them, not every package's command line (the crowd child started ~0.3 s sooner, once per trial).
-ALONE = {"crowd": "crowd.cli", "sim": "firmware_sim.cli"}
-ALL = ("trial.cli", "firmware_sim.cli", "runtime.cli", "crowd.cli")
+ALONE = {"crowd": "hil.crowd.cli", "sim": "hil.firmware_sim.cli"}
+ALL = ("hil.trial.cli", "hil.firmware_sim.cli", "hil.runtime.cli", "hil.crowd.cli")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -36,7 +36,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
-    from runtime.bus.errors import BusError
+    from hil.runtime.bus.errors import BusError
 
     try:
         return args.func(args)

@@ -32,7 +32,7 @@ def usage(keys_dir: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace, out=print) -> int:
-    from bridge.security import Security, SecurityError, create_keys, curve_available
+    from hil.bridge.security import Security, SecurityError, create_keys, curve_available
 
     if not curve_available():
         raise SecurityError("hil keys: this libzmq was built without CURVE; the bridge cannot be secured")

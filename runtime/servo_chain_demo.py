@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 
-from devices.control_table import XM430_W350
+from hil.devices.control_table import XM430_W350
 
 from .bus import BusHost
 from .transports import open_transport

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.bus import BusHost
-from runtime.transports import open_transport
+from hil.runtime.bus import BusHost
+from hil.runtime.transports import open_transport
 
 def pytest_sessionstart(session) -> None:
     """Compile the crowd's step (numba) once, before any test starts a crowd process that must answer within a
     deadline: the first compile after an install takes ~15 s, later processes load the disk cache in ~0.4 s."""
-    from crowd.sim import warm_up
+    from hil.crowd.sim import warm_up
 
     warm_up()
 
@@ -215,8 +215,8 @@ def short_demo_log(tmp_path_factory):
     from once import once_per_run
 
     def record(folder: Path) -> None:
-        from trial.presets import demo_spec
-        from trial.run import Trial
+        from hil.trial.presets import demo_spec
+        from hil.trial.run import Trial
 
         spec = demo_spec(duration=SHORT_DEMO_S, camera_rate=5.0)  # with its cameras' pictures
         result = Trial(spec=spec).run(folder / "demo")

@@ -65,7 +65,7 @@ places: {east: [12, 0], west: [-12, 0]}
 def hall_map():
     """An open 30 m x 20 m hall with one short screen wall near its north side: room for objectives to play out
     without the passages of the arcade in the way (and the arcade may change)."""
-    from crowd.maps import parse_crowd_map
-    from devices.yaml_source import load_yaml_text
+    from hil.crowd.maps import parse_crowd_map
+    from hil.devices.yaml_source import load_yaml_text
 
     return parse_crowd_map(load_yaml_text(HALL_YAML, "hall.yaml"), "hall.yaml")

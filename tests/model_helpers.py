@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 
-from devices.catalog import load_part, plain_servo
-from devices.control_table.cpc import MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS
-from devices.descriptor import descriptor_from_dict
-from firmware_sim.assembly import load_assembly
-from runtime.model import Model
-from runtime.scan import ScannedPart, VirtualRobot
+from hil.devices.catalog import load_part, plain_servo
+from hil.devices.control_table.cpc import MAX_PORTS, NO_PART, PORT_TABLE_ADDRESS
+from hil.devices.descriptor import descriptor_from_dict
+from hil.firmware_sim.assembly import load_assembly
+from hil.runtime.model import Model
+from hil.runtime.scan import ScannedPart, VirtualRobot
 
 BRACKET = descriptor_from_dict({
     "schema": 1, "name": "test_bracket", "kind": "bracket",

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from devices.yaml_source import ConfigError
-from firmware_sim.assembly import load_assembly
+from hil.devices.yaml_source import ConfigError
+from hil.firmware_sim.assembly import load_assembly
 
 
 def test_servo_chain_has_17_xm430_servos():

@@ -13,8 +13,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from bridge.crowd_link import Person, intents_payload, parse_people, tick_payload
-from bridge.envelope import VERSION, pack
+from hil.bridge.crowd_link import Person, intents_payload, parse_people, tick_payload
+from hil.bridge.envelope import VERSION, pack
 
 PEOPLE = [Person(i, "child" if i % 3 else "adult", 0.5 * i, -1.25 * i, 0.1, -0.2, math.cos(i), math.sin(i), 0.2,
                  1.1 + 0.01 * i) for i in range(60)]

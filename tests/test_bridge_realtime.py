@@ -19,8 +19,8 @@ import zmq
 from conftest import hil_command
 from waiting import wait_for as shared_wait_for
 
-from bridge.envelope import pack, unpack
-from bridge.realtime import (
+from hil.bridge.envelope import pack, unpack
+from hil.bridge.realtime import (
     CONNECTED,
     LOST,
     REPLAY_WINDOW,
@@ -31,7 +31,7 @@ from bridge.realtime import (
     reachable,
     stream_endpoints,
 )
-from runtime.transports import TransportError, open_transport
+from hil.runtime.transports import TransportError, open_transport
 
 POSE = (-18.0, 0.0, 0.0)  # the arcade's west end, where the guide robot starts
 CROWD_ARGS = ("--map", "arcade", "--seed", "3", "--start", "sat 14:00")  # people appear about 1 s in
@@ -306,7 +306,7 @@ def test_a_realtime_crowd_beside_a_sim_clock_world_is_refused():
 
 
 def test_no_crowd_at_the_endpoint_is_named_at_once():
-    from bridge.crowd_link import CrowdLinkError
+    from hil.bridge.crowd_link import CrowdLinkError
 
     endpoint = free_endpoint()
     with pytest.raises(CrowdLinkError, match=f"no crowd answered hello at {endpoint}"):
@@ -316,9 +316,9 @@ def test_no_crowd_at_the_endpoint_is_named_at_once():
 
 
 def test_in_process_crowd_stops_on_request_and_sees_the_published_robot():
-    from crowd.maps import load_crowd_map
-    from crowd.serve_realtime import serve_realtime
-    from crowd.sim import CrowdSim
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.serve_realtime import serve_realtime
+    from hil.crowd.sim import CrowdSim
 
     sim, stop, ready = CrowdSim(load_crowd_map("arcade"), seed=1), threading.Event(), []
     thread = threading.Thread(target=serve_realtime, args=(sim, "tcp://127.0.0.1:*"),
@@ -344,10 +344,10 @@ def test_in_process_crowd_stops_on_request_and_sees_the_published_robot():
 
 
 def test_with_keys_the_streams_are_encrypted_and_a_world_without_them_is_not_answered(tmp_path):
-    from bridge.security import Security, create_keys
-    from crowd.maps import load_crowd_map
-    from crowd.serve_realtime import serve_realtime
-    from crowd.sim import CrowdSim
+    from hil.bridge.security import Security, create_keys
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.serve_realtime import serve_realtime
+    from hil.crowd.sim import CrowdSim
 
     create_keys(tmp_path / "keys")
     security = Security.load(tmp_path / "keys")

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import zmq
 
-from bridge.crowd_link import CrowdClient, CrowdLinkError
-from bridge.lockstep import ClockServer, LockstepCore, LockstepError, RemoteParticipant
-from bridge.security import Security, SecurityError, create_keys, curve_available
-from crowd.agents import AgentSpec
-from crowd.serve import serve
-from crowd.sim import CrowdSim
+from hil.bridge.crowd_link import CrowdClient, CrowdLinkError
+from hil.bridge.lockstep import ClockServer, LockstepCore, LockstepError, RemoteParticipant
+from hil.bridge.security import Security, SecurityError, create_keys, curve_available
+from hil.crowd.agents import AgentSpec
+from hil.crowd.serve import serve
+from hil.crowd.sim import CrowdSim
 from crowd_helpers import hall_map
 
 needs_curve = pytest.mark.skipif(not curve_available(), reason="this libzmq has no CURVE")
@@ -150,7 +150,7 @@ def test_client_only_keys_cannot_serve_and_nothing_binds(keys, tmp_path):
 
 @needs_curve
 def test_a_world_from_a_sim_url_with_keys_ticks_its_crowd_encrypted(keys):
-    from runtime.transports import open_transport
+    from hil.runtime.transports import open_transport
 
     with served_crowd(keys) as (endpoint, result):
         transport = open_transport(f"sim://commbot?clock=sim&crowd={endpoint}&keys={keys.keys_dir}")
@@ -262,8 +262,8 @@ def test_a_client_without_its_secret_fails_when_asked_to_connect(keys):
 @needs_curve
 def test_bad_keys_stop_the_commands_before_anything_binds(keys, capsys):
     from hil.cli import main
-    from runtime.transports import open_transport
-    from runtime.transports.base import TransportError
+    from hil.runtime.transports import open_transport
+    from hil.runtime.transports.base import TransportError
 
     (keys.keys_dir / "server.key_secret").write_text("garbage\n")
     assert main(["crowd", "--map", "arcade", "--serve", LOOPBACK, "--keys", str(keys.keys_dir)]) == 2
@@ -291,7 +291,7 @@ def test_without_curve_loading_keys_says_so(tmp_path, monkeypatch):
 def test_a_profile_with_keys_joins_a_secured_simulator_clock_and_a_plain_one_is_refused(keys, tmp_path):
     from conftest import SimProcess
 
-    from runtime import Robot
+    from hil.runtime import Robot
 
     device = SimProcess("--pty", "--clock", "sim", "--clock-endpoint", "tcp://127.0.0.1:*", "--keys",
                         str(keys.keys_dir), assembly="commbot")
@@ -315,9 +315,9 @@ def test_one_shot_requests_to_a_curve_server_without_its_key_give_up_instead_of_
     hung 30 minutes on it): ``bind.send_within`` waits for one within the timeout and sends without blocking,
     and the one-shot requests (``request_once``: ``clock_status``, ``hil sim fault``; the real-time crowd's
     ``ask``) answer "nothing" instead. The waits are bounded by the requests' own timeouts."""
-    from bridge.bind import bind_server, send_within
-    from bridge.realtime import LinkError, ask
-    from bridge.security import request_once
+    from hil.bridge.bind import bind_server, send_within
+    from hil.bridge.realtime import LinkError, ask
+    from hil.bridge.security import request_once
 
     server, endpoint = bind_server(zmq.REP, LOOPBACK, keys)
     try:

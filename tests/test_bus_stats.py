@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from runtime.bus.stats import BusStats
+from hil.runtime.bus.stats import BusStats
 
 
 def stats_of(latencies_s):

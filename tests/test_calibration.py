@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trial.calibrate.log import META, RING, CalibrationLogError, CalibrationWriter, read_log
-from trial.calibrate.rig import load_rig
+from hil.trial.calibrate.log import META, RING, CalibrationLogError, CalibrationWriter, read_log
+from hil.trial.calibrate.rig import load_rig
 
 HIDDEN = {"dropout_angle50_deg": 52.0, "dropout_width_deg": 4.0, "noise_sigma_m": [0.01, 0.02]}
 RIG = """\
@@ -119,8 +119,8 @@ def test_fit_refuses_logs_it_cannot_fit_in_one_line(calibrated, tmp_path):
 
 
 def test_a_bad_rig_or_calibration_is_refused_at_file_and_line(tmp_path):
-    from devices.calibration import load_calibration
-    from devices.yaml_source import ConfigError
+    from hil.devices.calibration import load_calibration
+    from hil.devices.yaml_source import ConfigError
 
     rig = tmp_path / "rig.yaml"
     rig.write_text("start: [0, 0, 0]\nwalls:\n  - {from: [0.1, -1], to: [0.1, 1]}\n")
@@ -136,9 +136,9 @@ def test_a_bad_rig_or_calibration_is_refused_at_file_and_line(tmp_path):
 
 
 def test_a_calibration_for_a_part_the_robot_lacks_is_a_warning_not_applied(tmp_path):
-    from devices.calibration import load_calibration
-    from firmware_sim import load_assembly
-    from firmware_sim.assembly import calibrated
+    from hil.devices.calibration import load_calibration
+    from hil.firmware_sim import load_assembly
+    from hil.firmware_sim.assembly import calibrated
 
     cal = tmp_path / "cal.yaml"
     cal.write_text("schema: 1\nparts:\n  - {part: range_ring, serial: 5, sensor: ring, params: {dropout_width_deg: 2}}\n"
@@ -151,8 +151,8 @@ def test_a_calibration_for_a_part_the_robot_lacks_is_a_warning_not_applied(tmp_p
 
 def test_a_trial_against_a_glancing_wall_counts_why_readings_failed(tmp_path):
     """metrics.json's sensors.ring.invalid equals the ring firmware's own counter deltas over the trial."""
-    from firmware_sim.embodied import RangeRingFirmware
-    from trial import Trial
+    from hil.firmware_sim.embodied import RangeRingFirmware
+    from hil.trial import Trial
 
     seen: dict[str, dict] = {}
 
@@ -171,7 +171,7 @@ def test_a_trial_against_a_glancing_wall_counts_why_readings_failed(tmp_path):
     expected = {cause: seen["end"][cause] - seen["start"][cause] for cause in seen["end"]}
     assert {k: v for k, v in invalid.items() if k != "total"} == expected
     assert invalid["angle"] > 0 and invalid["total"] == sum(expected.values())
-    from trial.record.log import read_log as read_trial
+    from hil.trial.record.log import read_log as read_trial
 
     ticks = [m.data for m in read_trial(tmp_path / "glance" / "trial.mcap").messages["/robot/sensors"]]
     for tick in ticks:  # the log says per reading why it failed (the part's code), and only where it failed

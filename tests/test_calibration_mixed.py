@@ -20,8 +20,8 @@ from conftest import SimProcess
 from test_bridge_realtime import CrowdProcess, free_endpoint
 from test_calibration import RIG, hil  # the wall rig and the command of the virtual calibration tests
 
-from trial.calibrate.log import CalibrationLogError, mixed_sides, read_log
-from trial.calibrate.rig import load_rig, rig_map_text
+from hil.trial.calibrate.log import CalibrationLogError, mixed_sides, read_log
+from hil.trial.calibrate.rig import load_rig, rig_map_text
 
 HIDDEN = {"dropout_angle50_deg": 40.0, "dropout_width_deg": 4.0, "noise_sigma_m": [0.01, 0.02]}
 
@@ -106,7 +106,7 @@ def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(tmp_pa
     # 55 deg), so the noise, judged over every reading below 30 deg, is what always tells the catalog twin apart
     assert all(float(line.split()[2].split("-")[0]) >= 40 for line in failed), failed
     assert "noise: virtual / real = " in run.stdout and "  FAIL" in run.stdout.split("noise: virtual / real")[1]
-    from trial.calibrate.log import CalibrationWriter, META, RING
+    from hil.trial.calibrate.log import CalibrationWriter, META, RING
 
     path = tmp_path / "plain.mcap"
     writer = CalibrationWriter(path)
@@ -141,15 +141,15 @@ def test_a_mixed_trial_log_is_checked_real_against_virtual(tmp_path):
         sim.stop()
     check = hil("calibrate", "check", "trial/trial.mcap", "--rig", "rig.yaml", cwd=tmp_path)
     assert_agrees(check)
-    from trial.calibrate.log import mixed_trial_sides
+    from hil.trial.calibrate.log import mixed_trial_sides
 
     real, virtual = mixed_trial_sides(tmp_path / "trial" / "trial.mcap", (0.0, 0.0, 0.0))
     assert len(real.samples) == len(virtual.samples) > 300 and real.meta["ring"]["params"]["max_range_m"] == 4.0
 
 
 def test_walls_echo_needs_the_map_and_a_known_word(tmp_path):
-    from devices.yaml_source import ConfigError
-    from runtime.robot import load_profile
+    from hil.devices.yaml_source import ConfigError
+    from hil.runtime.robot import load_profile
 
     path = tmp_path / "p.yaml"
     for crowd, message in (("{endpoint: 'tcp://127.0.0.1:5760', mode: realtime, walls: echo}", "needs map"),

@@ -17,17 +17,17 @@ import pytest
 import yaml
 from conftest import SimProcess
 
-from devices.calibration import SensorCalibration, apply
-from devices.catalog import compiled_part, load_part
-from devices.control_table.cpc import (DESCRIPTOR_WRITE_CHUNK, DESCRIPTOR_WRITE_LENGTH, DESCRIPTOR_WRITE_OFFSET,
+from hil.devices.calibration import SensorCalibration, apply
+from hil.devices.catalog import compiled_part, load_part
+from hil.devices.control_table.cpc import (DESCRIPTOR_WRITE_CHUNK, DESCRIPTOR_WRITE_LENGTH, DESCRIPTOR_WRITE_OFFSET,
                                        DESCRIPTOR_WRITE_STATUS, WRITE_BAD_HASH)
-from devices.descriptor import encode_descriptor
-from firmware_sim import VirtualBusDevice
-from firmware_sim.cpc_part import build_cpc_part
-from runtime.bus import BusHost
-from runtime.scan import NoCache, scan_bus
-from runtime.scan.descriptor_store import DescriptorNotWritable, DescriptorWriteError, store_descriptor
-from runtime.transports.sim import SimTransport
+from hil.devices.descriptor import encode_descriptor
+from hil.firmware_sim import VirtualBusDevice
+from hil.firmware_sim.cpc_part import build_cpc_part
+from hil.runtime.bus import BusHost
+from hil.runtime.scan import NoCache, scan_bus
+from hil.runtime.scan.descriptor_store import DescriptorNotWritable, DescriptorWriteError, store_descriptor
+from hil.runtime.transports.sim import SimTransport
 
 WRITTEN = {"dropout_angle50_deg": 51.25, "dropout_width_deg": 4.5, "noise_sigma_m": [0.0125, 0.0215]}
 
@@ -37,15 +37,15 @@ def hil(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def ring_of(robot):
-    from runtime.robot.sensors import RangeRing
+    from hil.runtime.robot.sensors import RangeRing
 
     return next(s for s in robot.sensors.values() if isinstance(s, RangeRing))
 
 
 def test_write_parts_stores_the_numbers_and_a_new_scan_builds_the_twin_with_them(tmp_path):
-    from runtime import Robot
-    from runtime.robot.overlay import ring_geometry
-    from firmware_sim.shadow import ShadowWorld
+    from hil.runtime import Robot
+    from hil.runtime.robot.overlay import ring_geometry
+    from hil.firmware_sim.shadow import ShadowWorld
 
     sim = SimProcess("--pty", "--no-world", assembly="commbot")
     try:
@@ -79,7 +79,7 @@ def test_write_parts_stores_the_numbers_and_a_new_scan_builds_the_twin_with_them
                 config = shadow.model.config
                 assert (config.dropout_angle50_deg, config.dropout_width_deg) == (51.25, 4.5)
                 assert tuple(config.noise_sigma_m) == (0.0125, 0.0215)
-            from trial.calibrate.run import ring_meta
+            from hil.trial.calibrate.run import ring_meta
 
             assert ring_meta(robot)["params"]["dropout_angle50_deg"] == 51.25  # what a calibration log records
     finally:

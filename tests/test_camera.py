@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devices.catalog import load_source
-from devices.descriptor import DescriptorError
-from firmware_sim.render.scene import PERSON_BASE, WALL
-from firmware_sim.world.figures import half_depth
-from runtime import Robot
-from runtime.robot.camera import CameraError, Frame
-from trial import Trial
+from hil.devices.catalog import load_source
+from hil.devices.descriptor import DescriptorError
+from hil.firmware_sim.render.scene import PERSON_BASE, WALL
+from hil.firmware_sim.world.figures import half_depth
+from hil.runtime import Robot
+from hil.runtime.robot.camera import CameraError, Frame
+from hil.trial import Trial
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG_CAMERA = ROOT / "devices" / "catalog" / "parts" / "camera.yaml"

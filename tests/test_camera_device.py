@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from devices.catalog import load_part
-from runtime.robot.camera import Camera
-from runtime.robot.uvc import DeviceSource, resolve_device
+from hil.devices.catalog import load_part
+from hil.runtime.robot.camera import Camera
+from hil.runtime.robot.uvc import DeviceSource, resolve_device
 
 import cv2  # noqa: E402  (the camera extra: opencv-python-headless, in the test extra)
 

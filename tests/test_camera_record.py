@@ -8,7 +8,7 @@ import numpy as np
 from mcap.reader import make_reader
 from PIL import Image
 
-from trial import Trial
+from hil.trial import Trial
 
 ROOT_MAP = "lab"
 
@@ -78,7 +78,7 @@ def test_without_pillow_a_trial_runs_and_says_its_cameras_were_not_recorded(tmp_
     code = f"""
 import json, sys
 sys.modules["PIL"] = None  # import PIL raises ImportError, as where Pillow is not installed
-from trial import Trial
+from hil.trial import Trial
 def still(robot):
     for _ in robot.loop(hz=20):
         pass
@@ -102,7 +102,7 @@ def test_hil_camera_rate_sets_the_default_and_an_explicit_rate_wins(monkeypatch)
     a trial's own camera_rate wins; a bad value names the variable."""
     import pytest
 
-    from trial.spec import make_spec
+    from hil.trial.spec import make_spec
 
     monkeypatch.setenv("HIL_CAMERA_RATE", "2.5")
     assert make_spec(_still, robot="commbot").camera_rate == 2.5

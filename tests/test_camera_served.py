@@ -42,8 +42,8 @@ def _same(a, b):
 
 
 def test_a_robot_on_a_served_device_gets_its_cameras_frames(tmp_path):
-    from runtime.robot import Robot
-    from runtime.robot.camera_remote import RemoteCameraSource
+    from hil.runtime.robot import Robot
+    from hil.runtime.robot.camera_remote import RemoteCameraSource
 
     local = Robot.open({"bus": "sim://commbot?map=lab", "clock": "sim", "semantics": "commbot"})
     try:
@@ -142,7 +142,7 @@ def test_the_camera_server_answers_bad_requests_and_goes_on(tmp_path):
             huge.connect(endpoint)
             huge.send_multipart([b"", b"x" * 100_000])
             huge.close(0)
-            from bridge.camera_wire import encode_request, parse_reply
+            from hil.bridge.camera_wire import encode_request, parse_reply
 
             sock.send(encode_request(part, sensor))
             assert sock.poll(60_000)
@@ -157,7 +157,7 @@ def test_the_camera_server_answers_bad_requests_and_goes_on(tmp_path):
 
 def _camera_part() -> tuple[int, str]:
     """A camera part's ID and sensor name as the served device has them (read from the assembly, not guessed)."""
-    from firmware_sim import load_assembly
+    from hil.firmware_sim import load_assembly
 
     for part in load_assembly("commbot").parts:
         for sensor in part.descriptor.sensors:
@@ -167,8 +167,8 @@ def _camera_part() -> tuple[int, str]:
 
 
 def test_bad_replies_and_a_silent_server_are_named():
-    from bridge.camera_wire import RemoteCameraError, WireError, encode_reply, parse_reply
-    from runtime.robot.camera_remote import RemoteCameraSource
+    from hil.bridge.camera_wire import RemoteCameraError, WireError, encode_reply, parse_reply
+    from hil.runtime.robot.camera_remote import RemoteCameraSource
 
     rgb = np.zeros((4, 5, 3), np.uint8)
     good = encode_reply({"t": 0.5, "rgb": rgb, "pose": {"position": (0, 0, 1), "orientation": (0, 0, 0, 1)}})
@@ -222,8 +222,8 @@ def test_hil_sim_refuses_a_camera_endpoint_it_cannot_serve(capsys):
 
 
 def test_a_profile_refuses_a_camera_endpoint_it_cannot_use(tmp_path):
-    from devices.yaml_source import ConfigError
-    from runtime.robot.profile import load_profile
+    from hil.devices.yaml_source import ConfigError
+    from hil.runtime.robot.profile import load_profile
 
     for text, says in [("bus: sim://commbot\nclock: sim\ncamera_endpoint: tcp://127.0.0.1:5758\n", "in this process"),
                        ("bus: socket://127.0.0.1:4000\nclock: real\ncamera_endpoint: http://x\n", "must start with")]:
@@ -240,10 +240,10 @@ def test_hil_sim_keys_secures_the_camera_endpoint_and_refuses_clients_without_it
     """``hil sim --keys DIR --camera-endpoint EP`` (real clock: the camera alone is secured): a robot whose profile
     has the keys gets its frames; a client without keys, and one with another directory's keys, are refused with
     an error naming the endpoint and why; the server serves on."""
-    from bridge.camera_wire import RemoteCameraError
-    from bridge.security import Security, create_keys
-    from runtime.robot import Robot
-    from runtime.robot.camera_remote import RemoteCameraSource
+    from hil.bridge.camera_wire import RemoteCameraError
+    from hil.bridge.security import Security, create_keys
+    from hil.runtime.robot import Robot
+    from hil.runtime.robot.camera_remote import RemoteCameraSource
 
     create_keys(tmp_path / "keys")
     create_keys(tmp_path / "other")

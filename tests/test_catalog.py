@@ -18,18 +18,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devices.catalog import DYNAMIXEL_DIR, PARTS_DIR, compiled_part, load_part, load_source, part_names
-from devices.control_table import VELOCITY_MODE
-from devices.descriptor.camera import camera_spec
-from devices.control_table.cpc import CPC_BASE, CPC_HEADER_LEN, DESCRIPTOR_ADDRESS, parse_cpc_header
-from devices.descriptor import (MAX_DESCRIPTOR_BYTES, DescriptorError, Pose, decode_descriptor, descriptor_sha256,
+from hil.devices.catalog import DYNAMIXEL_DIR, PARTS_DIR, compiled_part, load_part, load_source, part_names
+from hil.devices.control_table import VELOCITY_MODE
+from hil.devices.descriptor.camera import camera_spec
+from hil.devices.control_table.cpc import CPC_BASE, CPC_HEADER_LEN, DESCRIPTOR_ADDRESS, parse_cpc_header
+from hil.devices.descriptor import (MAX_DESCRIPTOR_BYTES, DescriptorError, Pose, decode_descriptor, descriptor_sha256,
                                 encode_descriptor)
-from devices.protocol import RESET_ALL_BUT_ID
-from devices.yaml_source import load_yaml_file
-from firmware_sim.assembly import load_assembly, resolve_assembly_path
-from firmware_sim.cpc_part import SERVO_KINDS, table_for
-from runtime.bus import BusHost
-from runtime.transports import open_transport
+from hil.devices.protocol import RESET_ALL_BUT_ID
+from hil.devices.yaml_source import load_yaml_file
+from hil.firmware_sim.assembly import load_assembly, resolve_assembly_path
+from hil.firmware_sim.cpc_part import SERVO_KINDS, table_for
+from hil.runtime.bus import BusHost
+from hil.runtime.transports import open_transport
 
 PART_NAMES = part_names()
 DYNAMIXEL_SOURCES = sorted(DYNAMIXEL_DIR.glob("*.yaml"))

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from conftest import SimProcess
-from devices.config_path import resolve as resolve_config
-from devices.protocol import StreamDecoder, encode_fast_reply, encode_request, fast_reply_prefix
-from devices.protocol import requests as rq
-from firmware_sim.control import send_fault
-from runtime.bus import BusHost, BusTimeout
-from runtime.robot import Robot
-from runtime.transports import open_transport
+from hil.devices.config_path import resolve as resolve_config
+from hil.devices.protocol import StreamDecoder, encode_fast_reply, encode_request, fast_reply_prefix
+from hil.devices.protocol import requests as rq
+from hil.firmware_sim.control import send_fault
+from hil.runtime.bus import BusHost, BusTimeout
+from hil.runtime.robot import Robot
+from hil.runtime.transports import open_transport
 from waiting import HangGuard
 
 PRESENT_POSITION, LENGTH = 132, 4

@@ -11,11 +11,11 @@ import time
 import pytest
 import zmq
 
-from bridge.envelope import EnvelopeError, pack, unpack
-from bridge.lockstep import ClockServer, LocalParticipant, LockstepCore, LockstepError, RemoteParticipant
-from runtime.clock import ClockError, RealClock, open_clock
-from runtime.clock.patch import patched
-from runtime.clock.sim import LockstepClock
+from hil.bridge.envelope import EnvelopeError, pack, unpack
+from hil.bridge.lockstep import ClockServer, LocalParticipant, LockstepCore, LockstepError, RemoteParticipant
+from hil.runtime.clock import ClockError, RealClock, open_clock
+from hil.runtime.clock.patch import patched
+from hil.runtime.clock.sim import LockstepClock
 
 
 class Recorder:
@@ -183,7 +183,7 @@ def test_real_clock_and_sim_clock_need_a_simulator():
 
 
 def test_in_process_virtual_robot_runs_on_the_sim_clock():
-    from runtime.transports.sim import SimTransport
+    from hil.runtime.transports.sim import SimTransport
 
     transport = SimTransport("sim://commbot?clock=sim")
     try:

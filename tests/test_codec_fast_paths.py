@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devices.control_table import XM430_W350 as XM
-from devices.control_table import RegisterMemory
-from devices.protocol import (BROADCAST_ID, AccessError, DataLengthError, DataRangeError, InvalidRequest,
+from hil.devices.control_table import XM430_W350 as XM
+from hil.devices.control_table import RegisterMemory
+from hil.devices.protocol import (BROADCAST_ID, AccessError, DataLengthError, DataRangeError, InvalidRequest,
                               MalformedPacket, StatusError, SyncWrite, decode_frame, encode_fast_reply,
                               encode_request, encode_sync_write, parse_fast_reply)
-from devices.protocol import status as status_module
+from hil.devices.protocol import status as status_module
 
 
 @settings(max_examples=200, deadline=None)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from devices.yaml_source import ConfigError, load_yaml_text
+from hil.devices.yaml_source import ConfigError, load_yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
 WEEKDAY = (ROOT / "config" / "crowd" / "weekday.yaml").read_text()
@@ -69,7 +69,7 @@ RATES_CASES = [  # (old, new, phrases)
 
 @pytest.mark.parametrize("old, new, phrases", RATES_CASES, ids=[c[1][:24] for c in RATES_CASES])
 def test_a_rates_file_beyond_a_bound_or_with_an_unknown_key(tmp_path, old, new, phrases):
-    from crowd.population import load_rates
+    from hil.crowd.population import load_rates
 
     path, line = edited(tmp_path, "rates.yaml", WEEKDAY, old, new)
     refused(lambda: load_rates(path), path, line, *phrases, error=ConfigError)
@@ -78,9 +78,9 @@ def test_a_rates_file_beyond_a_bound_or_with_an_unknown_key(tmp_path, old, new, 
 def test_at_most_max_people_are_present_whatever_the_rates_and_the_rest_are_counted(monkeypatch):
     """The bound on a crowd's size holds at the highest rates a file may ask for (scaled by the most --crowd-scale
     allows): the generator turns parties away instead of growing without end (12.9 GB at 1e9/h before)."""
-    import crowd.population as population
-    from crowd.maps import load_crowd_map
-    from crowd.sim import CrowdSim
+    import hil.crowd.population as population
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.sim import CrowdSim
 
     monkeypatch.setattr(population, "MAX_PEOPLE", 12)  # the real check, with a cap a short test reaches
     table = population.load_rates("weekday")
@@ -111,8 +111,8 @@ DESCRIPTOR_CASES = [
 
 @pytest.mark.parametrize("old, new, phrases", DESCRIPTOR_CASES, ids=[c[1][:24] for c in DESCRIPTOR_CASES])
 def test_a_part_descriptor_beyond_a_bound_or_with_an_unknown_key(tmp_path, old, new, phrases):
-    from devices.catalog import load_source
-    from devices.descriptor import DescriptorError
+    from hil.devices.catalog import load_source
+    from hil.devices.descriptor import DescriptorError
 
     path, line = edited(tmp_path, "upper_arm.yaml", UPPER_ARM, old, new)
     refused(lambda: load_source(path), path, line, "part 'upper_arm'", *phrases, error=DescriptorError)
@@ -129,7 +129,7 @@ ASSEMBLY_CASES = [
 
 @pytest.mark.parametrize("old, new, phrases", ASSEMBLY_CASES, ids=[c[1][:24] for c in ASSEMBLY_CASES])
 def test_an_assembly_with_an_unknown_key(tmp_path, old, new, phrases):
-    from firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.assembly import load_assembly
 
     path, line = edited(tmp_path, "arm.yaml", LEFT_ARM, old, new)
     refused(lambda: load_assembly(str(path)), path, line, *phrases, error=ConfigError)
@@ -151,8 +151,8 @@ MAP_CASES = [
 @pytest.mark.parametrize("old, new, phrases", MAP_CASES, ids=[c[1][:24] for c in MAP_CASES])
 def test_a_map_beyond_a_bound_or_with_an_unknown_key_for_the_world_and_the_crowd(tmp_path, old, new, phrases,
                                                                                  reader):
-    from crowd.maps import load_crowd_map
-    from firmware_sim.world import load_map
+    from hil.crowd.maps import load_crowd_map
+    from hil.firmware_sim.world import load_map
 
     path, line = edited(tmp_path, "room.yaml", LAB, old, new)
     load = load_map if reader == "world" else load_crowd_map
@@ -168,7 +168,7 @@ SCRIPT_CASES = [  # (text, line, phrases)
 
 @pytest.mark.parametrize("text, line, phrases", SCRIPT_CASES, ids=["run", "wait timeout", "empty"])
 def test_a_script_beyond_a_bound_or_empty(tmp_path, text, line, phrases):
-    from crowd.script import ScriptError, load_script
+    from hil.crowd.script import ScriptError, load_script
 
     path = tmp_path / "s.scn"
     path.write_text(text)
@@ -177,11 +177,11 @@ def test_a_script_beyond_a_bound_or_empty(tmp_path, text, line, phrases):
 
 # --- files that are not what they should be: binary, empty --------------------------------------------------------
 def _loaders():
-    from crowd.population import load_rates
-    from crowd.script import load_script
-    from devices.catalog import load_source
-    from firmware_sim.assembly import load_assembly
-    from runtime.robot import load_profile
+    from hil.crowd.population import load_rates
+    from hil.crowd.script import load_script
+    from hil.devices.catalog import load_source
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.runtime.robot import load_profile
 
     return {"assembly": lambda p: load_assembly(str(p)), "part descriptor": load_source, "rates": load_rates,
             "script": load_script, "profile": load_profile}
@@ -200,7 +200,7 @@ def test_binary_and_empty_files_are_named_with_line_1(tmp_path, kind):
 
 
 def test_an_assembly_with_no_parts_says_so_not_a_cycle(tmp_path):
-    from firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.assembly import load_assembly
 
     path = tmp_path / "none.yaml"
     path.write_text("name: none\nparts: []\n")
@@ -228,7 +228,7 @@ PROFILE_CASES = [  # (text, line, phrases)
 
 @pytest.mark.parametrize("text, line, phrases", PROFILE_CASES, ids=[c[0].splitlines()[-1][:30] for c in PROFILE_CASES])
 def test_a_profile_names_its_line_for_a_bad_bus_option_or_number(tmp_path, text, line, phrases):
-    from runtime.robot import load_profile
+    from hil.runtime.robot import load_profile
 
     path = tmp_path / "p.yaml"
     path.write_text(text)
@@ -236,8 +236,8 @@ def test_a_profile_names_its_line_for_a_bad_bus_option_or_number(tmp_path, text,
 
 
 def test_a_bus_given_on_the_command_line_is_checked_when_opened_and_says_what():
-    from runtime.robot import load_profile
-    from runtime.transports import TransportError, open_transport
+    from hil.runtime.robot import load_profile
+    from hil.runtime.transports import TransportError, open_transport
 
     profile = load_profile("virtual", bus="sim://commbot?seed=abc")  # not in the file: nothing to name there
     with pytest.raises(TransportError, match=r"^sim://commbot\?seed=abc: option seed='abc' is not an integer$"):
@@ -245,7 +245,7 @@ def test_a_bus_given_on_the_command_line_is_checked_when_opened_and_says_what():
 
 
 def test_a_trial_file_beyond_a_week_names_its_line(tmp_path):
-    from trial.spec import load_trial_file
+    from hil.trial.spec import load_trial_file
 
     path = tmp_path / "t.yaml"
     path.write_text("controller: x.py\nmap: arcade\nduration: 1e9\n")
@@ -268,7 +268,7 @@ def broken_catalog(tmp_path, monkeypatch):
     """The part catalog with one bad descriptor (upper_arm: a mass of 1e300 kg); yields (path, line)."""
     import shutil
 
-    import devices.catalog as catalog
+    import hil.devices.catalog as catalog
 
     parts = tmp_path / "parts"
     shutil.copytree(catalog.PARTS_DIR, parts)

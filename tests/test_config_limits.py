@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from devices.yaml_source import ALIAS_BUDGET, MAX_DEPTH, SIZE_LIMITS, ConfigError, load_yaml_file, load_yaml_text
+from hil.devices.yaml_source import ALIAS_BUDGET, MAX_DEPTH, SIZE_LIMITS, ConfigError, load_yaml_file, load_yaml_text
 from tests.waiting import HangGuard
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,18 +138,18 @@ def test_a_50_mb_map_is_refused_by_its_size_before_parsing(tmp_path):
 
 
 def _loaders():
-    from crowd.maps import load_crowd_map
-    from crowd.population import load_rates
-    from crowd.script import load_script
-    from devices.catalog import load_source
-    from firmware_sim.assembly import load_assembly
-    from firmware_sim.world.maps import load_map
-    from runtime.robot import load_profile
-    from runtime.robot.semantics import load_semantics
-    from trial.spec import load_trial_file
-    from trial.sweep.spec import load_sweep
-    from devices.calibration import load_calibration
-    from trial.calibrate.rig import load_rig
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.population import load_rates
+    from hil.crowd.script import load_script
+    from hil.devices.catalog import load_source
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.world.maps import load_map
+    from hil.runtime.robot import load_profile
+    from hil.runtime.robot.semantics import load_semantics
+    from hil.trial.spec import load_trial_file
+    from hil.trial.sweep.spec import load_sweep
+    from hil.devices.calibration import load_calibration
+    from hil.trial.calibrate.rig import load_rig
 
     return {"trial": load_trial_file, "sweep": load_sweep, "map": load_map, "crowd map": load_crowd_map,
             "rates": load_rates, "profile": load_profile, "robot": lambda p: load_assembly(str(p)),
@@ -176,7 +176,7 @@ def test_a_stream_that_never_ends_is_read_only_to_the_limit():
 
 # --- 5. three errors that lacked file or line ---------------------------------------------------------------
 def test_a_profile_bus_naming_no_robot_names_the_profile_and_line(tmp_path):
-    from runtime.robot import load_profile
+    from hil.runtime.robot import load_profile
 
     path = tmp_path / "p.yaml"
     path.write_text("clock: sim\nbus: sim://nosuchrobot\n")
@@ -192,7 +192,7 @@ def test_a_profile_bus_naming_no_robot_names_the_profile_and_line(tmp_path):
      "  - {id: 3, part: bracket_l, parent: 2, port: horn}\n", 4, "comes back to it (2 -> 3 -> 2)"),
 ])
 def test_a_part_mounted_on_itself_names_the_assembly_and_line(tmp_path, parts, line, how):
-    from firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.assembly import load_assembly
 
     path = tmp_path / "a.yaml"
     path.write_text("name: selfie\nparts:\n" + parts)
@@ -202,8 +202,8 @@ def test_a_part_mounted_on_itself_names_the_assembly_and_line(tmp_path, parts, l
 
 
 def test_a_goal_that_is_no_place_names_the_trial_file_and_line(tmp_path):
-    from trial.spec import load_trial_file
-    from trial.task import make_task
+    from hil.trial.spec import load_trial_file
+    from hil.trial.task import make_task
 
     path = tmp_path / "t.yaml"
     path.write_text("controller: still.py\nmap: arcade\ngoal: narnia\n")

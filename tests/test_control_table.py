@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devices.control_table import (XL430_W250, XM430_W350, XM430_W350_MODEL_NUMBER, Access, Area, ControlTable,
+from hil.devices.control_table import (XL430_W250, XM430_W350, XM430_W350_MODEL_NUMBER, Access, Area, ControlTable,
                                    Register, RegisterMemory)
-from devices.protocol import AccessError, DataLengthError, DataLimitError, DataRangeError, StatusError
+from hil.devices.protocol import AccessError, DataLengthError, DataLimitError, DataRangeError, StatusError
 
 XM = XM430_W350
 

@@ -73,9 +73,9 @@ def test_a_crowd_that_dies_while_a_state_is_asked_of_it_is_named_at_once(monkeyp
     signal, not by a 10 s timeout saying it did not answer (what the suite saw when the kill landed on a save)."""
     import signal as signals
 
-    from bridge.crowd_link import CrowdClient, CrowdLinkError
-    from bridge.crowd_state import crowd_state
-    from trial.task import CrowdProcess
+    from hil.bridge.crowd_link import CrowdClient, CrowdLinkError
+    from hil.bridge.crowd_state import crowd_state
+    from hil.trial.task import CrowdProcess
 
     monkeypatch.setenv("HIL_CROWD_POOL", "0")
     crowd = CrowdProcess(command=[sys.executable, "-m", "hil", "crowd", "--map", "arcade", "--serve",

@@ -26,7 +26,7 @@ from bench.crowd_fidelity import (
     measure_rimea6,
     rimea6,
 )
-from crowd import AgentSpec, CrowdSim, kernel, load_crowd_map
+from hil.crowd import AgentSpec, CrowdSim, kernel, load_crowd_map
 
 STILL_MPS = 0.1
 FREE_M = 0.6

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from crowd_helpers import chi2_critical, merge_small
 
-from crowd.maps import load_crowd_map
-from crowd.population import DAY_S, Generator, Party, load_rates, parse_start
-from crowd.sim import CrowdSim
-from devices.yaml_source import ConfigError
+from hil.crowd.maps import load_crowd_map
+from hil.crowd.population import DAY_S, Generator, Party, load_rates, parse_start
+from hil.crowd.sim import CrowdSim
+from hil.devices.yaml_source import ConfigError
 
 ARCADE = load_crowd_map("arcade")
 WEEKDAY = load_rates("weekday")
@@ -300,7 +300,7 @@ def test_bad_rates_files_say_file_line_and_what(tmp_path, old, new, phrase):
     line = next(i for i, row in enumerate(text.splitlines(), 1) if new in row)
     with pytest.raises(ConfigError) as err:
         table = load_rates(path)
-        from crowd.objectives import config_from_table
+        from hil.crowd.objectives import config_from_table
         config_from_table(table.objectives)
     message = str(err.value)
     assert phrase in message

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crowd import AgentSpec, CrowdSim, load_crowd_map, parse_crowd_map
-from crowd.forces import DEFAULT_PARAMS, all_pairs, neighbour_pairs, social_force
-from crowd.maps import segment_distances, segments_cross
-from devices.yaml_source import ConfigError, load_yaml_text
+from hil.crowd import AgentSpec, CrowdSim, load_crowd_map, parse_crowd_map
+from hil.crowd.forces import DEFAULT_PARAMS, all_pairs, neighbour_pairs, social_force
+from hil.crowd.maps import segment_distances, segments_cross
+from hil.devices.yaml_source import ConfigError, load_yaml_text
 
 
 def corridor(length: float, width: float) -> object:
@@ -542,7 +542,7 @@ def test_good_map_and_the_world_loads_the_same_file(tmp_path):
     assert m.branches() == [] and m.plaza_at((2.0, 2.0)) == "p" and m.plaza_at((6.0, 2.0)) is None
     assert m.point("p") == pytest.approx((2.5, 2.0))
     assert m.route((1.0, 2.0), "e")[-1] == (10.0, 2.0)
-    from firmware_sim.world import load_map  # the physics world reads the same files, crowd sections ignored
+    from hil.firmware_sim.world import load_map  # the physics world reads the same files, crowd sections ignored
 
     for source in (path, "arcade"):
         world_map, crowd_map = load_map(source), load_crowd_map(source)

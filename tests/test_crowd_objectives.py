@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from crowd_helpers import angle_deg, chi2_critical, hall_map
 
-from crowd import objectives
-from crowd.agents import AgentSpec
-from crowd.objectives import Objective, ObjectiveConfig, ObjectiveManager, Situation
-from crowd.script import Scenario
-from crowd.sim import CrowdSim
-from devices.yaml_source import ConfigError, load_yaml_text
+from hil.crowd import objectives
+from hil.crowd.agents import AgentSpec
+from hil.crowd.objectives import Objective, ObjectiveConfig, ObjectiveManager, Situation
+from hil.crowd.script import Scenario
+from hil.crowd.sim import CrowdSim
+from hil.devices.yaml_source import ConfigError, load_yaml_text
 
 HALL = hall_map()
 V0 = 1.38  # adult_man's mean preferred speed: scripted people take the mean
@@ -430,7 +430,7 @@ def test_register_a_user_objective_and_use_it_from_a_script():
 
 def test_user_objective_from_module_path_in_the_rates_config(tmp_path, monkeypatch):
     (tmp_path / "my_objectives.py").write_text(textwrap.dedent("""
-        from crowd.objectives import Objective
+        from hil.crowd.objectives import Objective
 
         class Dance(Objective):
             name = "dance"
@@ -484,8 +484,8 @@ def test_a_user_objective_module_is_not_imported_unless_allowed(tmp_path, monkey
 
 
 def test_the_reactions_of_the_day_apply_weekday_or_weekend():
-    from crowd.maps import load_crowd_map
-    from crowd.population import load_rates, parse_start
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.population import load_rates, parse_start
 
     sim = CrowdSim(load_crowd_map("arcade"), seed=0)
     sc = Scenario(sim, rates=[load_rates("weekday"), load_rates("weekend")], start_s=parse_start("fri 23:59"))

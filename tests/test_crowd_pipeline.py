@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import textwrap
 
-from trial import Trial
-from trial.record.log import read_log
+from hil.trial import Trial
+from hil.trial.record.log import read_log
 
 EAST = textwrap.dedent('''\
     def main(robot):

@@ -14,9 +14,9 @@ import textwrap
 
 import zmq
 
-from trial import Trial
-from trial import task as task_mod
-from trial.task import TrialError
+from hil.trial import Trial
+from hil.trial import task as task_mod
+from hil.trial.task import TrialError
 
 EAST = textwrap.dedent('''\
     def main(robot):
@@ -46,7 +46,7 @@ def _pids(monkeypatch):
         got.append(crowd.proc.pid)
         return crowd
 
-    monkeypatch.setattr("trial.run.start_crowd", spy)
+    monkeypatch.setattr("hil.trial.run.start_crowd", spy)
     return got
 
 
@@ -88,7 +88,7 @@ def test_an_idle_crowd_refuses_bad_options_and_serves_the_next_good_ones(tmp_pat
             sock = ctx.socket(zmq.REQ)
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect(endpoint)
-            from bridge.envelope import pack
+            from hil.bridge.envelope import pack
             sock.send(pack("bye", {}, seq=1))
             assert sock.poll(60_000), "the crowd answers bye"
             sock.recv()
@@ -125,7 +125,7 @@ def test_a_session_the_idle_crowd_refuses_is_a_trial_error_and_the_process_stays
                                            "tcp://127.0.0.1:*"])
     try:
         assert crowd.reusable and crowd.endpoint.startswith("tcp://127.0.0.1:")
-        from bridge.envelope import pack
+        from hil.bridge.envelope import pack
         sock = zmq.Context.instance().socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(crowd.endpoint)

@@ -14,12 +14,12 @@ import pytest
 from conftest import hil_command
 from crowd_helpers import angle_deg, hall_map
 
-from crowd.cli import main as crowd_main
-from crowd.maps import load_crowd_map
-from crowd.population import load_rates, parse_start
-from crowd.record import TrajectoryRecorder
-from crowd.script import Scenario, ScriptError, load_script, parse
-from crowd.sim import CrowdSim
+from hil.crowd.cli import main as crowd_main
+from hil.crowd.maps import load_crowd_map
+from hil.crowd.population import load_rates, parse_start
+from hil.crowd.record import TrajectoryRecorder
+from hil.crowd.script import Scenario, ScriptError, load_script, parse
+from hil.crowd.sim import CrowdSim
 
 ARCADE = load_crowd_map("arcade")
 HALL = hall_map()

@@ -9,13 +9,13 @@ import msgpack
 import pytest
 import zmq
 
-from bridge.crowd_link import CrowdClient, CrowdLinkError
-from bridge.envelope import pack, unpack
-from crowd.maps import load_crowd_map
-from crowd.script import Scenario
-from crowd.sim import CrowdSim
-from crowd.population import load_rates, parse_start
-from crowd.serve import apply_tick, intents
+from hil.bridge.crowd_link import CrowdClient, CrowdLinkError
+from hil.bridge.envelope import pack, unpack
+from hil.crowd.maps import load_crowd_map
+from hil.crowd.script import Scenario
+from hil.crowd.sim import CrowdSim
+from hil.crowd.population import load_rates, parse_start
+from hil.crowd.serve import apply_tick, intents
 
 ROBOT = {"x": 7.0, "y": 0.0, "yaw": 3.14159, "vx": 0.0, "vy": 0.0, "radius": 0.3}
 
@@ -131,7 +131,7 @@ def test_a_served_script_plays_on_the_worlds_ticks_exactly_as_it_runs_alone():
 
     sim = CrowdSim(load_crowd_map("arcade"), seed=2)
     scenario = Scenario(sim, rates=[load_rates("weekday"), load_rates("weekend")])
-    from crowd.script import load_script
+    from hil.crowd.script import load_script
 
     alone = []
     player = scenario.play(load_script("child_interacts"))
@@ -143,7 +143,7 @@ def test_a_served_script_plays_on_the_worlds_ticks_exactly_as_it_runs_alone():
 
 
 def test_a_served_script_that_fails_names_its_line_and_the_crowd_goes_on():
-    from crowd.stepper import Stepper
+    from hil.crowd.stepper import Stepper
 
     sim = CrowdSim(load_crowd_map("arcade"), seed=0)
     scenario = Scenario(sim)

@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from devices.protocol import (BROADCAST_ID, HEADER, CrcMismatch, FrameError, MalformedPacket, Packet, ProtocolError,
+from hil.devices.protocol import (BROADCAST_ID, HEADER, CrcMismatch, FrameError, MalformedPacket, Packet, ProtocolError,
                               StreamDecoder, crc16, decode_frame, encode_fast_reply, encode_packet, encode_status,
                               unstuff)
-from devices.protocol.instructions import MAX_PACKET_BYTES, Instruction
-from devices.protocol.packets import HEADER_LEN
+from hil.devices.protocol.instructions import MAX_PACKET_BYTES, Instruction
+from hil.devices.protocol.packets import HEADER_LEN
 
 N_STREAMS = 100_000
 # zeros never contain a header and complete any pending frame: after this much, the decoder holds nothing

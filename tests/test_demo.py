@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from runtime.servo_chain_demo import CENTER, run_servo_chain_demo
+from hil.runtime.servo_chain_demo import CENTER, run_servo_chain_demo
 
 
 def test_demo_moves_all_servos_without_bus_errors():

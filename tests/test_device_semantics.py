@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from devices.control_table import XM430_W350 as XM
-from devices.protocol import (BROADCAST_ID, CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TURN, RESET_ALL, RESET_ALL_BUT_ID,
+from hil.devices.control_table import XM430_W350 as XM
+from hil.devices.protocol import (BROADCAST_ID, CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TURN, RESET_ALL, RESET_ALL_BUT_ID,
                               RESET_ALL_BUT_ID_AND_BAUD, Action, BulkRead, BulkWrite, Clear, FactoryReset, Packet,
                               Ping, Read, Reboot, RegWrite, StreamDecoder, SyncRead, SyncWrite, Write, encode_packet,
                               encode_request, encode_status, parse_fast_reply)
-from devices.protocol.instructions import Instruction
-from firmware_sim import FaultInjector, VirtualBusDevice, WireTiming
-from firmware_sim.servo import ServoFirmware
+from hil.devices.protocol.instructions import Instruction
+from hil.firmware_sim import FaultInjector, VirtualBusDevice, WireTiming
+from hil.firmware_sim.servo import ServoFirmware
 
 OK, RESULT_FAIL, INSTRUCTION_ERROR, CRC_ERROR, RANGE_ERROR, LENGTH_ERROR, LIMIT_ERROR, ACCESS_ERROR = 0, 1, 2, 3, 4, 5, 6, 7
 

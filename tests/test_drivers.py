@@ -8,9 +8,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from devices.catalog import load_part
-from devices.descriptor import DescriptorError, descriptor_from_dict, descriptor_to_dict
-from runtime.drivers import ConversionError, TrustStore, load_part_driver
+from hil.devices.catalog import load_part
+from hil.devices.descriptor import DescriptorError, descriptor_from_dict, descriptor_to_dict
+from hil.runtime.drivers import ConversionError, TrustStore, load_part_driver
 
 IR_SOURCE = """
 # Sharp-style infrared ranger: the output voltage falls as 1/distance, which no scale+offset can express.

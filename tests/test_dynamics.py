@@ -19,13 +19,13 @@ import pytest
 
 from model_helpers import CHAIN, SERIAL, assembly_robot, random_state, virtual_robot
 from waiting import needs
-from runtime.model import (LOCAL, LOCAL_WORLD_ALIGNED, SE3, WORLD, ModelError, build_model, center_of_mass,
+from hil.runtime.model import (LOCAL, LOCAL_WORLD_ALIGNED, SE3, WORLD, ModelError, build_model, center_of_mass,
                            composite_inertia, create_data, forward_dynamics, forward_kinematics, frame_jacobian,
                            gravity_torques, mass_matrix, rnea, total_mass)
-from runtime.model import reference
-from runtime.model.pinocchio_model import center_of_mass as pin_center_of_mass
-from runtime.model.pinocchio_model import to_pinocchio
-from runtime.scan import VirtualRobot
+from hil.runtime.model import reference
+from hil.runtime.model.pinocchio_model import center_of_mass as pin_center_of_mass
+from hil.runtime.model.pinocchio_model import to_pinocchio
+from hil.runtime.scan import VirtualRobot
 
 GRAVITY = (0.0, 0.0, -9.80665)
 ATOL = 1e-9

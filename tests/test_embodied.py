@@ -13,13 +13,13 @@ import time
 import pybullet as p
 import pytest
 
-from devices.control_table import XM430_W350 as XM
-from firmware_sim.assembly import load_assembly
-from firmware_sim.embodied import embody
-from firmware_sim.serve import serve_pty
-from runtime.bus import BusHost
-from runtime.transports.base import PEER_PROCESS_LATENCY_S
-from runtime.transports.sim import SimTransport
+from hil.devices.control_table import XM430_W350 as XM
+from hil.firmware_sim.assembly import load_assembly
+from hil.firmware_sim.embodied import embody
+from hil.firmware_sim.serve import serve_pty
+from hil.runtime.bus import BusHost
+from hil.runtime.transports.base import PEER_PROCESS_LATENCY_S
+from hil.runtime.transports.sim import SimTransport
 
 ELBOW, WHEEL_LEFT, WHEEL_RIGHT, RING, BUMPER = 16, 2, 3, 4, 5
 CENTRE = 2048

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pybullet as p
 
-from devices.control_table import XM430_W350 as XM
-from firmware_sim.world.frames import compose
-from runtime.bus import BusHost
-from runtime.transports.sim import SimTransport
+from hil.devices.control_table import XM430_W350 as XM
+from hil.firmware_sim.world.frames import compose
+from hil.runtime.bus import BusHost
+from hil.runtime.transports.sim import SimTransport
 
 WHEEL_LEFT, WHEEL_RIGHT, ELBOW, BUMPER = 2, 3, 16, 5
 

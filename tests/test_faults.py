@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from devices.control_table import XM430_W350 as XM
-from devices.protocol import StatusError
-from firmware_sim import FaultInjector, VirtualBusDevice
-from runtime.bus import BusError, BusHost, BusStats, BusTimeout, CorruptReply
-from runtime.transports import open_transport
-from runtime.transports.sim import SimTransport
+from hil.devices.control_table import XM430_W350 as XM
+from hil.devices.protocol import StatusError
+from hil.firmware_sim import FaultInjector, VirtualBusDevice
+from hil.runtime.bus import BusError, BusHost, BusStats, BusTimeout, CorruptReply
+from hil.runtime.transports import open_transport
+from hil.runtime.transports.sim import SimTransport
 
 IDS = tuple(range(1, 18))  # config/robots/servo_chain.yaml
 # In-process, silence is known at once (the transport is idle), so a long timeout costs nothing; it only keeps a

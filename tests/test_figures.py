@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from firmware_sim.world.figures import Gait, colours, figure, heading
+from hil.firmware_sim.world.figures import Gait, colours, figure, heading
 
 
 def _limbs(person, phase, seed=0):

@@ -18,9 +18,9 @@ from pathlib import Path
 from foxglove_client import PAUSE, PLAY, FoxgloveClient
 from waiting import wait_for
 
-from trial import Trial
-from trial.foxglove_live.live import LiveServer
-from trial.record.log import read_log
+from hil.trial import Trial
+from hil.trial.foxglove_live.live import LiveServer
+from hil.trial.record.log import read_log
 
 TUNED = textwrap.dedent('''\
     """Drive east at a speed Foxglove may change; say the speed in robot.mode (recorded with the state)."""
@@ -154,7 +154,7 @@ def test_channels_bytes_time_pause_play_step_and_parameters(tmp_path):
 
 
 def test_a_replay_server_seeks_plays_and_refuses_a_seek_out_of_range(tmp_path):
-    from trial.foxglove_live.replay import ReplayServer
+    from hil.trial.foxglove_live.replay import ReplayServer
 
     (tmp_path / "tuned.py").write_text(TUNED)
     assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=3.0).run(tmp_path / "t").ok
@@ -194,7 +194,7 @@ def test_hil_foxglove_layout_prints_a_checked_layout_for_the_topics_a_trial_writ
     import subprocess
     import sys
 
-    from trial.foxglove_live.layout import NEAREST_OUT, check_layout
+    from hil.trial.foxglove_live.layout import NEAREST_OUT, check_layout
 
     out = subprocess.run([sys.executable, "-m", "hil", "foxglove-layout", "--image-topic", "/foxglove/cam"],
                          capture_output=True, text=True, timeout=120, check=True).stdout
@@ -296,8 +296,8 @@ def test_retry_from_here_is_a_service_live_and_in_a_replay(tmp_path):
     """``hil/retry`` (issue 28 item 2): on a running trial it writes the trial file that starts from the trial's
     state at its time now, and answers with it and the ``hil trial --from`` line; on a replay at the playback
     position; a trial without states, and a request that is not JSON, are refused with the reason."""
-    from trial.foxglove_live.replay import ReplayServer
-    from trial.spec import load_trial_file
+    from hil.trial.foxglove_live.replay import ReplayServer
+    from hil.trial.spec import load_trial_file
 
     server, thread, box = _start(tmp_path, duration=4.0)
     try:
@@ -393,7 +393,7 @@ def test_retry_with_run_serves_the_retried_trial_paused_and_its_server_ends_it(t
     paused at its start; the answer says where. Played from its own connection, it runs from the state at the
     replay's position to its end; one left running is ended, log complete, when the server that started it
     closes. A 'run' that is not a boolean is refused."""
-    from trial.foxglove_live.replay import ReplayServer
+    from hil.trial.foxglove_live.replay import ReplayServer
 
     (tmp_path / "tuned.py").write_text(TUNED)
     assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=4.0,
@@ -442,7 +442,7 @@ def test_off_loopback_a_client_may_not_name_the_controller_a_retry_runs(tmp_path
     A sweep's server runs no retry (its trial process ends with its trial)."""
     import pytest
 
-    from trial.foxglove_live.retry import RetryRunner, retry_from_here
+    from hil.trial.foxglove_live.retry import RetryRunner, retry_from_here
 
     (tmp_path / "tuned.py").write_text(TUNED)
     assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=1.0).run(tmp_path / "t").ok

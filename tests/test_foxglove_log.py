@@ -93,8 +93,8 @@ def test_every_message_matches_its_schema(demo_log):
 
 
 def test_the_log_carries_what_the_viewer_draws(demo_log):
-    from trial.record.log import read_log
-    from trial.record.robot_model import LinkPoser
+    from hil.trial.record.log import read_log
+    from hil.trial.record.robot_model import LinkPoser
 
     log = read_log(demo_log)
     model = log.messages["/robot/model"][0].data
@@ -113,9 +113,9 @@ def test_the_log_carries_what_the_viewer_draws(demo_log):
 
 def test_a_paused_and_stepped_trial_writes_the_same_log(demo_log, tmp_path):
     """Pause, step and resume from another thread while the trial runs: only wall time passes."""
-    from trial.presets import demo_spec
-    from trial.run import Trial
-    from trial.view.live import LiveTrial
+    from hil.trial.presets import demo_spec
+    from hil.trial.run import Trial
+    from hil.trial.view.live import LiveTrial
 
     live = LiveTrial("demo")
     seen: list[tuple[float, float]] = []
@@ -154,9 +154,9 @@ def test_the_rings_rays_are_coloured_by_why_a_reading_failed(tmp_path):
     the log's own descriptors."""
     from mcap.reader import make_reader
 
-    from trial.record.foxglove import FoxgloveChannels, RAYS
-    from trial.record.palette import CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, RAY_RGB, VIRTUAL_ECHO_RGB
-    from trial.record.recorder import TrialRecorder
+    from hil.trial.record.foxglove import FoxgloveChannels, RAYS
+    from hil.trial.record.palette import CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, RAY_RGB, VIRTUAL_ECHO_RGB
+    from hil.trial.record.recorder import TrialRecorder
 
     yaws = [0.0, math.pi / 2, math.pi, 3 * math.pi / 2]
     model = {"links": [{"name": "ring", "parent": -1, "part": 4, "body": "ring", "joint": None, "visuals": []}],

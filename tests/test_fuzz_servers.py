@@ -21,11 +21,11 @@ import zmq
 from conftest import SimProcess, hil_command
 from waiting import HangGuard
 
-from bridge.crowd_link import CrowdClient, tick_payload
-from bridge.envelope import VERSION, pack, unpack
-from bridge.lockstep import ClockServer, LockstepCore, LockstepError, RemoteParticipant
-from bridge.realtime import ask, reachable
-from devices.protocol import BROADCAST_ID, Ping, Read, StreamDecoder, SyncRead, encode_request
+from hil.bridge.crowd_link import CrowdClient, tick_payload
+from hil.bridge.envelope import VERSION, pack, unpack
+from hil.bridge.lockstep import ClockServer, LockstepCore, LockstepError, RemoteParticipant
+from hil.bridge.realtime import ask, reachable
+from hil.devices.protocol import BROADCAST_ID, Ping, Read, StreamDecoder, SyncRead, encode_request
 
 FUZZ_N = int(os.environ.get("FUZZ_N", "10000"))
 SEED = int(os.environ.get("FUZZ_SEED", "18"))
@@ -280,7 +280,7 @@ def test_lockstep_world_side_refuses_a_reply_without_t():
 
         thread = threading.Thread(target=answer)
         thread.start()
-        from bridge.crowd_link import CrowdLinkError
+        from hil.bridge.crowd_link import CrowdLinkError
 
         with pytest.raises(CrowdLinkError, match="intents: t must be a finite number"):
             client.tick(0.1, None, [])
@@ -434,8 +434,8 @@ def test_a_long_sleep_advances_in_slices_without_holding_the_lock():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from bridge.envelope import EnvelopeError  # noqa: E402
-from bridge.schema import MAX_COORDINATE_M, TickPayload, TypedDecoder  # noqa: E402
+from hil.bridge.envelope import EnvelopeError  # noqa: E402
+from hil.bridge.schema import MAX_COORDINATE_M, TickPayload, TypedDecoder  # noqa: E402
 
 DECODER = TypedDecoder({"tick": TickPayload, "bye": object})
 finite = st.floats(-MAX_COORDINATE_M, MAX_COORDINATE_M, allow_nan=False)
@@ -507,9 +507,9 @@ def test_live_foxglove_server_refuses_bad_frames_params_and_seeks_and_the_trial_
     from foxglove_client import PAUSE, PLAY, FoxgloveClient
     from waiting import wait_for
 
-    from trial import Trial
-    from trial.foxglove_live.live import LiveServer
-    from trial.record.log import read_log
+    from hil.trial import Trial
+    from hil.trial.foxglove_live.live import LiveServer
+    from hil.trial.record.log import read_log
 
     rng = random.Random(SEED)
     (tmp_path / "tuned.py").write_text(FOXGLOVE_TUNED)
@@ -557,8 +557,8 @@ def test_live_foxglove_server_refuses_bad_frames_params_and_seeks_and_the_trial_
 def test_camera_endpoint_answers_every_fuzzed_request_and_still_serves_frames():
     import numpy as np
 
-    from bridge.camera_wire import RemoteCameraError, encode_request, parse_reply
-    from firmware_sim import load_assembly
+    from hil.bridge.camera_wire import RemoteCameraError, encode_request, parse_reply
+    from hil.firmware_sim import load_assembly
 
     camera_part = next(p.id for p in load_assembly("commbot").parts
                        if any(s.kind == "camera" for s in p.descriptor.sensors))
@@ -605,10 +605,10 @@ def test_camera_endpoint_answers_every_fuzzed_request_and_still_serves_frames():
 def test_the_fault_control_answers_every_request_and_keeps_serving():
     """Every message to ``hil sim --control`` gets a reply (done or error naming the field), never silence or a
     crash, and afterwards a valid request still works. The device is the servo chain without a world, in process."""
-    from firmware_sim.assembly import load_assembly
-    from firmware_sim.bus_device import VirtualBusDevice
-    from firmware_sim.control import FaultControl
-    from firmware_sim.fault_plan import assembly_resolver
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.bus_device import VirtualBusDevice
+    from hil.firmware_sim.control import FaultControl
+    from hil.firmware_sim.fault_plan import assembly_resolver
 
     device = VirtualBusDevice(load_assembly("servo_chain").parts)
     control = FaultControl(device, "tcp://127.0.0.1:*", assembly_resolver)
@@ -656,8 +656,8 @@ def test_replay_foxglove_server_refuses_bad_frames_and_seeks_out_of_range_and_ke
     from foxglove_client import PAUSE, PLAY, FoxgloveClient
     from waiting import wait_for
 
-    from trial import Trial
-    from trial.foxglove_live.replay import ReplayServer
+    from hil.trial import Trial
+    from hil.trial.foxglove_live.replay import ReplayServer
 
     rng = random.Random(SEED + 1)
     (tmp_path / "tuned.py").write_text(FOXGLOVE_TUNED)

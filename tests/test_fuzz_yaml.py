@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from devices.yaml_source import ALIAS_BUDGET, MAX_DEPTH, size_limit
+from hil.devices.yaml_source import ALIAS_BUDGET, MAX_DEPTH, size_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ_YAML_N = int(os.environ.get("FUZZ_YAML_N", "40"))
@@ -28,27 +28,27 @@ MAX_GROWTH_MB = 512
 
 
 def _trial(path: Path):
-    from trial.spec import load_trial_file
-    from trial.task import make_task
+    from hil.trial.spec import load_trial_file
+    from hil.trial.task import make_task
 
     return make_task(load_trial_file(path))
 
 
 def _kinds() -> dict:
     """kind -> (SIZE_LIMITS key, a shipped file of that kind, file suffix, its loader)."""
-    from crowd.maps import load_crowd_map
-    from crowd.population import load_rates
-    from devices.calibration import load_calibration
-    from trial.calibrate.rig import load_rig
-    from crowd.script import load_script
-    from devices.catalog import load_source
-    from firmware_sim.assembly import load_assembly
-    from firmware_sim.world.maps import load_map
-    from runtime.drivers.trust import TrustStore
-    from runtime.robot import load_profile
-    from runtime.robot.semantics import load_semantics
-    from trial.record.tick_log import map_message
-    from trial.sweep.spec import load_sweep
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.population import load_rates
+    from hil.devices.calibration import load_calibration
+    from hil.trial.calibrate.rig import load_rig
+    from hil.crowd.script import load_script
+    from hil.devices.catalog import load_source
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.world.maps import load_map
+    from hil.runtime.drivers.trust import TrustStore
+    from hil.runtime.robot import load_profile
+    from hil.runtime.robot.semantics import load_semantics
+    from hil.trial.record.tick_log import map_message
+    from hil.trial.sweep.spec import load_sweep
 
     c = ROOT / "config"
     return {

@@ -37,7 +37,7 @@ def test_demo_gui_runs_to_its_end(tmp_path):
 
 CAMERA_SCRIPT = """
 import json, pybullet as p
-from runtime.robot import Robot
+from hil.runtime.robot import Robot
 with Robot.open({"bus": "sim://commbot?clock=sim&map=lab&pose=1.5,-0.5,0.6&gui=1", "clock": "sim"}) as robot:
     world = robot.bus.transport.embodied.world
     for tick in robot.loop(hz=10):

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from devices.control_table import EXTENDED_POSITION_MODE, POSITION_MODE, XM430_W350
-from devices.protocol import (RESET_ALL_BUT_ID_AND_BAUD, AccessError, DataLimitError, DataRangeError,
+from hil.devices.control_table import EXTENDED_POSITION_MODE, POSITION_MODE, XM430_W350
+from hil.devices.protocol import (RESET_ALL_BUT_ID_AND_BAUD, AccessError, DataLimitError, DataRangeError,
                               InstructionError, StatusError)
-from runtime.bus import BusTimeout
+from hil.runtime.bus import BusTimeout
 
 SERVO_IDS = tuple(range(1, 18))  # config/robots/servo_chain.yaml
 XM430_MODEL, FIRMWARE_VERSION = 1020, 46

@@ -9,10 +9,10 @@ import math
 
 import pytest
 
-from devices.catalog import load_part
-from devices.descriptor import descriptor_from_dict, descriptor_to_dict
-from firmware_sim import hotplug
-from runtime.robot import Robot
+from hil.devices.catalog import load_part
+from hil.devices.descriptor import descriptor_from_dict, descriptor_to_dict
+from hil.firmware_sim import hotplug
+from hil.runtime.robot import Robot
 
 HZ = 50.0
 ELBOW, HEAD_PITCH, LEFT_WHEEL = 26, 32, 2
@@ -197,8 +197,8 @@ def test_a_new_part_that_fails_its_checks_is_quarantined(tmp_path):
 
 @pytest.mark.parametrize("key, value", [("lost_after_misses", 0), ("rescan_s", -1), ("lost_after_misses", 2.5)])
 def test_presence_settings_are_checked_in_the_profile(tmp_path, key, value):
-    from devices.yaml_source import ConfigError
-    from runtime.robot import load_profile
+    from hil.devices.yaml_source import ConfigError
+    from hil.runtime.robot import load_profile
 
     path = tmp_path / "p.yaml"
     path.write_text(f"bus: sim://commbot\nclock: sim\n{key}: {value}\n")
@@ -207,8 +207,8 @@ def test_presence_settings_are_checked_in_the_profile(tmp_path, key, value):
 
 
 def test_act_dispatches_each_action_and_names_what_it_cannot_do():
-    from firmware_sim.assembly import load_assembly
-    from firmware_sim.bus_device import VirtualBusDevice
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.bus_device import VirtualBusDevice
 
     dev = VirtualBusDevice(load_assembly("servo_chain").parts)
     hotplug.act(dev, "unplug", 3)

@@ -3,7 +3,11 @@
 Read from the sources (ast), so a lazy import inside a function counts as much as one at the top: a circle that
 only closes at run time is still a circle. The layers, lowest first:
 
-    devices -> bridge -> firmware_sim, crowd -> runtime -> trial -> hil
+    devices -> bridge -> firmware_sim, crowd -> runtime -> trial -> hil (the command line)
+
+Every module is named as it is imported, hil.runtime.robot.robot; a layer is the name after ``hil.`` (``hil``
+itself for hil/cli.py and hil/__init__.py). An import of a bare old name (``runtime.x``) is no module of ours and
+is reported too.
 
 with the departures docs/ARCHITECTURE.md records: crowd reads devices' YAML loader, map format and config search
 path; runtime reaches firmware_sim only in the sim:// transport, the mixed-trial overlay and the native
@@ -17,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("devices", "bridge", "firmware_sim", "crowd", "runtime", "trial", "hil")
+SUBPACKAGES = PACKAGES[:-1]
 ALLOWED = {
     "devices": {"devices", "hil"},  # hil: importlib.resources anchor of the built-in config (config_path.py)
     "bridge": {"bridge", "devices"},
@@ -33,17 +38,25 @@ EXCEPTIONS = {
     ("devices", "hil"): {"devices/config_path.py"},
     ("trial", "hil"): {"trial/versions.py"},
 }
-CROWD_FROM_DEVICES = {"devices.yaml_source", "devices.map_format", "devices.config_path", "devices"}
+CROWD_FROM_DEVICES = {"hil.devices.yaml_source", "hil.devices.map_format", "hil.devices.config_path", "hil.devices"}
 
 
 def _modules() -> dict[str, Path]:
+    """Every module of ours by its import name (hil.runtime.robot.robot), read from the real folders."""
     found = {}
-    for package in PACKAGES:
+    for package in SUBPACKAGES:
         for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = path
+            parts = ("hil",) + path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for path in (ROOT / "hil").glob("*.py"):
+        found["hil" if path.stem == "__init__" else f"hil.{path.stem}"] = path
     return found
+
+
+def _layer(name: str) -> str:
+    """hil.runtime.robot -> runtime; hil.cli and hil -> hil."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in SUBPACKAGES else "hil"
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -69,9 +82,12 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         else:
             continue
         for target in targets:
+            if target.split(".")[0] in SUBPACKAGES:
+                out.add(f"(bare) {target}")  # the old top-level names are gone: such an import fails
+                continue
             while target and target not in modules:
                 target = target.rpartition(".")[0]
-            if target and target.split(".")[0] in PACKAGES:
+            if target and target.split(".")[0] == "hil":
                 out.add(target)
     out.discard(name)
     return out
@@ -86,10 +102,13 @@ def test_imports_point_down():
     modules = _modules()
     wrong = []
     for name, path in modules.items():
-        package = name.split(".")[0]
+        package = _layer(name)
         rel = str(path.relative_to(ROOT))
         for target in _imports(name, path, modules):
-            other = target.split(".")[0]
+            if target.startswith("(bare) "):
+                wrong.append(f"{rel} imports {target[7:]}: the package is hil.{target[7:]}")
+                continue
+            other = _layer(target)
             if other in ALLOWED[package] and rel not in EXCEPTIONS.get((package, other), {rel}) and \
                     (package, other) in EXCEPTIONS:
                 wrong.append(f"{rel} imports {target} (only {sorted(EXCEPTIONS[(package, other)])} may)")
@@ -102,7 +121,8 @@ def test_imports_point_down():
 
 def test_no_module_imports_itself_round_a_circle():
     modules = _modules()
-    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    graph = {name: {t for t in _imports(name, path, modules) if not t.startswith("(bare) ")}
+             for name, path in modules.items()}
     # a package's __init__ re-exporting its own modules is not a circle of dependencies between modules
     for name in graph:
         graph[name] = {t for t in graph[name] if not (t != name and name.startswith(t + ".") and

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from bridge.lockstep import LocalParticipant, LockstepCore
+from hil.bridge.lockstep import LocalParticipant, LockstepCore
 
 WALL_MONOTONIC = time.monotonic
 
@@ -50,7 +50,7 @@ def test_pause_holds_time_step_advances_once_resume_goes_on():
 
 
 def test_threads_running_before_the_patch_keep_the_wall_clock():
-    from runtime.clock.patch import patched
+    from hil.runtime.clock.patch import patched
 
     class FrozenClock:
         def now(self) -> float:

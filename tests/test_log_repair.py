@@ -19,7 +19,7 @@ import pytest
 from conftest import hil_command
 from waiting import HangGuard
 
-from trial.record.log import read_log
+from hil.trial.record.log import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 KILL_AFTER_S = 3.0  # trial time logged before the kill: a few flushed chunks (the recorder flushes every second)

@@ -14,8 +14,8 @@ import pybullet as p
 import pytest
 from test_multibus import BODY_NO_WORLD, MAX_TICKS, REACHED_RAD, scan_alone, two_buses
 
-from runtime import Robot
-from runtime.model import build_model, create_data, forward_kinematics, total_mass
+from hil.runtime import Robot
+from hil.runtime.model import build_model, create_data, forward_kinematics, total_mass
 
 BODY_WORLD = "sim://commbot_body"
 MOUNT_SAG_M = 2e-3  # the fixed constraint is solved, not exact: the mirror sits within this of its mount

@@ -19,13 +19,13 @@ from conftest import ARCADE_WEST_HALL
 from test_bridge_realtime import CrowdProcess, free_endpoint
 from waiting import HangGuard, wait_for
 
-from bridge.realtime import CONNECTED, LOST, ask
-from devices.yaml_source import ConfigError
-from runtime import Robot
-from runtime.robot.overlay import CrowdOverlayError
-from runtime.robot import load_profile
-from devices.config_path import builtin_root
-from runtime.robot.sensors import merge_ranges
+from hil.bridge.realtime import CONNECTED, LOST, ask
+from hil.devices.yaml_source import ConfigError
+from hil.runtime import Robot
+from hil.runtime.robot.overlay import CrowdOverlayError
+from hil.runtime.robot import load_profile
+from hil.devices.config_path import builtin_root
+from hil.runtime.robot.sensors import merge_ranges
 
 START = ARCADE_WEST_HALL  # where the real_robot fixture (conftest) stands
 STOP_AT_M = 1.2  # the scripted person stops this far from the robot's centre (centre to centre)
@@ -201,8 +201,8 @@ def test_the_mixed_profile_and_its_errors_name_the_line(tmp_path):
 
 
 def test_the_shadow_ring_sees_a_capsule_at_its_distance_and_nothing_else():
-    from devices.catalog import load_part
-    from firmware_sim.shadow import Person, ShadowWorld
+    from hil.devices.catalog import load_part
+    from hil.firmware_sim.shadow import Person, ShadowWorld
 
     sensor = next(s for s in load_part("range_ring").sensors if s.kind == "range_ring")
     with ShadowWorld(sensor, ((0.1, 0.0, 0.3), np.eye(3)), seed=1) as shadow:
@@ -226,10 +226,10 @@ def test_the_shadow_ring_sees_a_capsule_at_its_distance_and_nothing_else():
 def _walled_shadow(with_map: bool, seed: int = 1):
     """A catalog ring at the origin facing +x (ring at x 0.1, beams start 0.2 out: 0.3 m from the base), and with
     the map a wall across the way 2 m ahead (x = 2, 0.2 thick, 2 m high, y -3..3)."""
-    from devices.catalog import load_part
-    from devices.map_format import Wall
-    from firmware_sim.shadow import ShadowWorld
-    from firmware_sim.world import Map
+    from hil.devices.catalog import load_part
+    from hil.devices.map_format import Wall
+    from hil.firmware_sim.shadow import ShadowWorld
+    from hil.firmware_sim.world import Map
 
     sensor = next(s for s in load_part("range_ring").sensors if s.kind == "range_ring")
     wall = Map("one_wall", "<test>", (Wall((2.0, -3.0), (2.0, 3.0), thickness=0.2, height=2.0),))
@@ -237,7 +237,7 @@ def _walled_shadow(with_map: bool, seed: int = 1):
 
 
 def test_a_map_wall_hides_a_virtual_person_behind_it_and_never_echoes_itself():
-    from firmware_sim.shadow import Person
+    from hil.firmware_sim.shadow import Person
 
     behind = [Person(1, 3.0, 0.0, radius=0.25)]  # 3 m ahead, behind the wall at x = 2
     with _walled_shadow(True) as walled, _walled_shadow(False) as open_room:
@@ -258,7 +258,7 @@ def test_a_map_wall_hides_a_virtual_person_behind_it_and_never_echoes_itself():
 
 
 def test_a_virtual_person_in_front_of_a_map_wall_reads_the_same_with_and_without_the_map():
-    from firmware_sim.shadow import Person
+    from hil.firmware_sim.shadow import Person
 
     front_of = [Person(1, 1.2, 0.0, radius=0.25), Person(2, 1.0, 1.0, radius=0.25)]  # both short of x = 2
     with _walled_shadow(True, seed=5) as walled, _walled_shadow(False, seed=5) as open_room:
@@ -288,7 +288,7 @@ def test_the_bench_takes_each_pose_change_to_the_first_event_that_reflects_it():
 
 
 def test_an_external_pose_source_is_what_the_crowd_sees_instead_of_odometry(real_robot, tmp_path):
-    from bridge.pose_stream import PosePublisher
+    from hil.bridge.pose_stream import PosePublisher
 
     source = PosePublisher()
     crowd = CrowdProcess(free_endpoint())
@@ -317,8 +317,8 @@ def test_an_external_pose_source_is_what_the_crowd_sees_instead_of_odometry(real
 def test_a_pose_source_drops_garbage_with_a_reason_and_keeps_the_newest_good_pose(caplog):
     import msgpack
 
-    from bridge.envelope import pack
-    from bridge.pose_stream import PoseSubscriber
+    from hil.bridge.envelope import pack
+    from hil.bridge.pose_stream import PoseSubscriber
 
     import zmq
 
@@ -344,7 +344,7 @@ def test_a_pose_source_drops_garbage_with_a_reason_and_keeps_the_newest_good_pos
 
 
 def test_a_mixed_trial_over_curve_with_the_profiles_keys(real_robot, tmp_path):
-    from bridge.security import create_keys, curve_available
+    from hil.bridge.security import create_keys, curve_available
 
     if not curve_available():
         pytest.skip("this libzmq has no CURVE")

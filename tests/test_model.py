@@ -32,19 +32,19 @@ import numpy as np
 import pybullet as p
 import pytest
 
-from devices.control_table import XM430_W350
-from devices.descriptor import descriptor_sha256, encode_descriptor
-from firmware_sim import VirtualBusDevice
-from firmware_sim.cpc_part import build_cpc_part
-from firmware_sim.servo import ServoFirmware
+from hil.devices.control_table import XM430_W350
+from hil.devices.descriptor import descriptor_sha256, encode_descriptor
+from hil.firmware_sim import VirtualBusDevice
+from hil.firmware_sim.cpc_part import build_cpc_part
+from hil.firmware_sim.servo import ServoFirmware
 from model_helpers import CHAIN, _descriptor, assembly_robot, random_state, virtual_robot
-from runtime.bus import BusHost
-from runtime.model import (SE3, Data, Model, ModelError, build_model, center_of_mass, composite_inertia,
+from hil.runtime.bus import BusHost
+from hil.runtime.model import (SE3, Data, Model, ModelError, build_model, center_of_mass, composite_inertia,
                            connection_transforms, create_data, forward_dynamics, forward_kinematics, mass_matrix,
                            matrix_to_rpy, rnea, rpy_to_matrix, to_urdf, total_mass)
-from runtime.model import urdf_cli
-from runtime.scan import NoCache, VirtualRobot, scan_bus
-from runtime.transports.sim import SimTransport
+from hil.runtime.model import urdf_cli
+from hil.runtime.scan import NoCache, VirtualRobot, scan_bus
+from hil.runtime.transports.sim import SimTransport
 
 GRAVITY = (0.0, 0.0, -9.80665)
 INERTIA_RTOL = 1e-7

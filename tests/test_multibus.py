@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from devices.yaml_source import ConfigError
-from runtime import Robot
-from runtime.bus import BusHost
-from runtime.model import build_model, total_mass
-from runtime.robot import load_profile
-from devices.config_path import builtin_root
-from runtime.scan import scan_bus
-from runtime.transports import open_transport
+from hil.devices.yaml_source import ConfigError
+from hil.runtime import Robot
+from hil.runtime.bus import BusHost
+from hil.runtime.model import build_model, total_mass
+from hil.runtime.robot import load_profile
+from hil.devices.config_path import builtin_root
+from hil.runtime.scan import scan_bus
+from hil.runtime.transports import open_transport
 
 ARM_JOINTS = ("left_arm.shoulder_pitch", "left_arm.shoulder_roll", "left_arm.shoulder_yaw", "left_arm.elbow",
               "left_arm.hand")
@@ -47,7 +47,7 @@ def two_buses(tmp_path: Path, cache_dir: Path, arm_url: str, body: str = BODY_NO
 
 
 def scan_alone(url: str, cache_dir: Path):
-    from runtime.scan import DescriptorCache
+    from hil.runtime.scan import DescriptorCache
 
     with BusHost(open_transport(url)) as host:
         return scan_bus(host, DescriptorCache(cache_dir))

@@ -22,13 +22,13 @@ import pytest
 import yaml
 from waiting import needs
 
-from bridge.lockstep import ClockServer, LocalParticipant, LockstepCore
-from runtime.clock import open_clock
-from runtime.clock.sim import LockstepClock
-from runtime.native import protocol as proto
-from runtime.native.build import NativeBuildError, ensure_built, find_compiler
-from runtime.native.launch import launch
-from runtime.native.relay import ClockRelay
+from hil.bridge.lockstep import ClockServer, LocalParticipant, LockstepCore
+from hil.runtime.clock import open_clock
+from hil.runtime.clock.sim import LockstepClock
+from hil.runtime.native import protocol as proto
+from hil.runtime.native.build import NativeBuildError, ensure_built, find_compiler
+from hil.runtime.native.launch import launch
+from hil.runtime.native.relay import ClockRelay
 from tests.conftest import hil_command
 
 HERE = Path(__file__).resolve().parent
@@ -352,7 +352,7 @@ def test_duration_stops_the_program_at_that_much_simulated_time(programs):
 
 
 def test_bus_placeholders_in_the_arguments():
-    from runtime.native.session import ProgramBus, _substitute
+    from hil.runtime.native.session import ProgramBus, _substitute
 
     buses = [ProgramBus("main", "sim://commbot", "/dev/pts/9"), ProgramBus("arm", "socket://h:1", "socket://h:1")]
     assert _substitute(["--port={bus}", "{bus:arm}", "x"], buses) == ["--port=/dev/pts/9", "socket://h:1", "x"]
@@ -363,7 +363,7 @@ def test_bus_placeholders_in_the_arguments():
 def test_stray_arguments_and_record_are_refused_with_a_reason(tmp_path, capsys):
     import argparse
 
-    from runtime.native.cli import maybe_run
+    from hil.runtime.native.cli import maybe_run
 
     profile = _profile(tmp_path, bus="socket://127.0.0.1:9", clock="real")
     args = argparse.Namespace(profile=str(profile), controller="ctrl.py", program_args=["-x"], native=False,

@@ -15,8 +15,8 @@ import textwrap
 
 from browser import browser_page, need_viser, number, scrub, wait_for
 
-from trial import Trial
-from trial.record.log import read_log
+from hil.trial import Trial
+from hil.trial.record.log import read_log
 
 FAILING = textwrap.dedent("""\
     spawn a = boy01 at west_gate
@@ -54,7 +54,7 @@ def test_a_failed_script_line_is_logged_counted_and_red_on_the_page_and_in_the_r
     metrics = json.loads((tmp_path / "t" / "metrics.json").read_text())
     assert metrics["script"]["errors"] == 1 and metrics["script"]["lines"] == 2
     assert metrics["script"]["first_error"].startswith("line 3: ")
-    from trial.report.build import RED, format_metrics, in_red
+    from hil.trial.report.build import RED, format_metrics, in_red
 
     text = format_metrics(metrics)
     error_line = next(line for line in text.splitlines() if line.startswith("script error"))
@@ -66,8 +66,8 @@ def test_a_failed_script_line_is_logged_counted_and_red_on_the_page_and_in_the_r
                             text=True, timeout=300)
     assert report.returncode == 0 and "script error" in report.stdout and RED not in report.stdout  # a pipe
 
-    from trial.view.app import Viewer
-    from trial.view.timeline import Timeline
+    from hil.trial.view.app import Viewer
+    from hil.trial.view.timeline import Timeline
 
     viewer = Viewer(port=0)
     viewer.show_replay(Timeline.from_log(tmp_path / "t" / "trial.mcap"), metrics)
@@ -90,11 +90,11 @@ def test_a_failed_script_line_is_logged_counted_and_red_on_the_page_and_in_the_r
 
 
 def test_the_users_own_objectives_are_in_the_meta_and_listed_with_the_built_in_ones(tmp_path):
-    from crowd.objectives import REGISTRY
-    from trial.run import _user_objectives
-    from trial.spec import make_spec
-    from trial.task import make_task
-    from trial.view.app import _objectives_html
+    from hil.crowd.objectives import REGISTRY
+    from hil.trial.run import _user_objectives
+    from hil.trial.spec import make_spec
+    from hil.trial.task import make_task
+    from hil.trial.view.app import _objectives_html
 
     (tmp_path / "mine.yaml").write_text(USER_RATES)
     (tmp_path / "still.py").write_text(STILL)
@@ -114,7 +114,7 @@ def test_a_trial_runs_user_objectives_only_from_the_modules_it_allows(tmp_path, 
     ``objectives.user`` is imported and the trial runs; without it the crowd refuses to import it, naming the
     module (importing runs its code). Before, a trial could not run user objectives at all."""
     (tmp_path / "my_reactions.py").write_text(textwrap.dedent("""
-        from crowd.objectives import Objective
+        from hil.crowd.objectives import Objective
 
         class Wave(Objective):
             name = "wave"
@@ -134,11 +134,11 @@ def test_a_trial_runs_user_objectives_only_from_the_modules_it_allows(tmp_path, 
                   duration=2.0, allow_objectives=["my_reactions"])
     allowed = trial.run(tmp_path / "ok")
     assert allowed.ok, allowed.error
-    from trial.task import TrialError
+    from hil.trial.task import TrialError
 
     with __import__("pytest").raises(TrialError, match="module 'my_reactions' is not allowed to be imported"):
         Trial(spec=trial.spec.but(allow_objectives=())).run(tmp_path / "no")  # nothing starts: it raises
-    from devices.yaml_source import ConfigError
+    from hil.devices.yaml_source import ConfigError
 
     with __import__("pytest").raises(ConfigError, match="allow_objectives: 'not a module' is not a module name"):
         trial.spec.but(allow_objectives=["not a module"])

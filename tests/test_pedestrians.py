@@ -4,10 +4,10 @@ from __future__ import annotations
 import pybullet as p
 import pytest
 
-from firmware_sim.assembly import load_assembly
-from firmware_sim.embodied import embody
-from firmware_sim.world import World
-from firmware_sim.world.pedestrians import Pedestrians, PedestrianIntent
+from hil.firmware_sim.assembly import load_assembly
+from hil.firmware_sim.embodied import embody
+from hil.firmware_sim.world import World
+from hil.firmware_sim.world.pedestrians import Pedestrians, PedestrianIntent
 
 
 def test_free_walking_reaches_the_intended_velocity_and_people_are_removed():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from runtime.ports import format_adapters, list_adapters
+from hil.runtime.ports import format_adapters, list_adapters
 
 
 def _port(device, vid=0x0403, pid=0x6014):

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from devices.yaml_source import ConfigError
-from runtime.bus import BusHost
+from hil.devices.yaml_source import ConfigError
+from hil.runtime.bus import BusHost
 from hil.cli import main as hil_main
-from runtime.robot.blueprint import resolve
-from devices.config_path import builtin_root
-from runtime.robot.profile import load_profile
-from runtime.robot.semantics import load_semantics
-from runtime.robot.sensors import sensing_kind
-from runtime.scan import DescriptorCache, scan_bus
-from runtime.transports import open_transport
+from hil.runtime.robot.blueprint import resolve
+from hil.devices.config_path import builtin_root
+from hil.runtime.robot.profile import load_profile
+from hil.runtime.robot.semantics import load_semantics
+from hil.runtime.robot.sensors import sensing_kind
+from hil.runtime.scan import DescriptorCache, scan_bus
+from hil.runtime.transports import open_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "config" / "profiles"

@@ -12,13 +12,13 @@ from dynamixel_sdk.robotis_def import DXL_HIBYTE, DXL_LOBYTE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devices.protocol import (BROADCAST_ID, CLEAR_KEY, HEADER, MAX_ID, Action, BulkRead, BulkWrite, Clear,
+from hil.devices.protocol import (BROADCAST_ID, CLEAR_KEY, HEADER, MAX_ID, Action, BulkRead, BulkWrite, Clear,
                               FactoryReset, InvalidRequest, MalformedPacket, Packet, Ping, Read, Reboot, RegWrite,
                               SyncRead, SyncWrite, Write, crc16, decode_frame, decode_request, encode_fast_reply,
                               encode_packet, encode_ping_reply, encode_request, encode_status, parse_fast_reply,
                               stuff, unstuff)
-from devices.protocol.instructions import Instruction
-from devices.protocol.packets import HEADER_LEN
+from hil.devices.protocol.instructions import Instruction
+from hil.devices.protocol.packets import HEADER_LEN
 
 SDK = Protocol2PacketHandler()
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

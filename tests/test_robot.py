@@ -18,10 +18,10 @@ from pathlib import Path
 import pybullet as p
 import pytest
 
-from devices.control_table import position_stiffness
-from runtime import Robot as LazyRobot
-from runtime.robot import JointLimitError, JointModeError, Robot, UnknownName
-from runtime.robot.runner import run_controller
+from hil.devices.control_table import position_stiffness
+from hil.runtime import Robot as LazyRobot
+from hil.runtime.robot import JointLimitError, JointModeError, Robot, UnknownName
+from hil.runtime.robot.runner import run_controller
 
 SERVO_STIFFNESS = position_stiffness(800, 4.1, 2 * math.pi / 4096)  # N m/rad: an XM430-W350 at its default P gain
 

@@ -18,8 +18,8 @@ import pytest
 from conftest import ARCADE_WEST_HALL
 from test_bridge_realtime import CrowdProcess, free_endpoint
 
-from runtime.robot.sensors import merge_ranges
-from trial.record import read_log
+from hil.runtime.robot.sensors import merge_ranges
+from hil.trial.record import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "examples" / "guide_robot.py"

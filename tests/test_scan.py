@@ -9,17 +9,17 @@ import hashlib
 
 import msgpack
 
-from devices.catalog import compiled_part, load_part
-from devices.control_table.cpc import PORT_TABLE_ADDRESS
-from devices.descriptor import descriptor_to_dict
-from firmware_sim import VirtualBusDevice
-from firmware_sim.cpc_part import build_cpc_part
-from firmware_sim.servo import ServoFirmware
-from devices.control_table import XM430_W350
-from runtime.bus import BusHost
-from runtime.scan import DescriptorCache, NoCache, ScanReport, scan_bus
-from runtime.scan.format import robot_json, robot_tree_text
-from runtime.transports.sim import SimTransport
+from hil.devices.catalog import compiled_part, load_part
+from hil.devices.control_table.cpc import PORT_TABLE_ADDRESS
+from hil.devices.descriptor import descriptor_to_dict
+from hil.firmware_sim import VirtualBusDevice
+from hil.firmware_sim.cpc_part import build_cpc_part
+from hil.firmware_sim.servo import ServoFirmware
+from hil.devices.control_table import XM430_W350
+from hil.runtime.bus import BusHost
+from hil.runtime.scan import DescriptorCache, NoCache, ScanReport, scan_bus
+from hil.runtime.scan.format import robot_json, robot_tree_text
+from hil.runtime.transports.sim import SimTransport
 
 SERVO = "cpc_servo"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import SimProcess
-from runtime.bus import BusHost
-from runtime.scan import DescriptorCache, ScanReport, scan_bus
-from runtime.scan.format import robot_json
-from runtime.transports import open_transport
+from hil.runtime.bus import BusHost
+from hil.runtime.scan import DescriptorCache, ScanReport, scan_bus
+from hil.runtime.scan.format import robot_json
+from hil.runtime.transports import open_transport
 
 COMMBOT = Path(__file__).resolve().parent.parent / "config" / "robots" / "commbot.yaml"
 ARM = {10, 11, 12, 13, 14, 15, 16, 17, 18}

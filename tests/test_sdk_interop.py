@@ -14,7 +14,7 @@ from dynamixel_sdk import (BROADCAST_ID, COMM_RX_TIMEOUT, COMM_SUCCESS, GroupBul
 from dynamixel_sdk import port_handler
 from dynamixel_sdk.protocol2_packet_handler import PKT_ERROR, PKT_ID, PKT_INSTRUCTION
 
-from runtime.transports.base import PEER_PROCESS_LATENCY_S
+from hil.runtime.transports.base import PEER_PROCESS_LATENCY_S
 
 BAUD = 1_000_000
 SERVO_IDS = tuple(range(1, 18))  # config/robots/servo_chain.yaml

@@ -17,9 +17,9 @@ import numpy as np
 import pybullet as pb
 import pytest
 
-from devices.catalog import load_part, part_names
-from devices.descriptor.schema import Pose, Sensor, Shape
-from firmware_sim.sensors import (
+from hil.devices.catalog import load_part, part_names
+from hil.devices.descriptor.schema import Pose, Sensor, Shape
+from hil.firmware_sim.sensors import (
     CAUSES,
     MODELLED_KINDS,
     ContactSensorModel,
@@ -28,8 +28,8 @@ from firmware_sim.sensors import (
     link_frame_pose,
     sensor_model,
 )
-from firmware_sim.sensors.contact import nearest_shape
-from firmware_sim.sensors.geometry import rpy_matrix, signed_distance
+from hil.firmware_sim.sensors.contact import nearest_shape
+from hil.firmware_sim.sensors.geometry import rpy_matrix, signed_distance
 
 IDENTITY = (0.0, 0.0, 0.0, 1.0)
 ORIGIN = (0.0, 0.0, 0.0)

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devices.control_table import XM430_W350, position_stiffness
-from runtime.model import create_data, gravity_torques
-from runtime.robot import JointLimitError, JointModeError, Robot, UnknownName
-from runtime.robot.runner import run_controller
+from hil.devices.control_table import XM430_W350, position_stiffness
+from hil.runtime.model import create_data, gravity_torques
+from hil.runtime.robot import JointLimitError, JointModeError, Robot, UnknownName
+from hil.runtime.robot.runner import run_controller
 
 ROOT = Path(__file__).resolve().parent.parent
 HZ = 50.0

@@ -10,9 +10,9 @@ import pytest
 import zmq
 
 from conftest import SimProcess, hil_command
-from devices.config_path import resolve as resolve_config
-from firmware_sim.control import ControlError, send_fault
-from runtime.robot import Robot
+from hil.devices.config_path import resolve as resolve_config
+from hil.firmware_sim.control import ControlError, send_fault
+from hil.runtime.robot import Robot
 HZ = 10.0
 ELBOW = 26
 # under the simulator's clock a ping costs no simulated time (runtime/robot/presence.py, Clock.wait_cost), so a lost
@@ -73,8 +73,8 @@ def test_an_elbow_unplugged_and_plugged_over_the_control_while_a_robot_runs(tmp_
 
 
 def test_on_the_real_clock_a_ping_on_a_pty_is_charged_its_timeout_and_the_peer_latency(tmp_path):
-    from runtime.robot.presence import PING_BUDGET, PING_FALLBACK_S
-    from runtime.transports.base import PEER_PROCESS_LATENCY_S
+    from hil.runtime.robot.presence import PING_BUDGET, PING_FALLBACK_S
+    from hil.runtime.transports.base import PEER_PROCESS_LATENCY_S
 
     sim, _, _ = served_commbot("--no-world")
     try:
@@ -154,8 +154,8 @@ def test_bad_requests_are_answered_with_the_field_and_change_nothing():
 
 
 def test_swap_and_a_new_part_over_the_control_are_seen_on_the_bus(tmp_path):
-    from runtime.bus import BusHost
-    from runtime.transports import open_transport
+    from hil.runtime.bus import BusHost
+    from hil.runtime.transports import open_transport
 
     sim, _, control = served_commbot("--no-world")
     try:
@@ -164,7 +164,7 @@ def test_swap_and_a_new_part_over_the_control_are_seen_on_the_bus(tmp_path):
         reply = send_fault(control, "plug", {"part": 60, "new": "speaker", "parent": 37, "port": "head"})
         assert "plug new speaker at id 60" in reply["did"]
         with BusHost(open_transport(sim.where), retries=1) as bus:
-            from devices.catalog import load_part
+            from hil.devices.catalog import load_part
 
             assert bus.ping(60)[0] == load_part("speaker").model_number, "the new part answers as what it is"
             assert bus.ping(37)[0] == load_part("head_mount").model_number, "the swapped one too"
@@ -175,11 +175,11 @@ def test_swap_and_a_new_part_over_the_control_are_seen_on_the_bus(tmp_path):
 
 
 def test_the_control_binds_loopback_unless_secured_and_a_secured_one_admits_only_its_clients(tmp_path):
-    from bridge.security import Security, create_keys
-    from firmware_sim.assembly import load_assembly
-    from firmware_sim.bus_device import VirtualBusDevice
-    from firmware_sim.control import FaultControl
-    from firmware_sim.fault_plan import assembly_resolver
+    from hil.bridge.security import Security, create_keys
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.bus_device import VirtualBusDevice
+    from hil.firmware_sim.control import FaultControl
+    from hil.firmware_sim.fault_plan import assembly_resolver
 
     device = VirtualBusDevice(load_assembly("servo_chain").parts)
     with pytest.raises(ValueError, match="off loopback the control needs --keys"):

@@ -9,9 +9,9 @@ import re
 import signal
 import subprocess
 
-from devices.control_table import XM430_W350 as XM
-from runtime.bus import BusError, BusHost
-from runtime.transports import open_transport
+from hil.devices.control_table import XM430_W350 as XM
+from hil.runtime.bus import BusError, BusHost
+from hil.runtime.transports import open_transport
 from tests.conftest import SimProcess
 
 SUMMARY = re.compile(r"faults injected \(seed 3\): (\d+) bit flips in (\d+) chunks of (\d+) bits \(rate 0\.002\), "
@@ -58,7 +58,7 @@ def stop_and_read(sim: SimProcess) -> tuple[int, str]:
 
 
 def test_the_clock_status_carries_the_fault_counts():
-    from bridge.lockstep import clock_status
+    from hil.bridge.lockstep import clock_status
 
     sim = SimProcess("--pty", "--clock", "sim", "--clock-endpoint", "tcp://127.0.0.1:0", "--bitflip", "1e-4",
                      "--drop", "0.01", "--seed", "7", assembly="commbot")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trial.record.log import read_log
-from trial.run import Trial
-from trial.state.resume import ResumeError
+from hil.trial.record.log import read_log
+from hil.trial.run import Trial
+from hil.trial.state.resume import ResumeError
 
 CONTROLLER = '''
 def main(robot):
@@ -103,9 +103,9 @@ def test_a_time_outside_the_log_is_refused_with_its_range(original, tmp_path):
 
 def test_restoring_puts_bodies_and_registers_back(tmp_path):
     """Without the trial: a world stepped, saved, and put into a fresh one (bodies 1e-9, registers exactly)."""
-    from firmware_sim import load_assembly
-    from firmware_sim.embodied import embody
-    from firmware_sim.embodied.state import bodies_state, registers_state, restore_world, save_world
+    from hil.firmware_sim import load_assembly
+    from hil.firmware_sim.embodied import embody
+    from hil.firmware_sim.embodied.state import bodies_state, registers_state, restore_world, save_world
 
     def world():
         return embody(load_assembly("commbot"), clock="sim", map_name="arcade", base_xy_yaw=(-18, 0, 0), seed=3)
@@ -146,7 +146,7 @@ def test_a_scripted_child_waiting_at_the_time_still_waits_then_goes_on(original,
 def test_a_sweep_from_a_state_starts_every_condition_there(original, tmp_path):
     import textwrap
 
-    from trial.sweep.spec import load_sweep
+    from hil.trial.sweep.spec import load_sweep
 
     controller, folder = original
     path = tmp_path / "sweep.yaml"
@@ -177,9 +177,9 @@ def test_retry_from_here_writes_the_trial_file_for_from(original, tmp_path):
     from browser import need_viser
 
     need_viser()
-    from trial.spec import load_trial_file
-    from trial.view.app import Viewer
-    from trial.view.timeline import Timeline
+    from hil.trial.spec import load_trial_file
+    from hil.trial.view.app import Viewer
+    from hil.trial.view.timeline import Timeline
 
     controller, folder = original
     viewer = Viewer(port=0, out_root=tmp_path)
@@ -199,8 +199,8 @@ def test_retry_from_here_writes_the_trial_file_for_from(original, tmp_path):
 
 
 def test_report_lists_the_retry_line_before_the_first_failure(tmp_path):
-    from trial.state import files
-    from trial.state.retry import retry_before_failure
+    from hil.trial.state import files
+    from hil.trial.state.retry import retry_before_failure
 
     states = tmp_path / "t" / files.STATES
     states.mkdir(parents=True)
@@ -217,10 +217,10 @@ def test_the_crowd_refuses_a_bad_replay_and_goes_on(tmp_path):
     import subprocess
     import sys
 
-    from bridge.crowd_link import CrowdClient, CrowdLinkError
-    from bridge.crowd_state import crowd_state, replay
-    from bridge.envelope import pack, unpack
-    from runtime.process import spawn
+    from hil.bridge.crowd_link import CrowdClient, CrowdLinkError
+    from hil.bridge.crowd_state import crowd_state, replay
+    from hil.bridge.envelope import pack, unpack
+    from hil.runtime.process import spawn
 
     proc = spawn([sys.executable, "-m", "hil", "crowd", "--map", "arcade", "--serve", "tcp://127.0.0.1:*",
                   "--seed", "3"], stdout=subprocess.PIPE, text=True)

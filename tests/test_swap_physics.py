@@ -7,10 +7,10 @@ from __future__ import annotations
 import pybullet as p
 import pytest
 
-from devices.catalog import load_part
-from devices.descriptor import descriptor_from_dict, descriptor_to_dict
-from firmware_sim import hotplug
-from runtime.robot import Robot
+from hil.devices.catalog import load_part
+from hil.devices.descriptor import descriptor_from_dict, descriptor_to_dict
+from hil.firmware_sim import hotplug
+from hil.runtime.robot import Robot
 
 HZ = 50.0
 ELBOW, LEFT_WHEEL = 26, 2

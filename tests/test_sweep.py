@@ -25,9 +25,9 @@ from distributed import Client, LocalCluster
 
 from bench.sweep import CONTROLLER, SPEC
 from test_process import _alive, _children
-from trial import Trial
-from trial.sweep import load_sweep, run_sweep
-from trial.sweep.table import flatten_metrics, read_jsonl
+from hil.trial import Trial
+from hil.trial.sweep import load_sweep, run_sweep
+from hil.trial.sweep.table import flatten_metrics, read_jsonl
 
 EAST = CONTROLLER  # drives east at params.speed; params fragile (raises) and spin (never ticks again)
 GRID = SPEC.format(goal="\ngoal: [-17.2, 0]", duration=2)  # the benchmark's 2 x 2 x 2, with a goal

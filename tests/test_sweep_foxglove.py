@@ -15,7 +15,7 @@ import time
 from foxglove_client import FoxgloveClient
 from waiting import wait_for
 
-from trial.sweep import load_sweep, run_sweep
+from hil.trial.sweep import load_sweep, run_sweep
 
 SLOW = textwrap.dedent('''\
     """Drive east slowly, thinking 50 ms of wall time per tick."""

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from devices.yaml_source import ConfigError
-from trial.sweep.progress import Progress
-from trial.sweep.spec import load_sweep
-from trial.sweep.store import commit, read_done
-from trial.sweep.summary import by_axis, by_condition, wilson, worst
-from trial.sweep.table import flatten_metrics, metric_columns, parse_criteria
+from hil.devices.yaml_source import ConfigError
+from hil.trial.sweep.progress import Progress
+from hil.trial.sweep.spec import load_sweep
+from hil.trial.sweep.store import commit, read_done
+from hil.trial.sweep.summary import by_axis, by_condition, wilson, worst
+from hil.trial.sweep.table import flatten_metrics, metric_columns, parse_criteria
 
 CONTROLLER = '"""Stand still."""\ndef main(robot):\n    for tick in robot.loop(hz=10):\n        pass\n'
 
@@ -151,7 +151,7 @@ def test_summary_per_condition_and_axis_and_the_worst_first():
 
 
 def test_success_criteria_with_or_none_and_the_default_goal_only_with_a_goal(tmp_path):
-    from trial.sweep.table import make_row
+    from hil.trial.sweep.table import make_row
 
     sweep = load_sweep(write(tmp_path, '''\
         controller: c.py
@@ -218,8 +218,8 @@ def test_the_progress_line_counts_done_running_failed_and_estimates_the_rest():
 
 
 def test_plots_and_a_self_contained_report(tmp_path):
-    from trial.sweep.html import write_report
-    from trial.sweep.plots import write_plots
+    from hil.trial.sweep.html import write_report
+    from hil.trial.sweep.plots import write_plots
 
     rows = [_row(c, success=s, **{"time_to_goal_s": t, "min_distance_m": 0.5, "axis": c[:1]})
             for c, s, t in (("aa", True, 10.0), ("aa", False, None), ("bb", True, 12.0))]

@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 from mcap.reader import make_reader
 
-from trial.record import TrialRecorder, read_log
-from trial.report import topdown
-from trial.record.log import parse_log
-from trial.report.metrics import compute_metrics, metrics_json
-from trial.report.build import build_report
+from hil.trial.record import TrialRecorder, read_log
+from hil.trial.report import topdown
+from hil.trial.record.log import parse_log
+from hil.trial.report.metrics import compute_metrics, metrics_json
+from hil.trial.report.build import build_report
 
 REPO = Path(__file__).resolve().parents[1]
 META = {"seed": 7, "scenario": "synthetic", "profile": "virtual", "versions": {"hil": "test"}, "robot_radius": 0.3}
@@ -176,7 +176,7 @@ def test_sigkilled_recording_is_readable_up_to_the_last_flush(tmp_path):
     script = tmp_path / "record.py"
     script.write_text(textwrap.dedent("""
         import sys
-        from trial.record import TrialRecorder
+        from hil.trial.record import TrialRecorder
         rec = TrialRecorder(sys.argv[1], flush_every_s=1.0)
         rec.write("/map", 0.0, {"walls": [[0, 0, 1, 0]], "goal": [1, 0]})
         for k in range(36):                 # t = 0.0 .. 3.5; flushes when t reaches 1.0, 2.0, 3.0
@@ -417,9 +417,11 @@ def test_the_log_and_its_report_import_neither_the_world_nor_the_crowd():
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 names = [node.module or ""]
             for name in names:
-                assert not name.split(".")[0] in ("firmware_sim", "crowd", "pybullet"), (source.name, name)
-    code = ("import sys, trial.report.build, trial.report.topdown, trial.record; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'firmware_sim', 'crowd', 'pybullet'}))")
+                assert not name.removeprefix("hil.").split(".")[0] in ("firmware_sim", "crowd", "pybullet"), \
+                    (source.name, name)
+    code = ("import sys, hil.trial.report.build, hil.trial.report.topdown, hil.trial.record; "
+            "print(sorted({m.removeprefix('hil.').split('.')[0] for m in sys.modules} & "
+            "{'firmware_sim', 'crowd', 'pybullet'}))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=DEADLINE_S,
                           check=False)
     assert done.stdout.strip() == "[]", done.stderr

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from devices.yaml_source import ConfigError
-from trial import Trial, TrialFailed, load_trial_file, make_spec
-from trial.record.log import read_log
+from hil.devices.yaml_source import ConfigError
+from hil.trial import Trial, TrialFailed, load_trial_file, make_spec
+from hil.trial.record.log import read_log
 
 TIMEOUT_S = 300
 

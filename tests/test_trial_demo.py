@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from runtime.robot import Robot
-from trial.spec import make_spec
-from trial.task import CrowdProcess, make_task
+from hil.runtime.robot import Robot
+from hil.trial.spec import make_spec
+from hil.trial.task import CrowdProcess, make_task
 
 METRIC_KEYS = {"collisions", "duration_s", "goal", "intrusions", "log", "mean_distance_m", "meta", "min_clearance_m",
                "min_distance_m", "params", "path_length_m", "samples", "time_not_moving_s", "time_to_goal_s"}
@@ -37,7 +37,7 @@ def test_demo_trial_writes_log_metrics_picture_and_is_deterministic(tmp_path):
 
 
 def test_the_ring_sees_a_pedestrian_who_steps_in_front_of_the_robot():
-    from firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
+    from hil.firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
 
     with Robot.open({"bus": "sim://commbot?clock=sim&pose=0,0,0", "clock": "sim", "semantics": "commbot"}) as robot:
         ring = robot.sensors["ring"]
@@ -80,7 +80,7 @@ def test_killing_the_crowd_mid_trial_fails_naming_it(tmp_path):
 
 
 def test_the_demo_stages_fig11_and_the_guide_goes_to_the_child_who_stopped(tmp_path):
-    from trial.record.log import read_log
+    from hil.trial.record.log import read_log
 
     out = tmp_path / "scene"
     proc = _demo("--out", str(out), "--seed", "0", "--duration", "40")
@@ -183,7 +183,7 @@ def test_the_guide_pulls_drifted_odometry_back_to_the_passage_centre_from_the_wa
 
 
 def test_the_demo_logs_ground_truth_beside_what_the_robot_believed(tmp_path):
-    from trial.record.log import read_log
+    from hil.trial.record.log import read_log
 
     out = tmp_path / "t"
     proc = _demo("--out", str(out), "--seed", "1", "--duration", "30")

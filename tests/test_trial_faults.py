@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from devices.yaml_source import ConfigError
-from trial import Trial
-from trial.record.log import read_log
-from trial.spec import load_trial_file
+from hil.devices.yaml_source import ConfigError
+from hil.trial import Trial
+from hil.trial.record.log import read_log
+from hil.trial.spec import load_trial_file
 
 HZ = 50.0
 
@@ -96,11 +96,11 @@ def test_hil_sim_runs_a_fault_file_on_its_world(tmp_path):
     import subprocess
 
     from conftest import SimProcess
-    from runtime.bus import BusHost
-    from runtime.transports import open_transport
+    from hil.runtime.bus import BusHost
+    from hil.runtime.transports import open_transport
     from waiting import wait_for
 
-    from devices.config_path import resolve as resolve_config
+    from hil.devices.config_path import resolve as resolve_config
 
     faults = tmp_path / "faults.yaml"
     faults.write_text("- {at: 1.0, unplug: right_arm.elbow}\n")
@@ -144,7 +144,7 @@ def test_noise_for_two_seconds_garbles_replies_and_the_run_goes_on(tmp_path):
 
 
 def test_faults_as_sweep_cases(tmp_path):
-    from trial.sweep.spec import load_sweep
+    from hil.trial.sweep.spec import load_sweep
 
     (tmp_path / "c.py").write_text("")
     path = tmp_path / "s.yaml"
@@ -174,7 +174,7 @@ def test_faults_as_sweep_cases(tmp_path):
      6, "no parent part 99"),
 ])
 def test_a_sweeps_faults_are_checked_per_condition_at_load_with_the_entrys_line(tmp_path, body, line, what):
-    from trial.sweep.spec import load_sweep
+    from hil.trial.sweep.spec import load_sweep
 
     (tmp_path / "c.py").write_text("")
     path = tmp_path / "s.yaml"
@@ -185,7 +185,7 @@ def test_a_sweeps_faults_are_checked_per_condition_at_load_with_the_entrys_line(
 
 
 def test_a_sweeps_faults_by_default_joint_name_and_tree_path_load(tmp_path):
-    from trial.sweep.spec import load_sweep
+    from hil.trial.sweep.spec import load_sweep
 
     (tmp_path / "c.py").write_text("")
     path = tmp_path / "s.yaml"
@@ -199,7 +199,7 @@ def test_the_survive_unplug_example_runs_its_faults(tmp_path):
     """examples/survive_unplug.yaml: the controller holds its target through an unplug, a plug and a reboot."""
     from pathlib import Path
 
-    from trial.record.log import read_log
+    from hil.trial.record.log import read_log
 
     path = Path(__file__).resolve().parents[1] / "examples" / "survive_unplug.yaml"
     result = Trial(spec=load_trial_file(path)).run(tmp_path / "t")

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from trial import Trial
-from trial.record.log import read_log
+from hil.trial import Trial
+from hil.trial.record.log import read_log
 
 STEADY = textwrap.dedent('''\
     def main(robot):

@@ -15,11 +15,11 @@ import pytest
 from dynamixel_sdk import COMM_SUCCESS, PacketHandler, PortHandler
 from dynamixel_sdk import port_handler
 
-from runtime.ports import format_adapters, list_adapters, usb_identity
-from runtime.transports import TransportError, open_transport
-from runtime.transports.base import PEER_PROCESS_LATENCY_S
-from runtime.transports.serial_port import check_latency_timer
-from runtime.transports.usb_port import resolve_usb_url
+from hil.runtime.ports import format_adapters, list_adapters, usb_identity
+from hil.runtime.transports import TransportError, open_transport
+from hil.runtime.transports.base import PEER_PROCESS_LATENCY_S
+from hil.runtime.transports.serial_port import check_latency_timer
+from hil.runtime.transports.usb_port import resolve_usb_url
 from conftest import hil_command
 from waiting import wait_for
 

@@ -9,11 +9,11 @@ import textwrap
 import numpy as np
 import viser
 
-from trial import Trial
-from trial.record.log import read_log
-from trial.record.robot_model import LinkPoser, shape_matrix
-from trial.view.scene import SceneDrawer
-from trial.view.timeline import Timeline
+from hil.trial import Trial
+from hil.trial.record.log import read_log
+from hil.trial.record.robot_model import LinkPoser, shape_matrix
+from hil.trial.view.scene import SceneDrawer
+from hil.trial.view.timeline import Timeline
 
 TURNING = textwrap.dedent('''\
     """Drive round a circle: the wheels turn, and their links move every frame."""

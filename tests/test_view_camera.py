@@ -59,8 +59,8 @@ def _panel_image(page):
 
 def test_replay_shows_the_logs_picture_at_the_scrubbed_time(short_demo_log, tmp_path):
     need_viser()
-    from trial.view.app import Viewer
-    from trial.view.timeline import Timeline
+    from hil.trial.view.app import Viewer
+    from hil.trial.view.timeline import Timeline
 
     pictures = _log_pictures(short_demo_log)["rgb"]
     assert len(pictures) >= 30  # 7 s at 5 Hz
@@ -101,16 +101,16 @@ def _still(robot):
 
 
 def _camera_trial():
-    from trial import Trial
+    from hil.trial import Trial
 
     return Trial(_still, robot="commbot", map="lab", duration=2.0, seed=0, camera_rate=5.0, camera_depth=True)
 
 
 def test_live_shows_the_pictures_as_the_log_gets_them(tmp_path):
     need_viser()
-    from trial.view.app import Viewer, run_trial_in_thread
-    from trial.view.camera_panel import colour_depth
-    from trial.view.live import LiveTrial
+    from hil.trial.view.app import Viewer, run_trial_in_thread
+    from hil.trial.view.camera_panel import colour_depth
+    from hil.trial.view.live import LiveTrial
 
     viewer = Viewer(port=0)
     live = LiveTrial("camera")
@@ -140,7 +140,7 @@ def test_live_shows_the_pictures_as_the_log_gets_them(tmp_path):
 
 def test_the_pages_own_process_gets_the_pictures_through_its_pipe(tmp_path):
     need_viser()
-    from trial.view.remote import ViewerProcess
+    from hil.trial.view.remote import ViewerProcess
 
     trial = _camera_trial()
     viewer = ViewerProcess("127.0.0.1", 0, label="camera")
@@ -169,8 +169,8 @@ def test_the_pages_own_process_gets_the_pictures_through_its_pipe(tmp_path):
 
 
 def test_bad_pictures_and_bytes_elsewhere_are_refused():
-    from trial.view.camera_panel import decode_depth, decode_rgb, protobuf_fields
-    from trial.view.remote import RemoteLive
+    from hil.trial.view.camera_panel import decode_depth, decode_rgb, protobuf_fields
+    from hil.trial.view.remote import RemoteLive
 
     live = RemoteLive("x", lambda _: None)
     live.apply({"m": [["/robot/state", 0.1, b"\x00\x01"], ["/foxglove/tf", 0.1, b"\x00"]]})

@@ -22,9 +22,9 @@ def _sim_time(page) -> float:
 
 def test_live_view_of_a_running_demo(tmp_path):
     need_viser()
-    from trial.presets import demo_spec
-    from trial.view.app import Viewer, run_trial_in_thread
-    from trial.view.live import LiveTrial
+    from hil.trial.presets import demo_spec
+    from hil.trial.view.app import Viewer, run_trial_in_thread
+    from hil.trial.view.live import LiveTrial
 
     spec = demo_spec(duration=DURATION_S)
     viewer = Viewer(port=0, run_spec=spec, out_root=tmp_path)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import viser
 
-from trial.view.scene import LOST_RGB, SceneDrawer
-from trial.view.timeline import Timeline
+from hil.trial.view.scene import LOST_RGB, SceneDrawer
+from hil.trial.view.timeline import Timeline
 
 MODEL = {"links": [
     {"name": "a", "parent": -1, "part": 1, "body": "a", "joint": None,

@@ -21,7 +21,7 @@ def _niceness(pid: int) -> int:
 
 
 def _run(spec, out, feed, box):
-    from trial.run import Trial
+    from hil.trial.run import Trial
 
     result = Trial(spec=spec).run(out, listeners=feed.listeners, hooks=feed.hooks)
     feed.finish(result, result.error)
@@ -30,8 +30,8 @@ def _run(spec, out, feed, box):
 
 def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
     need_viser()
-    from trial.presets import demo_spec
-    from trial.view.remote import NICE, ViewerProcess
+    from hil.trial.presets import demo_spec
+    from hil.trial.view.remote import NICE, ViewerProcess
 
     spec = demo_spec(duration=15.0)
     viewer = ViewerProcess("127.0.0.1", 0, run_spec=spec, out_root=str(tmp_path), label="demo", start_paused=True)
@@ -79,9 +79,9 @@ def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
 
 def test_a_dead_page_leaves_the_trial_and_its_log_alone(tmp_path, capfd):
     need_viser()
-    from trial.presets import demo_spec
-    from trial.run import Trial
-    from trial.view.remote import ViewerProcess
+    from hil.trial.presets import demo_spec
+    from hil.trial.run import Trial
+    from hil.trial.view.remote import ViewerProcess
 
     spec = demo_spec(duration=4.0)
     plain = Trial(spec=spec).run(tmp_path / "plain")
@@ -116,7 +116,7 @@ def test_hil_demo_view_takes_its_page_down_when_killed(tmp_path):
         while "viewer: open" not in line:
             line = proc.stdout.readline()
             assert line, "hil demo --view ended before it served the page"
-        page = _children(proc.pid, "trial.view.remote")
+        page = _children(proc.pid, "hil.trial.view.remote")
         assert len(page) == 1, page
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -149,7 +149,7 @@ def _zombie(pid: int) -> bool:
 
 
 def test_a_malformed_stream_item_is_skipped_whole():
-    from trial.view.remote import RemoteLive
+    from hil.trial.view.remote import RemoteLive
 
     sent = []
     live = RemoteLive("demo", sent.append)

@@ -32,9 +32,9 @@ def _slider_input(page):
 
 def test_replay_scrub_and_play(short_demo_log):
     need_viser()
-    from trial.record.log import read_log
-    from trial.view.app import Viewer
-    from trial.view.timeline import Timeline
+    from hil.trial.record.log import read_log
+    from hil.trial.view.app import Viewer
+    from hil.trial.view.timeline import Timeline
 
     log = read_log(short_demo_log)
     metrics = json.loads((short_demo_log.parent / "metrics.json").read_text())
@@ -71,8 +71,8 @@ def test_a_scrub_the_drawing_tick_sees_before_its_callback_is_kept(short_demo_lo
     """viser sets a client's slider value on its event loop and calls the viewer back from a thread pool later;
     the viewer's drawing tick in between once put the replay's time back over it, and the scrub was lost."""
     need_viser()
-    from trial.view.app import Viewer
-    from trial.view.timeline import Timeline
+    from hil.trial.view.app import Viewer
+    from hil.trial.view.timeline import Timeline
 
     viewer = Viewer(port=0)
     viewer.show_replay(Timeline.from_log(short_demo_log))

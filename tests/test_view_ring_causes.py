@@ -8,10 +8,10 @@ import re
 import numpy as np
 import viser
 
-from trial.record.palette import CAUSE_RGB, ECHO_RGB, RAY_RGB
-from trial.view.app import ring_legend_html
-from trial.view.scene import SceneDrawer
-from trial.view.timeline import Timeline
+from hil.trial.record.palette import CAUSE_RGB, ECHO_RGB, RAY_RGB
+from hil.trial.view.app import ring_legend_html
+from hil.trial.view.scene import SceneDrawer
+from hil.trial.view.timeline import Timeline
 
 YAWS = [0.0, np.pi / 2, np.pi, 3 * np.pi / 2, np.pi / 4]
 MODEL = {"links": [{"name": "ring", "parent": -1, "part": 4, "body": "ring", "joint": None, "visuals": []}],

@@ -12,8 +12,8 @@ from conftest import hil_command
 
 def test_run_a_trial_from_the_page(tmp_path):
     need_viser()
-    from trial.presets import demo_spec
-    from trial.view.app import Viewer
+    from hil.trial.presets import demo_spec
+    from hil.trial.view.app import Viewer
 
     viewer = Viewer(port=0, run_spec=demo_spec(duration=3.0), out_root=tmp_path)
     try:

@@ -29,25 +29,25 @@ import numpy as np
 import pybullet as p
 import pytest
 
-from devices.catalog import load_part
-from devices.control_table import XM430_W350
-from devices.descriptor import (
+from hil.devices.catalog import load_part
+from hil.devices.control_table import XM430_W350
+from hil.devices.descriptor import (
     descriptor_from_dict,
     descriptor_sha256,
     encode_descriptor,
 )
-from devices.yaml_source import ConfigError
-from firmware_sim import VirtualBusDevice
-from firmware_sim.assembly import load_assembly
-from firmware_sim.cpc_part import build_cpc_part
-from firmware_sim.servo import ServoFirmware
-from firmware_sim.world import RobotBuildError, World, build_robot, load_map
-from firmware_sim.world.frames import compose, inverse, rotation_matrix
-from runtime.bus import BusHost
-from runtime.model import SE3, build_model, create_data, forward_kinematics, to_urdf
-from runtime.scan import NoCache, scan_bus
-from runtime.transports import open_transport
-from runtime.transports.sim import SimTransport
+from hil.devices.yaml_source import ConfigError
+from hil.firmware_sim import VirtualBusDevice
+from hil.firmware_sim.assembly import load_assembly
+from hil.firmware_sim.cpc_part import build_cpc_part
+from hil.firmware_sim.servo import ServoFirmware
+from hil.firmware_sim.world import RobotBuildError, World, build_robot, load_map
+from hil.firmware_sim.world.frames import compose, inverse, rotation_matrix
+from hil.runtime.bus import BusHost
+from hil.runtime.model import SE3, build_model, create_data, forward_kinematics, to_urdf
+from hil.runtime.scan import NoCache, scan_bus
+from hil.runtime.transports import open_transport
+from hil.runtime.transports.sim import SimTransport
 
 from model_helpers import BRACKET, SLIDER, TETRA  # the branched test chain's parts (one definition)
 
@@ -155,7 +155,7 @@ def frame_error(a, b) -> float:
 
 
 def se3_frame(m: SE3):
-    from firmware_sim.world.frames import quaternion_from_matrix
+    from hil.firmware_sim.world.frames import quaternion_from_matrix
     return tuple(m.translation), quaternion_from_matrix(m.rotation)
 
 

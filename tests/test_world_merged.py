@@ -27,18 +27,18 @@ import numpy as np
 import pybullet as p
 import pytest
 
-from devices.catalog import load_part
-from devices.control_table import XM430_W350 as XM
-from devices.descriptor import descriptor_sha256, encode_descriptor
-from firmware_sim.assembly import load_assembly
-from firmware_sim.cpc_part import build_cpc_part
-from firmware_sim.sensors import ContactSensorModel, RangeRingModel
-from firmware_sim.world import World, build_robot, load_map
-from firmware_sim.world.frames import compose, rotation_matrix
-from runtime.bus import BusHost
-from runtime.model import build_model, to_urdf
-from runtime.scan import NoCache, scan_bus
-from runtime.transports.sim import SimTransport
+from hil.devices.catalog import load_part
+from hil.devices.control_table import XM430_W350 as XM
+from hil.devices.descriptor import descriptor_sha256, encode_descriptor
+from hil.firmware_sim.assembly import load_assembly
+from hil.firmware_sim.cpc_part import build_cpc_part
+from hil.firmware_sim.sensors import ContactSensorModel, RangeRingModel
+from hil.firmware_sim.world import World, build_robot, load_map
+from hil.firmware_sim.world.frames import compose, rotation_matrix
+from hil.runtime.bus import BusHost
+from hil.runtime.model import build_model, to_urdf
+from hil.runtime.scan import NoCache, scan_bus
+from hil.runtime.transports.sim import SimTransport
 
 from test_world import chain_parts, frame_error, hold, random_q
 
@@ -180,7 +180,7 @@ def test_every_body_is_where_it_was_at_rest_and_at_random_configurations(which):
 def test_link_matrices_are_every_link_pose_at_once(which):
     """RobotBody.link_matrices (one getLinkStates call, what a camera frame places the robot with) gives each
     body's link_pose, merged and unmerged, at rest and at a random configuration: 1e-9 m and rotation entries."""
-    from firmware_sim.render.scene import _matrix
+    from hil.firmware_sim.render.scene import _matrix
 
     worlds, robots = pair(which, base_xy_yaw=(0.4, -0.3, 1.1))
     try:

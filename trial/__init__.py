@@ -1,7 +1,7 @@
 """Trials: a controller run in a world with a task, recorded and measured (the layer above runtime,
 firmware_sim and crowd).
 
-    from trial import Trial
+    from hil.trial import Trial
     result = Trial("my_controller.py", map="arcade", scenario="child_interacts", seed=3, duration=120).run("out")
     assert result.metrics.goal.reached
 

@@ -90,7 +90,7 @@ def register(sub) -> None:
                      help="record the run as a trial: DIR/trial.mcap, then DIR/metrics.json and DIR/topdown.png")
     run.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                      help="a controller parameter (robot.params[KEY]; VALUE read as YAML: 0.4, true, [1, 2])")
-    from runtime.native.cli import add_arguments as add_native_arguments
+    from hil.runtime.native.cli import add_arguments as add_native_arguments
 
     add_native_arguments(run)  # --native PROGRAM -- ARGS: a compiled controller (runtime/native)
     add_view_arguments(run)
@@ -188,7 +188,7 @@ def _add_camera_arguments(group) -> None:
 
 def parse_params(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` items as a dict, each VALUE read as a YAML scalar or flow collection."""
-    from devices.yaml_source import load_yaml_text, plain
+    from hil.devices.yaml_source import load_yaml_text, plain
 
     params: dict[str, Any] = {}
     for item in items:
@@ -229,7 +229,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.servo_chain:
-        from runtime.servo_chain_demo import run_servo_chain_demo
+        from hil.runtime.servo_chain_demo import run_servo_chain_demo
 
         from .spec import MAX_DURATION_S
 
@@ -253,7 +253,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _check_display() -> None:
-    from firmware_sim.world import display_available  # the world knows what its viewer needs
+    from hil.firmware_sim.world import display_available  # the world knows what its viewer needs
 
     if not display_available():
         raise ValueError("--gui needs a display and DISPLAY is not set; run without --gui (the trial is the same, "
@@ -264,17 +264,17 @@ def start_errors() -> tuple[type[BaseException], ...]:
     """The errors that mean a trial could not start and that say where and what (a config file:line, a part's
     descriptor, a bus, a crowd or clock that does not answer, a controller that cannot be loaded): printed as one
     line, exit status 2. Anything else is a bug and keeps its traceback."""
-    from bridge.crowd_link import CrowdLinkError
-    from bridge.lockstep import LockstepError
-    from bridge.realtime import LinkError
-    from devices.descriptor import DescriptorError
-    from devices.yaml_source import ConfigError
-    from runtime.bus import BusError
-    from runtime.clock.base import ClockError
-    from runtime.drivers.part_driver import DriverCodeError
-    from runtime.model import ModelError
-    from runtime.robot.overlay import CrowdOverlayError
-    from runtime.robot.runner import ControllerError
+    from hil.bridge.crowd_link import CrowdLinkError
+    from hil.bridge.lockstep import LockstepError
+    from hil.bridge.realtime import LinkError
+    from hil.devices.descriptor import DescriptorError
+    from hil.devices.yaml_source import ConfigError
+    from hil.runtime.bus import BusError
+    from hil.runtime.clock.base import ClockError
+    from hil.runtime.drivers.part_driver import DriverCodeError
+    from hil.runtime.model import ModelError
+    from hil.runtime.robot.overlay import CrowdOverlayError
+    from hil.runtime.robot.runner import ControllerError
 
     from .task import TrialError
 
@@ -325,7 +325,7 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
 def cmd_run(args: argparse.Namespace) -> int:
     """Exit 0 when the controller returned or ran its duration, 1 when it raised (traceback shown), 2 when the
     robot could not be opened (the message says where and what), 130 on Ctrl-C."""
-    from runtime.native.cli import maybe_run
+    from hil.runtime.native.cli import maybe_run
 
     from .run import Trial
     from .spec import make_spec
@@ -382,7 +382,7 @@ def cmd_examples(args: argparse.Namespace) -> int:
     import ast
     import shutil
 
-    from devices.config_path import builtin_examples
+    from hil.devices.config_path import builtin_examples
 
     source = builtin_examples()
     files = sorted(p for p in source.glob("*.py"))

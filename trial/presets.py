@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devices.config_path import builtin_examples
+from hil.devices.config_path import builtin_examples
 
 from .spec import TrialSpec, make_spec
 

@@ -78,7 +78,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def hil_trial(request: pytest.FixtureRequest, tmp_path: Path):
     """Run a trial: ``hil_trial(controller, map=..., scenario=..., seed=..., duration=..., check=True)``."""
-    from trial import Trial
+    from hil.trial import Trial
 
     runs: list = request.node.stash.setdefault(_RUNS, [])
     chosen = request.config.getoption("--hil-trials-dir")

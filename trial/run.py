@@ -92,10 +92,10 @@ class _Run:
             return self._go()
 
     def _go(self) -> TrialResult:
-        from runtime.clock.base import WALL
-        from runtime.robot.runner import FAILED as RUN_FAILED
-        from runtime.robot.runner import INTERRUPTED as INTERRUPTED_RUN
-        from runtime.robot.runner import arm_deadline, load_controller, run_until_done, summarize
+        from hil.runtime.clock.base import WALL
+        from hil.runtime.robot.runner import FAILED as RUN_FAILED
+        from hil.runtime.robot.runner import INTERRUPTED as INTERRUPTED_RUN
+        from hil.runtime.robot.runner import arm_deadline, load_controller, run_until_done, summarize
 
         spec = self.spec
         controller = load_controller(spec.controller)  # nothing starts for a controller that cannot load
@@ -110,7 +110,7 @@ class _Run:
             if endpoint is None and task.has_crowd:
                 self.crowd = start_crowd(spec, task, realtime=clock == "real")
                 endpoint = self.crowd.endpoint
-            from runtime.robot import Robot
+            from hil.runtime.robot import Robot
 
             self.robot = robot = Robot.open(robot_profile(spec, task, endpoint, clock == "real"))
         except BaseException:
@@ -199,8 +199,8 @@ class _Run:
         spec = self.spec
         if not spec.faults:
             return
-        from devices.yaml_source import ConfigError
-        from firmware_sim.fault_plan import FaultPlan, parse_faults
+        from hil.devices.yaml_source import ConfigError
+        from hil.firmware_sim.fault_plan import FaultPlan, parse_faults
 
         embodied = getattr(robot.bus.transport, "embodied", None)
         if embodied is None:
@@ -290,7 +290,7 @@ class _Run:
         return watch
 
     def _progress_hook(self, probe: WorldProbe | None) -> Callable[[Any], None]:
-        from runtime.clock.base import WALL
+        from hil.runtime.clock.base import WALL
 
         spec, wall0 = self.spec, WALL()
         every = max(1.0, (spec.duration or 60.0) / PROGRESS_STEPS)
@@ -338,7 +338,7 @@ def scenario_message(path: Any) -> dict[str, Any]:
 
 def _bus_map(robot: Any) -> dict[str, Any] | None:
     """``/map`` of a run whose sim:// bus names a map in its URL (``hil run --bus "sim://commbot?map=lab"``)."""
-    from runtime.transports.sim import parse_sim_url
+    from hil.runtime.transports.sim import parse_sim_url
 
     from .record.tick_log import map_message as plain_map
 
@@ -383,6 +383,6 @@ def _user_objectives(task: Any) -> dict[str, str]:
     """``objectives.user`` of the trial's rates files (name -> module:Class), for the log's meta."""
     if not getattr(task, "rates", None):
         return {}
-    from crowd.population import load_rates, user_objectives
+    from hil.crowd.population import load_rates, user_objectives
 
     return user_objectives([load_rates(path) for path in task.rates])

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from devices.yaml_source import ConfigError, SourceDict, load_yaml_file
+from hil.devices.yaml_source import ConfigError, SourceDict, load_yaml_file
 
 CLOCKS = ("sim", "real")
 NONE_WORDS = ("none", "off", "")
@@ -219,7 +219,7 @@ def _checked_faults(spec: TrialSpec, lines: Mapping[str, int]) -> TrialSpec:
     """``faults:`` checked as a whole against the duration (file:line), kept as plain entries with their lines."""
     if not spec.faults:
         return spec
-    from firmware_sim.fault_plan import parse_faults, stored_faults
+    from hil.firmware_sim.fault_plan import parse_faults, stored_faults
 
     parse_faults(spec.faults, spec.source, lines.get("faults"), spec.duration)
     return replace(spec, faults=stored_faults(spec.faults))
@@ -250,7 +250,7 @@ def _controller(value: Any, base: Path | None, error) -> Any:
         return value
     if isinstance(value, Path) or (isinstance(value, str) and value.strip()):
         text = str(value)
-        from runtime.robot.runner import is_file_target
+        from hil.runtime.robot.runner import is_file_target
 
         if is_file_target(text):
             return _relative(Path(text), base)
@@ -380,7 +380,7 @@ def _text(value: Any, key: str, error, base: Path | None) -> str:
 def _crowd_start(value: Any, key: str, error, base: Path | None) -> str | None:
     if value is None:
         return None
-    from crowd.population import parse_start
+    from hil.crowd.population import parse_start
 
     try:
         parse_start(_text(value, key, error, base))

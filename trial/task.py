@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devices.yaml_source import ConfigError
+from hil.devices.yaml_source import ConfigError
 
 from .spec import DEFAULT_RATES, TrialSpec
 
@@ -56,8 +56,8 @@ class Task:
 
 def make_task(spec: TrialSpec) -> Task:
     """Resolve and check the spec's task; ConfigError (file:line where known) for anything wrong."""
-    from crowd.configfile import resolve as resolve_crowd_file
-    from devices.map_format import resolve_map
+    from hil.crowd.configfile import resolve as resolve_crowd_file
+    from hil.devices.map_format import resolve_map
 
     map_path = _named(spec, "map", lambda: resolve_map(spec.map).resolve()) if spec.map else None
     places = _places(map_path) if map_path is not None else {}
@@ -94,9 +94,9 @@ def _named(spec: TrialSpec, key: str, resolve: Any) -> Any:
 
 def _check_scenario(scenario: Path, map_path: Path, rates: tuple[Path, ...]) -> None:
     """Every line of the script checked against the map and the person types, as the crowd will (file:line)."""
-    from crowd.maps import load_crowd_map
-    from crowd.population import DEFAULT_TYPES, load_rates
-    from crowd.script import check, load_script
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.population import DEFAULT_TYPES, load_rates
+    from hil.crowd.script import check, load_script
 
     tables = [load_rates(path) for path in rates]
     types = {**DEFAULT_TYPES, **(tables[0].person_types if tables else {})}
@@ -104,8 +104,8 @@ def _check_scenario(scenario: Path, map_path: Path, rates: tuple[Path, ...]) -> 
 
 
 def _places(map_path: Path) -> dict[str, tuple[float, float]]:
-    from devices.map_format import point
-    from devices.yaml_source import load_yaml_file
+    from hil.devices.map_format import point
+    from hil.devices.yaml_source import load_yaml_file
 
     doc = load_yaml_file(map_path, "map")
     out: dict[str, tuple[float, float]] = {}
@@ -164,7 +164,7 @@ class CrowdProcess:
                  command: list[str] | None = None):
         self.command = command if command is not None else crowd_command(spec, task, realtime=realtime)
         self.reusable = _poolable(self.command)
-        from runtime.process import spawn  # dies with us, even on SIGKILL
+        from hil.runtime.process import spawn  # dies with us, even on SIGKILL
 
         self.proc = spawn(self.command + (["--again"] if self.reusable else []), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, stdin=subprocess.PIPE if self.reusable else subprocess.DEVNULL,

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from devices import config_path
-from devices.yaml_source import ConfigError
+from hil.devices import config_path
+from hil.devices.yaml_source import ConfigError
 
 from .spec import TrialSpec
 from .task import Task
@@ -76,7 +76,7 @@ def _sim_options(spec: TrialSpec, task: Task, clock: str, endpoint: str | None, 
 
 
 def _load(spec: TrialSpec):
-    from runtime.robot.profile import Profile, load_profile
+    from hil.runtime.robot.profile import Profile, load_profile
 
     if isinstance(spec.profile, Profile):
         return spec.profile.with_bus(spec.bus)
@@ -109,7 +109,7 @@ def _with_task(spec: TrialSpec, task: Task, endpoint: str | None, realtime: bool
     if task.start is not None:
         changes["start_pose"] = task.start
     if endpoint is not None:
-        from runtime.robot.crowd_spec import CrowdSpec
+        from hil.runtime.robot.crowd_spec import CrowdSpec
 
         crowd = profile.crowd or CrowdSpec(endpoint=endpoint)
         changes["crowd"] = replace(crowd, endpoint=endpoint, seed=spec.seed,
@@ -169,14 +169,14 @@ def fault_resolver(spec: TrialSpec):
     each condition's ``faults:`` with it at load: firmware_sim.fault_plan.assembly_resolver, from the assembly
     file and the semantics the trial would use); None when the robot is not a one-bus virtual one known by name
     (the trial itself refuses faults on another bus when it starts)."""
-    from firmware_sim.assembly import load_assembly
-    from firmware_sim.fault_plan import assembly_resolver
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.fault_plan import assembly_resolver
 
     if spec.profile is None:
         name = spec.robot
         semantics = config_path.find(Path(str(name)).stem, "semantics")
     else:
-        from runtime.transports.sim import parse_sim_url
+        from hil.runtime.transports.sim import parse_sim_url
 
         profile = _load(spec)
         if profile.buses or not str(profile.bus or "").startswith("sim://"):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import sys
 
-from devices.control_table import XM430_W350 as XM
-from runtime.bus import BusHost
-from runtime.clock import open_clock
-from runtime.transports import open_transport
+from hil.devices.control_table import XM430_W350 as XM
+from hil.runtime.bus import BusHost
+from hil.runtime.clock import open_clock
+from hil.runtime.transports import open_transport
 
 PERIOD_NS = 20_000_000
 

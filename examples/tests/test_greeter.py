@@ -9,8 +9,8 @@ GREETER = Path(__file__).resolve().parent.parent / "greeter.py"
 
 
 def test_the_greeter_turns_its_head_to_the_child(tmp_path):
-    from trial import Trial
-    from trial.world import WorldProbe
+    from hil.trial import Trial
+    from hil.trial.world import WorldProbe
 
     seen: dict = {}
 

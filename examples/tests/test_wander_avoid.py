@@ -7,7 +7,7 @@ WANDER = Path(__file__).resolve().parent.parent / "wander_avoid.py"
 def test_wandering_in_the_lab_never_bumps_into_a_wall(hil_trial):
     r = hil_trial(WANDER, map="lab", start=(0, 0, 0), seed=1, duration=30)
     assert r.metrics.path_length_m > 3.0, "it moved"
-    from trial.record import read_log
+    from hil.trial.record import read_log
 
     contacts = [m.data["contacts"] for m in read_log(r.folder / "trial.mcap").messages["/robot/sensors"]]
     assert not any(contacts), "no contact sensor was ever pressed"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from devices.descriptor.camera import CameraSpec, camera_spec
+from hil.devices.descriptor.camera import CameraSpec, camera_spec
 
 from ..part import PartFirmware
 from ..render.gl import RendererUnavailable, projection_matrix, view_matrix

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bridge.crowd_link import people_labels
+from hil.bridge.crowd_link import people_labels
 
 from ..world.pedestrians import PedestrianIntent, Pedestrians
 
 if TYPE_CHECKING:
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
 ROBOT_RADIUS_M = 0.3
 
@@ -67,7 +67,7 @@ class CrowdBridge:
 
     def _connect(self, endpoint: str, timeout_s: float, security: Security | None):
         """The link to the crowd: a lockstep CrowdClient here (crowd_realtime.py streams instead)."""
-        from bridge.crowd_link import CrowdClient
+        from hil.bridge.crowd_link import CrowdClient
 
         return CrowdClient(endpoint, timeout_s=timeout_s, security=security)
 
@@ -96,7 +96,7 @@ class CrowdBridge:
     def tick(self) -> None:
         """One exchange with the crowd at the world's current time (lockstep), or, pipelined, the answer to the
         last tick taken and the next one sent (:meth:`_pipelined_tick`)."""
-        from bridge.crowd_link import CrowdLinkError
+        from hil.bridge.crowd_link import CrowdLinkError
 
         try:
             if self.pipelined:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .crowd_bridge import ROBOT_RADIUS_M, CrowdBridge
 
 if TYPE_CHECKING:
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
 
 
@@ -39,8 +39,8 @@ class RealtimeCrowdBridge(CrowdBridge):
     def _connect(self, endpoint: str, timeout_s: float, security: Security | None):
         """Say hello and wait (at most ``timeout_s``) for the first answer: a crowd that is not there at all is a
         setup mistake, reported at once; once running, the world never waits for it again."""
-        from bridge.crowd_link import CrowdLinkError
-        from bridge.realtime import LinkError, RealtimeCrowdLink
+        from hil.bridge.crowd_link import CrowdLinkError
+        from hil.bridge.realtime import LinkError, RealtimeCrowdLink
 
         link = RealtimeCrowdLink(endpoint, timeout_s=timeout_s, security=security, on_event=self._on_event)
         try:
@@ -55,7 +55,7 @@ class RealtimeCrowdBridge(CrowdBridge):
 
     def tick(self) -> None:
         """One exchange at the world's current time: publish, take the newest intents, never wait."""
-        from bridge.realtime import LOST
+        from hil.bridge.realtime import LOST
 
         actual = [(s.id, s.x, s.y, s.vx, s.vy) for s in self.pedestrians.states()]
         self.link.publish(self.world.time_s, self.robot_state(), actual)
@@ -69,8 +69,8 @@ class RealtimeCrowdBridge(CrowdBridge):
             self._take(payload)
 
     def _take(self, payload: dict) -> None:
-        from bridge.crowd_link import intents_time, parse_people
-        from bridge.envelope import EnvelopeError
+        from hil.bridge.crowd_link import intents_time, parse_people
+        from hil.bridge.envelope import EnvelopeError
 
         try:
             people = parse_people(payload)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import pybullet as p
 
-from devices.descriptor import PartDescriptor
+from hil.devices.descriptor import PartDescriptor
 
 from ..assembly import Assembly
 from ..bus_device import VirtualBusDevice
@@ -45,7 +45,7 @@ from .sensing import ContactFirmware, RangeRingFirmware, part_seed
 from .servo import Interlock, JointServo
 
 if TYPE_CHECKING:
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
 MAX_CATCH_UP_S = 0.25
 CLOCKS = ("real", "sim")
@@ -105,7 +105,7 @@ class EmbodiedRobot:
         """The lockstep clock of this world (created on first use): (core, condition). The world is the master;
         advancing time steps it, under the device's lock so no instruction sees a world mid-step."""
         if self._lockstep is None:
-            from bridge.lockstep import DEFAULT_STALL_TIMEOUT_S, LockstepCore
+            from hil.bridge.lockstep import DEFAULT_STALL_TIMEOUT_S, LockstepCore
 
             def advance(t_s: float) -> None:
                 with self.device.lock:

@@ -32,10 +32,10 @@ import weakref
 import numpy as np
 import pybullet as p
 
-from devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
+from hil.devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
                                    POSITION_MODE, POSITION_P_GAIN_DIVISOR, PWM_FULL_SCALE, TORQUE_CONSTANT_NM_PER_A,
                                    VELOCITY_MODE)
-from devices.protocol import ResultFail
+from hil.devices.protocol import ResultFail
 
 from ..part import PartFirmware
 from ..world import RobotBody, RobotJoint, World

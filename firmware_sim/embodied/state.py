@@ -210,7 +210,7 @@ def _restore_servo(servo: JointServo, saved: dict[str, Any]) -> float:
 
 
 def _restore_people(crowd, saved: dict[str, Any]) -> None:
-    from bridge.crowd_link import Person
+    from hil.bridge.crowd_link import Person
 
     crowd.pedestrians.intended = {int(pid): (vx, vy) for pid, vx, vy in saved["intended"]}
     crowd.people = {int(row[0]): Person(*row) for row in saved["people"]}

@@ -8,7 +8,7 @@ numbers come from the descriptor's Sensor params.
 """
 from __future__ import annotations
 
-from devices.descriptor.schema import Sensor
+from hil.devices.descriptor.schema import Sensor
 
 from .contact import ContactConfig, ContactSensorModel, Zone
 from .geometry import link_frame_pose

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from devices.descriptor.camera import DepthFailure
+from hil.devices.descriptor.camera import DepthFailure
 
 SHADOW_STEP = 0.05  # a z step of more than 5 % between neighbouring pixels is an edge that casts a band
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet as pb
 
-from devices.descriptor.schema import Sensor, Shape
+from hil.devices.descriptor.schema import Sensor, Shape
 
 from .geometry import link_frame_pose, signed_distance, to_frame
 from .params import ParamReader

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pybullet as pb
 
-from devices.descriptor.schema import Shape
+from hil.devices.descriptor.schema import Shape
 
 Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet as pb
 
-from devices.descriptor.schema import Sensor
+from hil.devices.descriptor.schema import Sensor
 
 from .geometry import quat_matrix
 from .params import ParamReader

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet as p
 
-from devices.descriptor import JointLimits, PartDescriptor
+from hil.devices.descriptor import JointLimits, PartDescriptor
 
 from ..sensors.geometry import signed_distance
 from .frames import IDENTITY, Frame, compose, frame_of, inverse, principal_axes, rotation_matrix

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pybullet as p
 
-from devices.descriptor import Pose
+from hil.devices.descriptor import Pose
 
 Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devices.map_format import Wall, no_unknown, parse_walls, point, resolve_map
-from devices.yaml_source import (
+from hil.devices.map_format import Wall, no_unknown, parse_walls, point, resolve_map
+from hil.devices.yaml_source import (
     ConfigError,
     SourceDict,
     load_yaml_file,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from devices.descriptor import Joint
-from devices.spatial import SE3, Inertia
+from hil.devices.descriptor import Joint
+from hil.devices.spatial import SE3, Inertia
 
 from .frames import IDENTITY, Frame, compose, rotation_matrix
 from .tree import LinkSpec, depth_first

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 import pybullet as p
 
-from devices.descriptor import PartDescriptor
+from hil.devices.descriptor import PartDescriptor
 
 from .builder import RobotBody, _create, _moving_joints, _set_dynamics
 from .frames import Frame, compose, inverse

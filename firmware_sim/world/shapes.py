@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pybullet as p
 
-from devices.descriptor import Shape
+from hil.devices.descriptor import Shape
 
 from .frames import Frame, compose, frame_of, rotation_matrix
 

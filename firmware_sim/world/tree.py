@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from devices.catalog import plain_servo
-from devices.control_table.cpc import NO_PART, PORT_TABLE_ADDRESS
-from devices.descriptor import Body, Joint, PartDescriptor
+from hil.devices.catalog import plain_servo
+from hil.devices.control_table.cpc import NO_PART, PORT_TABLE_ADDRESS
+from hil.devices.descriptor import Body, Joint, PartDescriptor
 
 from .frames import IDENTITY, Frame, compose, frame_of, inverse
 

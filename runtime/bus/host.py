@@ -12,8 +12,8 @@ from __future__ import annotations
 from time import perf_counter as wall_clock  # wall time even under runtime.clock.patch
 from typing import Iterable, Mapping
 
-from devices.control_table import Register
-from devices.protocol import (
+from hil.devices.control_table import Register
+from hil.devices.protocol import (
     BROADCAST_ID,
     CLEAR_KEY,
     CLEAR_MULTI_TURN,
@@ -29,9 +29,9 @@ from devices.protocol import (
     parse_fast_reply,
     status_error,
 )
-from devices.protocol import requests as rq
+from hil.devices.protocol import requests as rq
 
-from devices.protocol.packets import HEADER_LEN
+from hil.devices.protocol.packets import HEADER_LEN
 
 from ..transports.base import Transport
 from .errors import BusError, BusTimeout, CorruptReply

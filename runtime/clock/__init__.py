@@ -20,7 +20,7 @@ def open_clock(kind: str, *, transport=None, endpoint: str | None = None, name: 
         return RealClock()
     if kind != "sim":
         raise ValueError(f"clock must be one of {', '.join(CLOCK_KINDS)}, not {kind!r}")
-    from bridge.lockstep import LocalParticipant, RemoteParticipant
+    from hil.bridge.lockstep import LocalParticipant, RemoteParticipant
 
     from .sim import LockstepClock
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from bridge.lockstep import LocalParticipant, LockstepError, RemoteParticipant
+from hil.bridge.lockstep import LocalParticipant, LockstepError, RemoteParticipant
 
 from .base import Clock, ClockError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from devices.descriptor import RegisterSpec
+from hil.devices.descriptor import RegisterSpec
 
 
 class ConversionError(ValueError):

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from devices.descriptor import PartDescriptor
+from hil.devices.descriptor import PartDescriptor
 
 from .conversions import ConversionError, RegisterDriver
 from .trust import TrustStore

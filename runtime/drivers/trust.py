@@ -13,8 +13,8 @@ from pathlib import Path
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from devices.descriptor import DriverCode
-from devices.yaml_source import ConfigError, load_yaml_file
+from hil.devices.descriptor import DriverCode
+from hil.devices.yaml_source import ConfigError, load_yaml_file
 
 from ..paths import user_path
 

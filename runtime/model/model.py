@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from devices.catalog import plain_servo
-from devices.descriptor import Joint, JointLimits, PartDescriptor, Shape
-from runtime.scan.robot import ScannedPart, VirtualRobot
+from hil.devices.catalog import plain_servo
+from hil.devices.descriptor import Joint, JointLimits, PartDescriptor, Shape
+from hil.runtime.scan.robot import ScannedPart, VirtualRobot
 
 from .spatial import SE3, Inertia, axis_angle_matrix, frozen_array
 

@@ -1,7 +1,7 @@
 """Rigid-body math (SE3, Inertia, motion and force 6-vectors): it lives in ``devices.spatial`` so that the world
 (firmware_sim.world, which merges a robot's fixed links into composite bodies) combines inertias with the very
 code the host model uses, below both layers; this module keeps runtime.model's imports as they were."""
-from devices.spatial import (  # noqa: F401  (re-exported)
+from hil.devices.spatial import (  # noqa: F401  (re-exported)
     SE3,
     ArrayLike,
     Inertia,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from devices.descriptor import Shape
+from hil.devices.descriptor import Shape
 
 from .model import JointModel, Link, Model
 from .spatial import SE3

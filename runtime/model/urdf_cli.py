@@ -26,7 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from runtime.scan.robot import VirtualRobot
+from hil.runtime.scan.robot import VirtualRobot
 
 from .model import build_model
 from .urdf import to_urdf

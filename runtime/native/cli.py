@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _profile_says_native(profile: str) -> bool:
-    from devices.yaml_source import ConfigError
+    from hil.devices.yaml_source import ConfigError
 
     from ..robot.profile import load_profile
 
@@ -58,7 +58,7 @@ def maybe_run(args: argparse.Namespace) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from devices.yaml_source import ConfigError
+    from hil.devices.yaml_source import ConfigError
 
     from ..bus import BusError
     from ..clock.base import ClockError

@@ -90,7 +90,7 @@ def _serve(device, clock: str):
     """The in-process device on a pty: settling before every sleep under the sim clock, paced to wall time (the
     world keeps moving while the program is silent) under the real one."""
     if clock == "sim":
-        from firmware_sim.quiet_pty import QuietPty
+        from hil.firmware_sim.quiet_pty import QuietPty
 
         return QuietPty(device)
     return _PacedPty(device)
@@ -100,7 +100,7 @@ class _PacedPty:
     """``hil sim --pty``'s serving loop (firmware_sim.serve.serve_fd) in a thread of this process."""
 
     def __init__(self, device):
-        from firmware_sim.serve import PtyEndpoint, serve_fd
+        from hil.firmware_sim.serve import PtyEndpoint, serve_fd
 
         self.endpoint = PtyEndpoint()
         self.path = self.endpoint.path

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from devices.yaml_source import ConfigError
+from hil.devices.yaml_source import ConfigError
 
 from ..scan.robot import ScannedPart, VirtualRobot
 from .semantics import Entry, Semantics, Target

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from devices.yaml_source import ConfigError, SourceDict, SourceList
+from hil.devices.yaml_source import ConfigError, SourceDict, SourceList
 
 from ..scan.merge import MAIN_BUS as MAIN_BUS  # the name of the one bus of a `bus:` profile
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from devices.descriptor import PartDescriptor, Sensor
-from devices.descriptor.camera import CameraSpec, Pinhole, camera_spec
+from hil.devices.descriptor import PartDescriptor, Sensor
+from hil.devices.descriptor.camera import CameraSpec, Pinhole, camera_spec
 
 CAMERA = "camera"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import zmq
 
-from bridge.camera_wire import RemoteCameraError, WireError, encode_request, parse_reply
+from hil.bridge.camera_wire import RemoteCameraError, WireError, encode_request, parse_reply
 
 from ..clock.base import WALL
 
@@ -87,7 +87,7 @@ class RemoteCameraSource:
                                 + (why or f"is `hil sim ... --camera-endpoint {self.endpoint}` running?") + ")")
 
     def _connect(self) -> zmq.Socket:
-        from bridge.security import connect_client
+        from hil.bridge.security import connect_client
 
         sock, self._watch = connect_client(zmq.REQ, self.endpoint, self._security, watch_plain=True)
         self._socket = sock

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from devices.map_format import resolve_map
-from devices.yaml_source import ConfigError
+from hil.devices.map_format import resolve_map
+from hil.devices.yaml_source import ConfigError
 
 MODES = ("realtime",)
 ENDPOINT_SCHEMES = ("tcp://", "ipc://")
@@ -107,8 +107,8 @@ def parse_crowd(value: Any, source: str, line: int | None, clock: str) -> CrowdS
 def _crowd_map(name: Any, error) -> str:
     """``crowd: {map: ...}``: resolved (an unknown name or a missing file names the profile's line) and read with
     the shared wall format (a bad map file names its own line), without importing the world."""
-    from devices.map_format import parse_walls
-    from devices.yaml_source import load_yaml_file, require
+    from hil.devices.map_format import parse_walls
+    from hil.devices.yaml_source import load_yaml_file, require
 
     if not isinstance(name, str) or not name:
         raise error("map", f"map must be {_CROWD_KEYS['map']}, not {name!r}")

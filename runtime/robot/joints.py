@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from devices.descriptor import JointLimits, RegisterSpec
+from hil.devices.descriptor import JointLimits, RegisterSpec
 
 from ..drivers import PartDriver
 from ..drivers.conversions import ConversionError

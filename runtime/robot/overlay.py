@@ -54,8 +54,8 @@ class CrowdOverlay:
     :func:`attach_crowd_overlay`; :meth:`after_cycle` runs after every bus cycle; :meth:`close` says bye."""
 
     def __init__(self, robot: Robot, spec: CrowdSpec):
-        from bridge.realtime import LinkError, RealtimeCrowdLink
-        from firmware_sim.shadow import ShadowWorld
+        from hil.bridge.realtime import LinkError, RealtimeCrowdLink
+        from hil.firmware_sim.shadow import ShadowWorld
 
         from .profile import profile_security
         from .sensors import RangeRing
@@ -66,7 +66,7 @@ class CrowdOverlay:
         sensor = twin_sensor(robot, self.ring, sensor)
         world_map = None
         if spec.map is not None:
-            from firmware_sim.world import load_map
+            from hil.firmware_sim.world import load_map
 
             world_map = load_map(spec.map)
         self.shadow = ShadowWorld(sensor, ring_in_base, seed=spec.seed, world_map=world_map,
@@ -88,7 +88,7 @@ class CrowdOverlay:
         self.session = self.link.session
         self.pose_source = None  # an external pose source (bridge/pose_stream.py) instead of odometry
         if spec.pose != "odometry":
-            from bridge.pose_stream import PoseSubscriber
+            from hil.bridge.pose_stream import PoseSubscriber
 
             try:
                 self.pose_source = PoseSubscriber(spec.pose, security=security)
@@ -112,7 +112,7 @@ class CrowdOverlay:
 
     def after_cycle(self, robot: Robot) -> None:
         """One exchange after a bus cycle: publish the pose, take the newest intents, cast when the ring would."""
-        from bridge.realtime import LOST
+        from hil.bridge.realtime import LOST
 
         base = robot.base
         x, y, yaw = base.odometry
@@ -143,9 +143,9 @@ class CrowdOverlay:
             self.casts += 1
 
     def _take(self, payload: dict, now: float) -> None:
-        from bridge.crowd_link import intents_time, parse_people, people_labels
-        from bridge.envelope import EnvelopeError
-        from firmware_sim.shadow import Person
+        from hil.bridge.crowd_link import intents_time, parse_people, people_labels
+        from hil.bridge.envelope import EnvelopeError
+        from hil.firmware_sim.shadow import Person
 
         try:
             parsed = parse_people(payload)
@@ -226,7 +226,7 @@ def twin_sensor(robot: Robot, ring: RangeRing, sensor):
         return sensor
     from dataclasses import replace
 
-    from devices.calibration import load_calibration
+    from hil.devices.calibration import load_calibration
 
     part = robot.virtual.parts[ring.part_key]
     entries = [e for e in load_calibration(path).for_part(part.descriptor, part.serial_number)

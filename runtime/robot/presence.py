@@ -29,9 +29,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from devices.control_table import TABLES_BY_MODEL
-from devices.control_table.cpc import CPC_BASE, CPC_HEADER_LEN, CpcHeaderError, parse_cpc_header
-from devices.protocol import ProtocolError
+from hil.devices.control_table import TABLES_BY_MODEL
+from hil.devices.control_table.cpc import CPC_BASE, CPC_HEADER_LEN, CpcHeaderError, parse_cpc_header
+from hil.devices.protocol import ProtocolError
 
 from ..bus import BusError, BusHost, BusTimeout, CorruptReply
 from .joints import VELOCITY, Joint

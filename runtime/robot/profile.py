@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from devices import config_path
-from devices.yaml_source import ConfigError, SourceDict, load_yaml_file
+from hil.devices import config_path
+from hil.devices.yaml_source import ConfigError, SourceDict, load_yaml_file
 
 from .crowd_spec import CrowdSpec, parse_crowd, parse_start_pose
 from .buses import BusSpec, check_clock, parse_buses
@@ -250,7 +250,7 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
             raise error("keys", f"keys: no such key directory {keys_dir} (create one with `hil keys DIR`)")
     calibration = _path(doc.get("calibration"), base)
     if calibration is not None:
-        from devices.calibration import load_calibration
+        from hil.devices.calibration import load_calibration
 
         if not calibration.is_file():
             raise error("calibration", f"calibration file {calibration} does not exist (write one with "
@@ -318,7 +318,7 @@ def profile_security(profile: Profile):
     SecurityError naming the file (before anything connects)."""
     if profile.keys_dir is None:
         return None
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
     security = Security.load(profile.keys_dir)
     security.check_client()

@@ -1,6 +1,6 @@
 """The controller's view of the robot (DESIGN "The runtime" item 5):
 
-    from runtime import Robot
+    from hil.runtime import Robot
     with Robot.open("config/profiles/virtual.yaml") as robot:
         for tick in robot.loop(hz=50):          # paced by the configured clock
             d = robot.sensors["ring"].ranges     # SI units, through the part's driver

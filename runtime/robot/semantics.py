@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from devices.yaml_source import ConfigError, SourceDict, load_yaml_file
+from hil.devices.yaml_source import ConfigError, SourceDict, load_yaml_file
 
 SECTIONS = ("joints", "sensors")
 TOP_KEYS = ("robot", "description", *SECTIONS)

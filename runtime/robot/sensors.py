@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from devices.descriptor import PartDescriptor, RegisterSpec, Sensor
+from hil.devices.descriptor import PartDescriptor, RegisterSpec, Sensor
 
 from ..drivers import PartDriver
 from .camera import CAMERA, Camera, camera_sensor

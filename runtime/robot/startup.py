@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
+from hil.devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
                                    POSITION_MODE, TABLES_BY_MODEL, TORQUE_CONSTANT_NM_PER_A, VELOCITY_MODE)
 
 from ..bus import BusHost

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from devices.descriptor.camera import CameraSpec
+from hil.devices.descriptor.camera import CameraSpec
 
 SYS_VIDEO = Path("/sys/class/video4linux")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 
-from devices.control_table.cpc import (CPC_BASE, CPC_HEADER_LEN, DESCRIPTOR_WRITE_CHUNK, DESCRIPTOR_WRITE_LENGTH,
+from hil.devices.control_table.cpc import (CPC_BASE, CPC_HEADER_LEN, DESCRIPTOR_WRITE_CHUNK, DESCRIPTOR_WRITE_LENGTH,
                                        DESCRIPTOR_WRITE_OFFSET, DESCRIPTOR_WRITE_STATUS, MAX_DESCRIPTOR_LEN,
                                        WRITE_STATUS_TEXT, WRITE_STORED, parse_cpc_header)
-from devices.protocol import AccessError
+from hil.devices.protocol import AccessError
 
 from ..bus import BusHost
 

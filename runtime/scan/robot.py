@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from devices.descriptor import PartDescriptor
+from hil.devices.descriptor import PartDescriptor
 
 
 @dataclass(frozen=True)

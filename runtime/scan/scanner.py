@@ -11,11 +11,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from devices.catalog import plain_servo
-from devices.control_table.cpc import (CPC_BASE, CPC_HEADER_LEN, DESCRIPTOR_ADDRESS, CpcHeader, CpcHeaderError,
+from hil.devices.catalog import plain_servo
+from hil.devices.control_table.cpc import (CPC_BASE, CPC_HEADER_LEN, DESCRIPTOR_ADDRESS, CpcHeader, CpcHeaderError,
                                        parse_cpc_header)
-from devices.descriptor import DescriptorError, decode_descriptor
-from devices.protocol import AccessError, ProtocolError
+from hil.devices.descriptor import DescriptorError, decode_descriptor
+from hil.devices.protocol import AccessError, ProtocolError
 
 from ..bus import BusError, BusHost
 from .cache import DescriptorCache

@@ -37,7 +37,7 @@ MAX_DURATION_OPTION_S = 3600.0  # latency, watchdog and crowd timeout of a virtu
 
 class SimTransport(Transport):
     def __init__(self, url: str, device=None):
-        from firmware_sim import FaultInjector, VirtualBusDevice, WireTiming, load_assembly
+        from hil.firmware_sim import FaultInjector, VirtualBusDevice, WireTiming, load_assembly
 
         self.url = url
         check_sim_url(url, assembly=device is None)  # a given device needs no assembly file
@@ -57,7 +57,7 @@ class SimTransport(Transport):
             assembly = _calibrate(url, load_assembly(name), options.get("calibration"))
             self.embodied = None
             if options.get("world", 1) and all(hasattr(part, "descriptor") for part in assembly.parts):
-                from firmware_sim.embodied import embody
+                from hil.firmware_sim.embodied import embody
 
                 self.embodied = embody(assembly, clock=options.get("clock", "real"), map_name=options.get("map"),
                                        gui=bool(options.get("gui", 0)),
@@ -121,9 +121,9 @@ def _calibrate(url: str, assembly, path: str | None):
         return assembly
     import sys
 
-    from devices.calibration import load_calibration
-    from devices.yaml_source import ConfigError
-    from firmware_sim.assembly import calibrated
+    from hil.devices.calibration import load_calibration
+    from hil.devices.yaml_source import ConfigError
+    from hil.firmware_sim.assembly import calibrated
 
     try:
         assembly, _, warnings = calibrated(assembly, load_calibration(path))
@@ -140,7 +140,7 @@ def _sleep(seconds: float) -> None:
 
 
 def _sleep_until(deadline: float, clock) -> None:
-    from firmware_sim.timing import sleep_until
+    from hil.firmware_sim.timing import sleep_until
 
     sleep_until(deadline, clock)
 
@@ -151,7 +151,7 @@ def _security(url: str, options: dict):
         return None
     if not options.get("crowd"):
         raise TransportError(0, f"{url}: keys= secures the crowd link: it needs crowd=tcp://...")
-    from bridge.security import Security
+    from hil.bridge.security import Security
 
     security = Security.load(options["keys"])
     security.check_client()
@@ -216,8 +216,8 @@ def check_sim_url(url: str, assembly: bool = True) -> None:
 
 def _check_assembly_name(url: str, name: str) -> None:
     """The URL's assembly exists on the config search path (the file itself is read when the bus opens)."""
-    from devices import config_path
-    from devices.yaml_source import ConfigError
+    from hil.devices import config_path
+    from hil.devices.yaml_source import ConfigError
 
     try:
         config_path.resolve(name, "robots", "assembly")

@@ -16,8 +16,8 @@ from .rig import Rig
 
 def ray_pattern(sensor_params: dict, sensor_name: str = "ring") -> tuple[np.ndarray, np.ndarray, int]:
     """(origins, directions) of every ray in the ring frame, sensor-major, and rays per sensor."""
-    from devices.descriptor.schema import Sensor
-    from firmware_sim.sensors import RangeRingModel
+    from hil.devices.descriptor.schema import Sensor
+    from hil.firmware_sim.sensors import RangeRingModel
 
     model = RangeRingModel(Sensor(sensor_name, "range_ring", "ring", dict(sensor_params)), seed=0)
     return model.origins_local, model.directions_local, model.rays_per_sensor

@@ -103,7 +103,7 @@ def mixed_trial_sides(path: str | Path, start: tuple[float, float, float]) -> tu
     rig's start in the map frame: the poses are made relative to it, as a calibration run records them."""
     import math
 
-    from trial.record.log import read_log as read_trial_log
+    from hil.trial.record.log import read_log as read_trial_log
 
     try:
         log = read_trial_log(path)

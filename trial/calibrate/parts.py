@@ -26,12 +26,12 @@ class WriteReport:
 
 def write_parts(profile: str | Path, cal_path: str | Path, bus: str | None = None) -> WriteReport:
     """Store every entry of ``cal_path`` in the matching parts of the robot ``profile`` opens."""
-    from devices.calibration import apply, load_calibration
-    from devices.descriptor import encode_descriptor
-    from runtime.robot.multibus import scan_profile
-    from runtime.robot.profile import load_profile
-    from runtime.scan.descriptor_store import DescriptorNotWritable, DescriptorWriteError, store_descriptor
-    from runtime.scan.merge import MAIN_BUS
+    from hil.devices.calibration import apply, load_calibration
+    from hil.devices.descriptor import encode_descriptor
+    from hil.runtime.robot.multibus import scan_profile
+    from hil.runtime.robot.profile import load_profile
+    from hil.runtime.scan.descriptor_store import DescriptorNotWritable, DescriptorWriteError, store_descriptor
+    from hil.runtime.scan.merge import MAIN_BUS
 
     calibration = load_calibration(cal_path)
     loaded = load_profile(profile, bus=bus)

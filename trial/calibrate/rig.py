@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from devices.yaml_source import ConfigError, SourceDict, check_keys, load_yaml_mapping, require
+from hil.devices.yaml_source import ConfigError, SourceDict, check_keys, load_yaml_mapping, require
 
 WALL_THICKNESS_M = 0.1
 WALL_HEIGHT_M = 2.0

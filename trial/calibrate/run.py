@@ -35,8 +35,8 @@ def ring_meta(robot: Any) -> dict[str, Any] | None:
     """The ring's identity, params and placement in the base frame (None: the robot has no range ring)."""
     import numpy as np
 
-    from runtime.model import create_data, forward_kinematics
-    from runtime.robot.sensors import RANGE_RING, RangeRing
+    from hil.runtime.model import create_data, forward_kinematics
+    from hil.runtime.robot.sensors import RANGE_RING, RangeRing
 
     ring = next((s for s in robot.sensors.values() if isinstance(s, RangeRing)), None)
     if ring is None:
@@ -136,8 +136,8 @@ def _command(plan: list[tuple[float, float, float]], t: float) -> tuple[float, f
 def calibrate_ring(profile: str | Path, rig: Rig, out: Path, *, bus: str | None = None,
                    progress: Callable[[str], None] = print) -> Path:
     """Open the robot, record the run into out/calibration.mcap; its path."""
-    from runtime.robot import Robot
-    from runtime.robot.profile import load_profile
+    from hil.runtime.robot import Robot
+    from hil.runtime.robot.profile import load_profile
 
     out.mkdir(parents=True, exist_ok=True)
     loaded = load_profile(profile, bus=bus)

@@ -45,7 +45,7 @@ import sys
 import threading
 from typing import Any
 
-from runtime.clock.base import WALL
+from hil.runtime.clock.base import WALL
 
 from ..view.live import SimControl
 from .channels import ServedChannels
@@ -180,7 +180,7 @@ class LiveServer:
             self._last_time_sent = ns
 
     def _apply(self, kind: str, payload: dict[str, Any], by: str) -> None:
-        from runtime.robot.params import ParamError
+        from hil.runtime.robot.params import ParamError
 
         t = self.now_s
         if kind == "params":
@@ -269,7 +269,7 @@ class LiveServer:
                 if not names or name in names]
 
     def set_params(self, client_id: int, parameters: list[Any]) -> list[Any]:
-        from runtime.robot.params import ParamError, checked_changes
+        from hil.runtime.robot.params import ParamError, checked_changes
 
         by = f"foxglove client {client_id}"
         asked = {p.name: p.get_value() for p in parameters}

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runtime.process import spawn
+from hil.runtime.process import spawn
 
 RETRY_SERVICE = "hil/retry"
 START_S = 60.0  # wall seconds a retried trial may take to say where it serves (imports and its world)
@@ -99,7 +99,7 @@ class RetryRunner:
 
     def __init__(self, host: str):
         self.host = host
-        from crowd.cli import is_loopback
+        from hil.crowd.cli import is_loopback
 
         bracketed = f"[{host}]" if ":" in host and not host.startswith("[") else host
         self.loopback = is_loopback(f"tcp://{bracketed}:0")  # off loopback, a client may not name the code run

@@ -33,7 +33,7 @@ class CameraLog:
     """Writes the cameras' channels into a recorder; :meth:`after_cycle` once per bus cycle with the trial time."""
 
     def __init__(self, rec: Any, robot: Any, rate_hz: float = DEFAULT_CAMERA_RATE_HZ, depth: bool = False):
-        from runtime.robot.camera import Camera
+        from hil.runtime.robot.camera import Camera
 
         self.rec, self.rate_hz, self.depth = rec, float(rate_hz), depth
         self.cameras = [(name, s) for name, s in robot.sensors.items() if isinstance(s, Camera) and s.available]

@@ -51,7 +51,7 @@ def _shape(shape: Any) -> dict[str, Any]:
 
 def _ring(robot: Any) -> dict[str, Any] | None:
     """The first range ring: the link its rays start from and their geometry in that link's frame."""
-    from runtime.robot.sensors import RANGE_RING, RangeRing
+    from hil.runtime.robot.sensors import RANGE_RING, RangeRing
 
     ring = next((s for s in robot.sensors.values() if isinstance(s, RangeRing)), None)
     if ring is None:
@@ -61,7 +61,7 @@ def _ring(robot: Any) -> dict[str, Any] | None:
     params = sensor.params
     link = next(k.name for k in robot.model.links if k.bus_id == ring.part_key and k.body == sensor.body)
     yaws = params.get("yaw_deg") or [0.0] * len(ring.angles)
-    from runtime.robot.overlay import ring_geometry
+    from hil.runtime.robot.overlay import ring_geometry
 
     _, (translation, rotation) = ring_geometry(robot, ring)
     part = robot.virtual.parts[ring.part_key]
@@ -91,8 +91,8 @@ class LinkPoser:
     """Link frames in the map from a ``/robot/model`` message, the base pose and the joints by name."""
 
     def __init__(self, message: dict[str, Any]):
-        from devices.descriptor import JointLimits
-        from runtime.model import Inertia, JointModel, Link, Model, SE3, create_data
+        from hil.devices.descriptor import JointLimits
+        from hil.runtime.model import Inertia, JointModel, Link, Model, SE3, create_data
 
         self.message = message
         self.names = [entry["name"] for entry in message["links"]]
@@ -119,7 +119,7 @@ class LinkPoser:
 
     def local(self, joints: dict[str, float] | None) -> list[np.ndarray]:
         """Every link's 4x4 frame in the robot's base frame (runtime.model.forward_kinematics)."""
-        from runtime.model import forward_kinematics
+        from hil.runtime.model import forward_kinematics
 
         joints = joints or {}
         q = np.array([_finite(joints.get(name)) if name else 0.0 for name in self.q_names])
@@ -138,7 +138,7 @@ def base_matrix(x: float, y: float, yaw: float, z: float = 0.0) -> np.ndarray:
 
 def shape_matrix(shape: dict[str, Any]) -> np.ndarray:
     """A visual's 4x4 placement in its link's frame."""
-    from runtime.model import SE3
+    from hil.runtime.model import SE3
 
     return SE3.from_pose(shape["xyz"], shape["rpy"]).homogeneous
 

@@ -33,8 +33,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from devices.map_format import parse_walls, point, resolve_map
-from devices.yaml_source import load_yaml_mapping, require
+from hil.devices.map_format import parse_walls, point, resolve_map
+from hil.devices.yaml_source import load_yaml_mapping, require
 
 from .recorder import TrialRecorder
 
@@ -73,7 +73,7 @@ class TickLog:
                  map_msg: dict[str, Any] | None = None, probe: Any = None, listeners: tuple = (),
                  extra: tuple[tuple[str, dict[str, Any]], ...] = (), camera_rate: float = 5.0,
                  camera_depth: bool = False, taps: tuple = ()):
-        from runtime.robot.sensors import ContactSensor, RangeRing
+        from hil.runtime.robot.sensors import ContactSensor, RangeRing
 
         self.robot = robot
         self.probe = probe
@@ -206,7 +206,7 @@ class TickLog:
 
     def _write_faults(self, t: float) -> None:
         """The rings' cause counters (one bus read each), when the ring declares them."""
-        from runtime.robot.sensors import RangeRing
+        from hil.runtime.robot.sensors import RangeRing
 
         counts = {}
         for name, sensor in self.robot.sensors.items():

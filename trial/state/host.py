@@ -33,7 +33,7 @@ def save_host(robot: Any) -> dict[str, Any]:
 
 
 def restore_host(robot: Any, saved: dict[str, Any]) -> None:
-    from runtime.robot.base import Pose2D, Twist2D
+    from hil.runtime.robot.base import Pose2D, Twist2D
 
     for name, values in saved["joints"].items():
         joint = robot.joints[name]

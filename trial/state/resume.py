@@ -72,8 +72,8 @@ def check(plan_: Plan, fingerprint: dict[str, Any]) -> None:
 def restore(plan_: Plan, robot: Any, embodied: Any) -> list:
     """Put the state into ``robot`` (just opened, its world not yet stepped) and re-simulate up to the time;
     returns the crowd ticks of the journal up to the state (the resumed trial's own journal starts with them)."""
-    from bridge.crowd_state import replay
-    from firmware_sim.embodied.state import StateError, restore_parts, restore_world
+    from hil.bridge.crowd_state import replay
+    from hil.firmware_sim.embodied.state import StateError, restore_parts, restore_world
 
     from .host import restore_host
 

@@ -37,7 +37,7 @@ class StateSaver:
     def __init__(self, folder: Path, robot: Any, embodied: Any, fingerprint: dict[str, Any], *,
                  every_s: float = DEFAULT_EVERY_S, retain: int = DEFAULT_RETAIN, task_state=None,
                  resumed: dict[str, Any] | None = None, roundtrip_start: bool = True):
-        from firmware_sim.embodied.state import history_of
+        from hil.firmware_sim.embodied.state import history_of
 
         self.dir = Path(folder) / files.STATES
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -155,9 +155,9 @@ class StateSaver:
 
     # --- saving ---------------------------------------------------------------------------------------------------
     def save(self, t: float, why: str) -> dict[str, Any]:
-        from runtime.clock.base import WALL
+        from hil.runtime.clock.base import WALL
 
-        from firmware_sim.embodied.state import save_world
+        from hil.firmware_sim.embodied.state import save_world
 
         wall0 = WALL()
         self._check_room()
@@ -168,7 +168,7 @@ class StateSaver:
                                roundtrip=self.roundtrip_start or why != "start")
         crowd = None
         if embodied.crowd is not None and embodied.crowd.failure is None:
-            from bridge.crowd_state import crowd_state
+            from hil.bridge.crowd_state import crowd_state
 
             crowd = crowd_state(embodied.crowd.client)
         self._flush()

@@ -2,7 +2,7 @@
 start poses, controller parameters) on dask.distributed, and the table, summary and plots that say how often it
 fails, and where.
 
-    from trial.sweep import load_sweep, run_sweep
+    from hil.trial.sweep import load_sweep, run_sweep
     outcome = run_sweep("config/sweeps/guide.yaml", "sweeps/guide", workers=2)
 
     spec.py       what a sweep is: a trial plus grid/cases/seeds, expanded into checked jobs (file:line)
@@ -33,4 +33,4 @@ def __getattr__(name: str) -> Any:
         from importlib import import_module
 
         return getattr(import_module(f".{_WHERE[name]}", __name__), name)
-    raise AttributeError(f"module 'trial.sweep' has no attribute {name!r}")
+    raise AttributeError(f"module 'hil.trial.sweep' has no attribute {name!r}")

@@ -57,7 +57,7 @@ def register(sub) -> None:
 
 def resolve_spec(name_or_path: str) -> Path:
     """A sweep file by path, or by name on the config search path (``sweeps/NAME.yaml``)."""
-    from devices.config_path import resolve
+    from hil.devices.config_path import resolve
 
     return resolve(name_or_path, "sweeps", "sweep")
 

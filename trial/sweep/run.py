@@ -1,7 +1,7 @@
 """``run_sweep``: check the sweep, skip what is done, run the rest on Dask, write the table, the summary, the
 plots and report.html.
 
-    from trial.sweep import run_sweep
+    from hil.trial.sweep import run_sweep
     outcome = run_sweep("config/sweeps/guide.yaml", "sweeps/guide", workers=2)
     print(outcome.summary_text)
 

@@ -41,7 +41,7 @@ def run_here(job: dict[str, Any], attempt: Path, announce: Callable[[dict[str, A
              ) -> dict[str, Any]:
     """Run the job's trial into ``attempt`` (in this process) and return its record. ``announce`` is told where
     the trial is served to Foxglove (a job with a ``foxglove`` address)."""
-    from runtime.clock.base import WALL
+    from hil.runtime.clock.base import WALL
 
     from ..run import Trial
     from ..spec import make_spec
@@ -133,7 +133,7 @@ class WallWatch:
     controller that never ticks again is the worker's to kill (trial/sweep/worker.py)."""
 
     def __init__(self, deadline_wall_s: float):
-        from runtime.clock.base import WALL
+        from hil.runtime.clock.base import WALL
 
         self.deadline, self.wall, self.fired_at = deadline_wall_s, WALL, None
         self.t0: float | None = None
@@ -176,8 +176,8 @@ def cpu_s() -> float:
 def main() -> int:
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # stray prints go to stderr, never into the protocol
-    import trial.report.build  # noqa: F401 - what every trial needs, imported before "ready" (paid once)
-    import trial.run  # noqa: F401
+    import hil.trial.report.build  # noqa: F401 - what every trial needs, imported before "ready" (paid once)
+    import hil.trial.run  # noqa: F401
 
     protocol.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:

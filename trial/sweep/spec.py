@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, plain
+from hil.devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, plain
 
 from ..spec import KEYS as TRIAL_KEYS
 from ..spec import TrialSpec, make_spec, trial_kwargs
@@ -331,7 +331,7 @@ class _Expander:
     def _check_task(self, spec: TrialSpec, lines: dict[str, int], condition, checked: dict[str, None]) -> None:
         """The controller found and the task resolved now (map, rates, scenario lines, places), with the line of
         the value that brought it in."""
-        from runtime.robot.runner import ControllerError, load_controller
+        from hil.runtime.robot.runner import ControllerError, load_controller
 
         from ..task import make_task
 
@@ -368,7 +368,7 @@ class _Expander:
         entry's line, naming the condition, not in every one of its trials after the sweep started."""
         if not spec.faults:
             return
-        from firmware_sim.fault_plan import FaultPlan, parse_faults
+        from hil.firmware_sim.fault_plan import FaultPlan, parse_faults
 
         from ..world import fault_resolver
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devices.yaml_source import ConfigError
+from hil.devices.yaml_source import ConfigError
 
 from .spec import PARAMS, Job, Sweep, format_value
 

@@ -129,15 +129,15 @@ class RunnerLost(Exception):
 
 
 class RunnerProcess:
-    """``python -m trial.sweep.runner`` for this thread; :meth:`run` hands it one job and waits for its record."""
+    """``python -m hil.trial.sweep.runner`` for this thread; :meth:`run` hands it one job and waits for its record."""
 
     def __init__(self, log_dir: Path):
-        from runtime.process import spawn
+        from hil.runtime.process import spawn
 
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"runner-{socket.gethostname()}-{os.getpid()}-{threading.get_ident()}.txt"
         self._log = open(self.log_path, "ab")
-        self.proc = spawn([sys.executable, "-m", "trial.sweep.runner"], stdin=subprocess.PIPE,
+        self.proc = spawn([sys.executable, "-m", "hil.trial.sweep.runner"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
         self.pid = self.proc.pid
         self._buffer = b""

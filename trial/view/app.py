@@ -115,7 +115,7 @@ class Viewer:
         with gui.add_folder("Camera"):
             self.b_top, self.b_follow = gui.add_button("Top-down"), gui.add_button("Follow robot")
         with gui.add_folder("Run a trial"):
-            from devices.config_path import known
+            from hil.devices.config_path import known
 
             maps = tuple(known("maps")) or ("arcade",)
             scenarios = ("none", *known("scenarios", (".scn",)))
@@ -330,7 +330,7 @@ class Viewer:
 
 def run_trial_in_thread(spec: Any, out: Path, live: LiveTrial, on_done: Callable[[], None] | None = None) -> None:
     """``Trial(spec).run(out)`` in a worker thread, fed to ``live``; ``live.done`` is set when it ends."""
-    from trial.run import Trial
+    from hil.trial.run import Trial
 
     def work() -> None:
         try:
@@ -362,7 +362,7 @@ def _status_html(frame: Frame | None, rtf: float | None, state: str, mode: str |
 
 
 def _people_html(people: list[dict[str, Any]]) -> str:
-    from trial.record.palette import doing_rgb
+    from hil.trial.record.palette import doing_rgb
 
     rows = []
     for p in sorted(people, key=lambda p: p["id"]):
@@ -406,7 +406,7 @@ def _script_html(scenario: dict[str, Any] | None, current: int | None, name: str
 
 def ring_legend_html() -> str:
     """What the ring's colours mean: an echo (real, virtual), and a failed reading by its cause (issue 25)."""
-    from trial.record.palette import CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, VIRTUAL_ECHO_RGB
+    from hil.trial.record.palette import CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, VIRTUAL_ECHO_RGB
 
     def swatch(rgb) -> str:
         return "#" + "".join(f"{round(255 * c):02x}" for c in rgb)
@@ -424,13 +424,13 @@ def _metrics_html(metrics: dict[str, Any] | None) -> str:
         return "<div id='hil-metrics' style='font-size:12px'><b>metrics</b>: when the run ends</div>"
     if "error" in metrics and len(metrics) == 1:
         return f"<div id='hil-metrics' style='font-size:12px'><b>run failed</b>: {html.escape(str(metrics['error']))}</div>"
-    from trial.report.build import format_metrics
+    from hil.trial.report.build import format_metrics
 
     try:
         text = format_metrics(metrics)
     except Exception:  # noqa: BLE001 - an older metrics.json: show it as it is
         text = json.dumps(metrics, indent=1)[:2000]
-    from trial.report.build import SCRIPT_ERROR
+    from hil.trial.report.build import SCRIPT_ERROR
 
     body = "\n".join(f"<span class='hil-metric-error' style='{ERROR_STYLE}'>{html.escape(line)}</span>"
                      if line.startswith(SCRIPT_ERROR) else html.escape(line) for line in text.splitlines())
@@ -441,7 +441,7 @@ def _metrics_html(metrics: dict[str, Any] | None) -> str:
 def _objectives_html(user: dict[str, str] | None = None) -> str:
     """The built-in objectives with their parameters, and the trial's own (its rates files' ``objectives.user``,
     from the log's meta: named with the class they come from; the page never imports them)."""
-    from crowd.objectives import describe
+    from hil.crowd.objectives import describe
 
     user = dict(user or {})
     rows = []

@@ -25,7 +25,7 @@ def register(sub) -> None:
     view.add_argument("log", nargs="?", help="a trial folder or its trial.mcap (none: an empty page to run from)")
     add_view_arguments(view, flag=False)
     view.add_argument("--out", default="trials/view", help="where trials run from the page write (trials/view)")
-    from trial.foxglove_live.cli import add_foxglove_arguments
+    from hil.trial.foxglove_live.cli import add_foxglove_arguments
 
     add_foxglove_arguments(view, replay=True)
     view.set_defaults(func=cmd_view)
@@ -58,7 +58,7 @@ def open_viewer(args: argparse.Namespace, run_spec: Any = None, out_root: str = 
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from trial.presets import demo_spec
+    from hil.trial.presets import demo_spec
 
     from .timeline import Timeline
 
@@ -80,8 +80,8 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 def _serve_foxglove(args: argparse.Namespace) -> int:
     """``hil view DIR --foxglove``: the recorded trial served to Foxglove (seek, play, speed), no page."""
-    from trial.foxglove_live.address import parse_address
-    from trial.foxglove_live.replay import ReplayServer
+    from hil.trial.foxglove_live.address import parse_address
+    from hil.trial.foxglove_live.replay import ReplayServer
 
     if not args.log:
         raise ValueError("hil view --foxglove needs a trial folder or its trial.mcap to replay")
@@ -103,8 +103,8 @@ def _metrics_of(path: Path) -> dict[str, Any] | None:
     if metrics.exists():
         return json.loads(metrics.read_text(encoding="utf-8"))
     try:
-        from trial.record.log import read_log
-        from trial.report.metrics import compute_metrics
+        from hil.trial.record.log import read_log
+        from hil.trial.report.metrics import compute_metrics
 
         return compute_metrics(read_log(path if path.is_file() else folder / "trial.mcap"))
     except Exception:  # noqa: BLE001 - a log too short to score: the page says "when the run ends"

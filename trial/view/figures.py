@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from firmware_sim.world.figures import Gait, figure
+from hil.firmware_sim.world.figures import Gait, figure
 
 from .meshes import UNIT_SPHERE
 from .quat import wxyz_of

@@ -16,7 +16,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from runtime.clock.base import WALL
+from hil.runtime.clock.base import WALL
 
 from .timeline import Timeline
 

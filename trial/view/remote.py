@@ -4,7 +4,7 @@
 drawing and the websocket's encoding then shared the trial's interpreter lock and woke up beside its lockstep
 loop (bench/viewer.py measured it: ~5 % of the real-time factor with no browser at all). Now the trial process
 only hands the messages its log gets to a child process over a pipe, once per bus cycle at most every
-:data:`FLUSH_S`, without ever blocking on it; the child (``python -m trial.view.remote``) holds the
+:data:`FLUSH_S`, without ever blocking on it; the child (``python -m hil.trial.view.remote``) holds the
 :class:`~trial.view.app.Viewer` and runs at a lower priority (:data:`NICE`), so when the machine is busy the
 trial comes first and the page catches up.
 
@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from runtime.clock.base import WALL
+from hil.runtime.clock.base import WALL
 
 from .camera_panel import is_camera_topic
 from .live import LiveTrial
@@ -58,7 +58,7 @@ class ViewerProcess:
                  label: str = "", start_paused: bool = False):
         import msgpack
 
-        from runtime.process import spawn
+        from hil.runtime.process import spawn
 
         self.live = LiveTrial(label, start_paused=start_paused)  # its clock control and real-time factor
         self._pack = msgpack.Packer(default=_packable, use_bin_type=True).pack
@@ -66,7 +66,7 @@ class ViewerProcess:
         config = {"host": host, "port": port, "out_root": str(out_root), "label": label, "control_fd": control_w,
                   "run_spec": _spec_kwargs(run_spec)}
         try:
-            self.proc = spawn([sys.executable, "-m", "trial.view.remote", json.dumps(config)], stdin=-1,
+            self.proc = spawn([sys.executable, "-m", "hil.trial.view.remote", json.dumps(config)], stdin=-1,
                               pass_fds=(control_w,))
         finally:
             os.close(control_w)
@@ -222,7 +222,7 @@ def _spec_kwargs(spec: Any) -> dict[str, Any] | None:
     """The run-from-the-page template as JSON keywords (None when it cannot cross: a callable controller)."""
     if spec is None:
         return None
-    from trial.spec import trial_kwargs
+    from hil.trial.spec import trial_kwargs
 
     kwargs = trial_kwargs(spec)
     try:
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                 pass
 
     try:
-        from trial.spec import make_spec
+        from hil.trial.spec import make_spec
 
         from .app import Viewer
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from trial.record.palette import (GOAL_RGB, ROBOT_PATH_RGB, WALL_HEIGHT_M, WALL_RGB, WALL_THICKNESS_M, failed_ray_rgb,
+from hil.trial.record.palette import (GOAL_RGB, ROBOT_PATH_RGB, WALL_HEIGHT_M, WALL_RGB, WALL_THICKNESS_M, failed_ray_rgb,
                                   ring_sides)
-from trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
+from hil.trial.record.robot_model import LinkPoser, base_matrix, shape_matrix
 
 from .meshes import UNIT_BOX, UNIT_CYLINDER, UNIT_SPHERE
 from .quat import wxyz_many, wxyz_of

@@ -57,8 +57,8 @@ class Timeline:
     @classmethod
     def from_log(cls, path: str | os.PathLike[str]) -> Timeline:
         """A trial.mcap (or the folder holding it), complete or cut short."""
-        from trial.record.log import read_log
-        from trial.record.recorder import LOG_NAME
+        from hil.trial.record.log import read_log
+        from hil.trial.record.recorder import LOG_NAME
 
         path = os.fspath(path)
         if os.path.isdir(path):
