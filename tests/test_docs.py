@@ -40,7 +40,7 @@ def strip_code(text: str) -> str:
     def blank(match: re.Match) -> str:
         return re.sub(r"[^\n]", " ", match.group(0))
     text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", blank, text, flags=re.MULTILINE | re.DOTALL)
-    return re.sub(r"`[^`\n]*`", blank, text)
+    return re.sub(r"`[^`]*`", blank, text)  # a code span may run over a line break
 
 
 def slug(heading: str) -> str:
@@ -68,16 +68,16 @@ def problems(page: Path, text: str | None = None, root: Path = ROOT) -> list[str
     """Every broken link, outside link and forbidden phrase of a page under ``root``, as ``file:line: what``."""
     text = page.read_text(encoding="utf-8") if text is None else text
     name = page.relative_to(root)
+    def line_of(offset: int) -> int:
+        return text.count("\n", 0, offset) + 1
+
     found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        for what, pattern in FORBIDDEN.items():
-            hit = pattern.search(line)
-            if hit:
-                found.append(f"{name}:{number}: {what}: {hit.group(0)!r}")
-    for number, line in enumerate(strip_code(text).splitlines(), 1):
-        for target in LINK.findall(line):
-            found += [f"{name}:{number}: {why}: {target}" for why in link_problems(page, target, root)]
-    return found
+    for what, pattern in FORBIDDEN.items():  # in code too: a command or a comment is read as well
+        found += [(line_of(hit.start()), f"{what}: {hit.group(0)!r}") for hit in pattern.finditer(text)]
+    for link in LINK.finditer(strip_code(text)):  # a link's text may run over a line break
+        target = link.group(1)
+        found += [(line_of(link.start()), f"{why}: {target}") for why in link_problems(page, target, root)]
+    return [f"{name}:{number}: {what}" for number, what in sorted(found, key=lambda item: item[0])]
 
 
 def link_problems(page: Path, target: str, root: Path) -> list[str]:
@@ -113,11 +113,14 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     page = tmp_path / "page.md"
     bad = ("see [gone](nothere.md) and [anchor](there.md#no-such) and [web](https://example.org)\n"
            "as ../shared/DESIGN.md says (issue 12), reference 003, FIG. 11\n"
-           "```\n[in code](nothere.md)\n```\n")
+           "```\n[in code](nothere.md)\n```\n"
+           "an issue\n12 over a line break\n")
     found = problems(page, bad, tmp_path)
     assert [f.split(": ", 1)[1].split(":")[0] for f in found] == [
-        "a path outside the repository (../shared)", "an issue number",
+        "a link to a path that does not exist", "no heading of there.md has the anchor #no-such",
+        "a link outside the repository", "a path outside the repository (../shared)", "an issue number",
         "a reference's file number (name it as docs/REFERENCES.md does)",
-        "a figure number of a reference (show or describe it)", "a link to a path that does not exist",
-        "no heading of there.md has the anchor #no-such", "a link outside the repository"]
-    assert problems(page, "see [there](there.md#a-heading) and `[code](nothere.md)`\n", tmp_path) == []
+        "a figure number of a reference (show or describe it)", "an issue number"]
+    assert found[-1].startswith("page.md:6:")  # the line is named, across a link's line break too
+    clean = "see [there](there.md#a-heading) and `[code](nothere.md)`, [a link over\na line](there.md)\n"
+    assert problems(page, clean, tmp_path) == []
