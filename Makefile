@@ -13,7 +13,7 @@ WARM := $(BIN)/python -c "from hil.crowd.sim import warm_up; warm_up()"  # compi
 
 ROS_VENV := .venv-ros
 # the ros extra's packages, read from pyproject.toml: the bridge's venv holds those, not hil
-ROS_PACKAGES = $(shell $(PYTHON) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['ros']))")
+ROS_PACKAGES = $(shell $(PYTHON) -c "import tomllib; print(' '.join(chr(39) + p + chr(39) for p in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['ros']))")
 
 .PHONY: demo test bench fuzz wheel-smoke clean
 
