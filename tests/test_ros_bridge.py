@@ -331,3 +331,28 @@ def test_cmd_vel_schema_bounds_match_the_link():
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"v": 1e9, "w": 0.0}, link_mod.CmdVel)
     assert msgspec.convert({"v": 100.0, "w": 0.0}, link_mod.CmdVel).v == 100.0
+
+
+def test_publishing_never_changes_the_trial(tmp_path):
+    """A Python controller's trial with the link tapping it (what --ros adds) records the same robot, cycle for
+    cycle, as without: the link only reads."""
+    from hil.trial.run import Trial
+
+    def logged(folder: Path, link: RosLink | None) -> list:
+        served = {"taps": link.taps, "hooks": link.hooks} if link is not None else {}
+        result = Trial("examples/wander_avoid.py", map="lab", duration=2, seed=3).run(folder, **served)
+        assert result.status == "ok", result.error
+        return [(m.t, m.data) for m in read_log(folder / "trial.mcap").messages["/robot/state"]]
+
+    link = RosLink()
+    sub = zmq.Context.instance().socket(zmq.SUB)  # a subscriber, so the link's messages really go out
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(link.state_endpoint)
+    try:
+        with_link = logged(tmp_path / "with", link)
+    finally:
+        link.close()
+        sub.close()
+    assert link.seq == len(with_link) > 30  # it published every cycle
+    assert with_link == logged(tmp_path / "without", None)
