@@ -26,6 +26,8 @@ from msgspec import Meta, Struct
 
 from hil.bridge.envelope import EnvelopeError, pack, unpack
 
+from ..record.live_tap import LiveTap
+
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"  # ros_side/bridge_node.py has the same names
 MAX_SPEED_M_S = 100.0  # |linear.x| above this is no command but a broken number (1e9): refused
 MAX_TURN_RAD_S = 100.0  # |angular.z| likewise
@@ -43,7 +45,7 @@ REFUSED = CmdVel(0.0, 0.0)  # returned (by identity) for a refused command: the 
 _DECODE = msgspec.convert
 
 
-class RosLink:
+class RosLink(LiveTap):
     """The sockets and the per-cycle state. ``Trial.run(out, taps=link.taps, hooks=link.hooks)``; ``close()``."""
 
     def __init__(self, host: str = "127.0.0.1", state_port: int = 0, command_port: int = 0, *,
@@ -71,19 +73,7 @@ class RosLink:
         self._layout: dict[str, Any] | None = None
         self._parts: tuple[Any, Any] | None = None  # (base or None, ring or None), found at the first cycle
 
-    # --- as a recorder tap and a hook ------------------------------------------------------------------------
-    @property
-    def taps(self) -> tuple:
-        return (self,)
-
-    @property
-    def hooks(self) -> tuple:
-        return (self.after_cycle,)
-
-    def bind(self, recorder: Any) -> None:
-        """The recorder of the trial (TrialRecorder.add_tap): refusals are written there."""
-        self.rec = recorder
-
+    # --- as a recorder tap and a hook (LiveTap: taps, hooks, bind, write) ------------------------------------
     def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
         if topic == "/clock":
             self.now_s = t_s
@@ -155,14 +145,6 @@ class RosLink:
         print(f"hil ros: t={t_s:.3f} s: /cmd_vel {request} refused ({error}); the base stops", file=self.err,
               flush=True)
         self.write("/trial/refused", t_s, {"request": f"/cmd_vel {request}", "error": error, "by": REFUSED_BY})
-
-    def write(self, topic: str, t_s: float, payload: dict[str, Any]) -> None:
-        """A message in the trial's log (nothing when not recording or after the log closed)."""
-        if self.rec is not None:
-            try:
-                self.rec.write(topic, t_s, payload)
-            except ValueError:  # the log is closed: the trial has ended
-                pass
 
     def close(self) -> None:
         """Tell the bridge the trial ended (given 0.2 s to leave), then close the sockets."""
