@@ -1,6 +1,7 @@
 # Every target creates .venv and installs what it needs from pyproject.toml; nothing else is assumed.
 #   make demo    the main job on the built-in virtual robot (installs hil alone)
-#   make test    the whole suite (hil + the test extra: only what the tests import; + view: the viewer they drive)
+#   make test    the whole suite (hil + the test extra: only what the tests import; + view: the viewer they drive),
+#                and .venv-ros: the ros extra's ROS 2 wheels alone, in a venv of their own (the ROS tests' nodes)
 #   make bench   side-by-side benchmarks (+ the bench extra: the peers, JuPedSim and pysocialforce among them)
 #   make fuzz    the long fuzz run against every server (1M messages each) and every config kind (5,000 files)
 #   make wheel-smoke   the wheel installed in a fresh venv outside the checkout, used from another folder
@@ -9,6 +10,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
 WARM := $(BIN)/python -c "from hil.crowd.sim import warm_up; warm_up()"  # compile the crowd's step once (numba caches it)
+
+ROS_VENV := .venv-ros
+# the ros extra's packages, read from pyproject.toml: the bridge's venv holds those, not hil
+ROS_PACKAGES = $(shell $(PYTHON) -c "import tomllib; print(' '.join(chr(39) + p + chr(39) for p in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['ros']))")
 
 .PHONY: demo test bench fuzz wheel-smoke clean
 
@@ -32,11 +37,17 @@ $(VENV)/.installed-bench-$(SUM): pyproject.toml | $(BIN)/python
 	$(WARM)
 	touch $@
 
+$(ROS_VENV)/.installed-$(SUM): pyproject.toml
+	$(PYTHON) -m venv $(ROS_VENV)
+	$(ROS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ROS_VENV)/bin/python -m pip install --quiet $(ROS_PACKAGES)
+	touch $@
+
 demo: $(VENV)/.installed-core-$(SUM)
 	$(BIN)/hil demo
 
-test: $(VENV)/.installed-test-$(SUM)
-	$(BIN)/python -m pytest
+test: $(VENV)/.installed-test-$(SUM) $(ROS_VENV)/.installed-$(SUM)
+	HIL_ROS_PYTHON=$(CURDIR)/$(ROS_VENV)/bin/python $(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-bench-$(SUM)
 	$(BIN)/python -m bench
@@ -49,4 +60,4 @@ wheel-smoke:
 	bash .ci/wheel_smoke
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(ROS_VENV) build *.egg-info

@@ -52,9 +52,13 @@ def register(sub) -> None:
     trial = sub.add_parser("trial", help="run a controller in a trial (map, crowd, scenario, goal), recorded and "
                                          "measured", description=TRIAL_DESCRIPTION,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    trial.add_argument("target", help="a controller (x.py, package.module[:function]) or a trial file (x.yaml)")
+    trial.add_argument("target", nargs="?", help="a controller (x.py, package.module[:function]) or a trial file "
+                                                 "(x.yaml); none with --ros: ROS 2 nodes drive (/cmd_vel)")
     _add_trial_arguments(trial)
     add_view_arguments(trial)
+    from .ros_link.cli import add_ros_arguments
+
+    add_ros_arguments(trial)
     trial.set_defaults(func=cmd_trial)
 
     demo = sub.add_parser("demo", help="the main job on the built-in virtual robot (no hardware): the guide robot "
@@ -120,6 +124,9 @@ def register(sub) -> None:
     from .sweep.cli import register as register_sweep  # hil sweep (trial/sweep: many trials on Dask)
 
     register_sweep(sub)
+    from .ros_link.cli import register as register_ros  # hil ros (trial/ros_link: the ROS 2 bridge)
+
+    register_ros(sub)
 
     from .record import repair
 
@@ -205,8 +212,8 @@ _TRIAL_KEYS = ("robot", "profile", "bus", "clock", "gui", "map", "crowd", "crowd
 
 
 def cmd_trial(args: argparse.Namespace) -> int:
+    from .ros_link.cli import open_ros
     from .run import Trial
-    from .spec import load_trial_file, make_spec
 
     keys = {k: getattr(args, k) for k in _TRIAL_KEYS if getattr(args, k) is not None}
     if args.param:
@@ -215,6 +222,34 @@ def cmd_trial(args: argparse.Namespace) -> int:
         if getattr(args, key, None) is not None:
             keys[key] = getattr(args, key)
     target = args.target
+    if target is None and not getattr(args, "ros", False):
+        raise ValueError("hil trial: give a controller (x.py, package.module) or a trial file (x.yaml), or --ros "
+                         "to let ROS 2 nodes drive")
+    from .ros_link.launch import RosUnavailable
+
+    try:
+        ros = open_ros(args)
+    except RosUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    try:
+        spec = _trial_spec(target, keys, ros)
+        if ros is not None and spec.controller is not ros.drive:
+            print(f"ros: /cmd_vel is not applied: the trial's controller is {spec.label}", flush=True)
+        out = Path(args.out) if args.out else Path("trials") / f"{spec.label}-{spec.seed}"
+        return _run_and_report(Trial(spec=spec), out, quiet=args.quiet, args=args, ros=ros)
+    finally:
+        if ros is not None:
+            ros.close()
+
+
+def _trial_spec(target: str | None, keys: dict[str, Any], ros: Any) -> Any:
+    """The spec ``hil trial`` was given: a trial file, a saved state, a controller, or ROS's driver (--ros)."""
+    from .spec import load_trial_file, make_spec
+
+    if target is None:
+        keys.setdefault("name", "ros")
+        return make_spec(ros.drive, source="hil trial", **keys)
     if target.endswith((".yaml", ".yml")):
         spec = load_trial_file(target, **keys)
     elif keys.get("resume_from"):
@@ -223,8 +258,7 @@ def cmd_trial(args: argparse.Namespace) -> int:
         spec = spec_from_state(target, **keys)  # the original trial's keys, the controller and these on top
     else:
         spec = make_spec(target, source="hil trial", **keys)
-    out = Path(args.out) if args.out else Path("trials") / f"{spec.label}-{spec.seed}"
-    return _run_and_report(Trial(spec=spec), out, quiet=args.quiet, args=args)
+    return spec
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -282,7 +316,8 @@ def start_errors() -> tuple[type[BaseException], ...]:
             CrowdOverlayError, CrowdLinkError, LinkError, LockstepError, DriverCodeError, TrialError)
 
 
-def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace | None = None) -> int:
+def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace | None = None,
+                    ros: Any = None) -> int:
     from .report.build import format_metrics, in_red
 
     from .foxglove_live.cli import close_live, open_live
@@ -291,6 +326,8 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
     viewer = None
     fox = open_live(args, trial.spec.label, trial.spec.duration)  # --foxglove: served from the log's taps
     served = {"taps": fox.taps, "hooks": fox.hooks} if fox is not None else {}
+    if ros is not None:  # --ros: the bridge's link taps the log and follows the cycles as the live server does
+        served = {"taps": served.get("taps", ()) + ros.taps, "hooks": served.get("hooks", ()) + ros.hooks}
     try:
         if args is not None and getattr(args, "view", False):
             from .view.cli import run_viewed

@@ -47,6 +47,7 @@ from typing import Any
 
 from hil.runtime.clock.base import WALL
 
+from ..record.live_tap import LiveTap
 from ..view.live import SimControl
 from .channels import ServedChannels
 
@@ -63,7 +64,7 @@ def _capabilities() -> list[Any]:
     return [Capability.Time, Capability.PlaybackControl, Capability.Parameters, Capability.Services]
 
 
-class LiveServer:
+class LiveServer(LiveTap):
     """Serve one trial to Foxglove. ``Trial.run(out, taps=server.taps, hooks=server.hooks)``; ``close()`` after."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8765, *, label: str = "", start_paused: bool = False,
@@ -121,19 +122,7 @@ class LiveServer:
                              lambda why, request: self._refuse("retry", why, f"foxglove client {request.client_id}",
                                                                now=True), self.retries)
 
-    @property
-    def taps(self) -> tuple:
-        return (self,)
-
-    @property
-    def hooks(self) -> tuple:
-        return (self.after_cycle,)
-
-    # --- the trial's side -------------------------------------------------------------------------------------
-    def bind(self, recorder: Any) -> None:
-        """The recorder this server serves (TrialRecorder.add_tap): its own events are written there."""
-        self.rec = recorder
-
+    # --- the trial's side (LiveTap: taps, hooks, bind, write) --------------------------------------------------
     def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
         """A recorder tap: one message of the log, served as is on its channel at its trial time (handed to the
         SDK after the cycle, :meth:`flush`)."""
@@ -189,18 +178,11 @@ class LiveServer:
             except ParamError as exc:  # checked when asked; the controller may have changed its declaration
                 self._refuse(f"set parameters {payload}", str(exc), by)
                 return
-            self._write("/trial/params", t, {"changed": changed, "params": dict(self.robot.params), "by": by})
+            self.write("/trial/params", t, {"changed": changed, "params": dict(self.robot.params), "by": by})
         elif kind == "mark":
-            self._write("/trial/mark", t, {"note": payload.get("note", ""), "by": by})
+            self.write("/trial/mark", t, {"note": payload.get("note", ""), "by": by})
         elif kind == "refused":
-            self._write(REFUSED, t, {**payload, "by": by})
-
-    def _write(self, topic: str, t: float, payload: dict[str, Any]) -> None:
-        if self.rec is not None:
-            try:
-                self.rec.write(topic, t, payload)
-            except ValueError:  # the log was closed (the trial ended): nothing more to record
-                pass
+            self.write(REFUSED, t, {**payload, "by": by})
 
     def close(self) -> None:
         """Take the server down (the trial's log is complete without it)."""
@@ -223,7 +205,7 @@ class LiveServer:
         if now:
             self._inbox.put(("refused", {"request": request, "error": why}, by))
         else:
-            self._write(REFUSED, self.now_s, {"request": request, "error": why, "by": by})
+            self.write(REFUSED, self.now_s, {"request": request, "error": why, "by": by})
 
     def playback(self, request: Any) -> Any:
         from foxglove.websocket import PlaybackCommand

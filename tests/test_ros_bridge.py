@@ -1,0 +1,358 @@
+"""The ROS 2 bridge (trial/ros_link): real rclpy nodes (Fast DDS) in processes of their own drive ``hil trial --ros``.
+
+Each ROS test runs the real command line (``hil trial --ros``: the trial, its bridge process in ROS's Python) and
+a node written here, in ROS's Python, on a ROS_DOMAIN_ID of its own with discovery on localhost. The node uses
+``use_sim_time``; it writes what it received to a JSON file, which is checked against the trial's log. ROS's
+Python is HIL_ROS_PYTHON or the checkout's .venv-ros (``make test`` builds it from the ``ros`` extra): without
+it these tests skip on a developer's machine and fail under CI.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import msgspec
+import pytest
+import zmq
+
+from hil.bridge.envelope import VERSION, pack
+from hil.trial.record import read_log
+from hil.trial.ros_link import link as link_mod
+from hil.trial.ros_link.launch import PYTHON_ENV, checkout_venv, works
+from hil.trial.ros_link.link import REFUSED, RosLink
+from hil.trial.ros_link.ros_side import bridge_node
+
+from conftest import hil_command
+
+TRIAL_TIMEOUT_S = 120
+
+
+# --- the plain parts, no ROS needed -----------------------------------------------------------------------------
+def test_bridge_node_speaks_the_links_wire():
+    """The bridge imports nothing of hil, so it spells the envelope's version and the types itself."""
+    assert bridge_node.ENVELOPE_VERSION == VERSION
+    assert (bridge_node.STATE, bridge_node.BYE, bridge_node.CMD_VEL) == (link_mod.STATE, link_mod.BYE,
+                                                                       link_mod.CMD_VEL)
+
+
+def test_scan_follows_rep_117_and_the_rings_directions():
+    """The commbot's ring (12 sensors, 30 degrees apart from straight ahead, counter-clockwise) as a LaserScan:
+    sorted from -150 degrees; a reading in metres stays, no return is +inf, an invalid reading NaN."""
+    angles = [math.radians(a) for a in range(0, 360, 30)]
+    first, step, bins = bridge_node.scan_layout(angles)
+    assert first == pytest.approx(math.radians(-150))
+    assert step == pytest.approx(math.radians(30))
+    assert bins[0] == 5 and bins[6] == 11 and bins[7] == 0  # ahead; behind (+180); -150
+    ranges = [1.5, None, None, 2.0] + [None] * 8
+    causes = [None, "no_hit", "noise", None] + ["range"] * 8
+    scan = bridge_node.scan_ranges(ranges, causes, bins)
+    assert scan[5] == 1.5 and scan[8] == 2.0
+    assert scan[6] == math.inf
+    assert math.isnan(scan[7]) and math.isnan(scan[0])
+    assert bridge_node.scan_ranges([None], ["unknown"], [0]) == [math.inf]  # a part without cause codes
+
+
+def test_uneven_ring_leaves_empty_bins_nan():
+    first, step, bins = bridge_node.scan_layout([0.0, 0.5, 1.5])
+    assert (first, step, bins) == (0.0, 0.5, [0, 1, 3])
+    scan = bridge_node.scan_ranges([1.0, 1.0, 1.0], [None] * 3, bins)
+    assert scan[:2] == [1.0, 1.0] and math.isnan(scan[2]) and scan[3] == 1.0
+
+
+def test_link_refuses_broken_commands_over_its_socket():
+    """NaN, inf, 1e9 and garbage sent to the link's real PULL socket: each refused with one line, REFUSED returned
+    (the driver stops the base); a good command after them is taken."""
+    errors: list[str] = []
+
+    class Lines:
+        def write(self, text: str) -> None:
+            errors.extend(line for line in text.splitlines() if line)
+
+        def flush(self) -> None:
+            pass
+
+    link = RosLink(err=Lines())
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(link.command_endpoint)
+    try:
+        bad = [{"v": math.nan, "w": 0.0}, {"v": 0.2, "w": math.inf}, {"v": 1e9, "w": 0.0}, {"v": "fast", "w": 0}]
+        for payload in bad:
+            push.send(pack(link_mod.CMD_VEL, payload))
+        push.send(b"\xc1 not msgpack")
+        taken = _take(link, 5)
+        assert taken is REFUSED
+        assert len(errors) == 5, errors
+        assert "v=nan" in errors[0] and "the base stops" in errors[0]
+        assert "1000000000.0" in errors[2]
+        push.send(pack(link_mod.CMD_VEL, {"v": 0.25, "w": -0.1}))
+        good = _take(link, 1)
+        assert (good.v, good.w) == (0.25, -0.1)
+        assert link.refused == 5
+    finally:
+        push.close()
+        link.close()
+
+
+def _take(link: RosLink, count: int):
+    """take_command once the link has received ``count`` more messages (they arrive asynchronously)."""
+    import time
+
+    seen, result, deadline = link.received + count, None, time.monotonic() + 10
+    while link.received < seen and time.monotonic() < deadline:
+        got = link.take_command(0.0)
+        if got is not None:
+            result = got
+        time.sleep(0.01)
+    assert link.received >= seen, "the link did not get the commands"
+    return result
+
+
+def test_no_rclpy_says_what_to_do_in_one_line(tmp_path):
+    """A --ros-python without rclpy: exit 2 and one line naming what to source or install."""
+    done = subprocess.run([*hil_command(), "ros", "--ros-python", sys.executable], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, PYTHON_ENV: ""})
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2
+    assert len(lines) == 1, done.stderr
+    assert "rclpy" in lines[0] and "source" in lines[0] and "hil[ros]" in lines[0]
+
+
+# --- with ROS 2 ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ros_python() -> str:
+    python = os.environ.get(PYTHON_ENV) or (str(checkout_venv()) if checkout_venv().exists() else None)
+    why = "no ROS Python (set HIL_ROS_PYTHON or run make test, which builds .venv-ros)" if python is None \
+        else works(python)
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the ROS 2 tests need rclpy: {why}")
+        pytest.skip(why)
+    return python
+
+
+_DOMAINS = iter(range(0, 1000))
+
+
+@pytest.fixture
+def ros_env(ros_python) -> dict[str, str]:
+    """A domain of this test's own (from the process id, so parallel test processes differ) on localhost."""
+    domain = 1 + (os.getpid() * 7 + next(_DOMAINS)) % 100
+    return {**os.environ, "ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+            PYTHON_ENV: ros_python}
+
+
+NODE_COMMON = '''
+import json, math, os, sys, time
+import rclpy
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from nav_msgs.msg import Odometry
+from sensor_msgs.msg import LaserScan
+
+OUT = sys.argv[1]
+rclpy.init()
+node = rclpy.create_node("test_driver", parameter_overrides=[Parameter("use_sim_time", value=True)])
+seen = {"odom": [], "scan": [], "front": []}
+state = {"odom": None, "front": None}
+
+def stamp(msg):
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+def on_odom(msg):
+    seen["odom"].append(stamp(msg))
+    p = msg.pose.pose
+    state["odom"] = (p.position.x, p.position.y, 2 * math.atan2(p.orientation.z, p.orientation.w))
+
+def on_scan(msg):
+    seen["scan"].append(stamp(msg))
+    ahead = [r for k, r in enumerate(msg.ranges)
+             if abs(msg.angle_min + k * msg.angle_increment) <= math.radians(20) and math.isfinite(r)]
+    state["front"] = min(ahead) if ahead else math.inf
+    seen["front"].append(state["front"])
+
+node.create_subscription(Odometry, "/odom", on_odom, 10)
+node.create_subscription(LaserScan, "/scan", on_scan, qos_profile_sensor_data)
+
+def sim_now():
+    return node.get_clock().now().nanoseconds / 1e9
+
+def spin_until(done, wall_limit_s=60.0):
+    start = time.monotonic()
+    while not done() and time.monotonic() - start < wall_limit_s:
+        rclpy.spin_once(node, timeout_sec=0.05)
+
+def finish(**extra):
+    with open(OUT, "w") as f:
+        json.dump({**seen, **extra}, f)
+'''
+
+GOAL_NODE = NODE_COMMON + '''
+from geometry_msgs.msg import Twist
+pub = node.create_publisher(Twist, "/cmd_vel", 10)
+GOAL = (0.0, 5.0)  # odom starts at the start pose in the map: 5 m straight ahead (north), beyond the wall
+STOP_M, CRUISE = 0.7, 0.4
+spin_until(lambda: state["odom"] is not None and state["front"] is not None and sim_now() > 0)
+reason, commands = None, []
+while reason is None:
+    rclpy.spin_once(node, timeout_sec=0.02)
+    x, y, yaw = state["odom"]
+    if math.hypot(GOAL[0] - x, GOAL[1] - y) < 0.2:
+        reason = "goal"
+    elif state["front"] < STOP_M:
+        reason = "wall"
+    elif sim_now() > 25:
+        reason = "time"
+    twist = Twist()
+    if reason is None:
+        heading = math.atan2(GOAL[1] - y, GOAL[0] - x) - yaw
+        twist.linear.x, twist.angular.z = CRUISE, 1.5 * math.atan2(math.sin(heading), math.cos(heading))
+    pub.publish(twist)
+    commands.append([sim_now(), twist.linear.x, twist.angular.z])
+stopped_at = sim_now()
+until = stopped_at + 1.0
+while sim_now() < until:  # hold the stop a while (the watchdog must not be what stops it)
+    pub.publish(Twist())
+    rclpy.spin_once(node, timeout_sec=0.05)
+finish(reason=reason, stopped_at=stopped_at, odom_at_stop=state["odom"], front_at_stop=state["front"],
+       commands=commands)
+'''
+
+BAD_NODE = NODE_COMMON + '''
+from geometry_msgs.msg import TwistStamped  # the bridge follows the publishers' type
+pub = node.create_publisher(TwistStamped, "/cmd_vel", 10)
+spin_until(lambda: state["odom"] is not None and sim_now() > 0)
+
+def drive(v, until):
+    while sim_now() < until:
+        msg = TwistStamped()
+        msg.twist.linear.x = v
+        pub.publish(msg)
+        for _ in range(4):
+            rclpy.spin_once(node, timeout_sec=0.01)
+
+start = sim_now()
+drive(0.3, start + 2.0)
+sent = {}
+for name, value in (("nan", math.nan), ("inf", math.inf), ("huge", 1e9)):
+    msg = TwistStamped()
+    msg.twist.linear.x = value
+    pub.publish(msg)
+    sent[name] = sim_now()
+    spin_until(lambda: sim_now() > sent[name] + 0.3)
+drive(0.3, sim_now() + 1.5)
+finish(sent=sent, died_at=sim_now())
+os._exit(0)  # dies at once, mid-drive: no stop is ever sent
+'''
+
+
+def _run(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str):
+    """The node started first (it waits for /clock), then ``hil trial --ros``; (node's JSON, the trial's log,
+    the trial's stderr)."""
+    node_file, seen_file, out = tmp_path / "node.py", tmp_path / "seen.json", tmp_path / "trial"
+    node_file.write_text(textwrap.dedent(node_source), encoding="utf-8")
+    node_log = open(tmp_path / "node.log", "w")
+    node = subprocess.Popen([ros_python, str(node_file), str(seen_file)], env=env, stdout=node_log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        trial = subprocess.run([*hil_command(), "trial", "--ros", "--map", "lab", "--out", str(out), "--quiet",
+                                *trial_args], env=env, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S)
+        node.wait(timeout=30)
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.wait()
+        node_log.close()
+    assert trial.returncode == 0, trial.stdout + trial.stderr
+    assert seen_file.exists(), (tmp_path / "node.log").read_text() + trial.stderr
+    return json.loads(seen_file.read_text()), read_log(out / "trial.mcap"), trial.stderr
+
+
+def test_ros_node_drives_to_the_goal_and_stops_before_the_wall(tmp_path, ros_env, ros_python):
+    """Facing the lab's north wall (3 m ahead) with the goal beyond it: the node drives on /odom toward the goal,
+    stops on /scan before the wall; the log shows the commanded speed, the stop, no collision, and every stamp
+    the node got is a time of the trial's /clock."""
+    # a watchdog of 2 trial seconds: on a busy machine the node may miss its 0.25 wall seconds at rtf 2 (the
+    # watchdog's own test below keeps the default)
+    seen, log, stderr = _run(tmp_path, ros_env, ros_python, GOAL_NODE, "--start", "0,0,1.5707963",
+                             "--duration", "14", "--ros-rtf", "2", "--ros-watchdog", "2")
+    assert seen["reason"] == "wall", seen
+    clock_ns = {round(m.t * 1e9) for m in log.messages["/clock"]}
+    for topic in ("odom", "scan"):
+        assert len(seen[topic]) > 50
+        assert set(seen[topic]) <= clock_ns, f"/{topic} stamps not in the log's /clock"
+    applied = [m for m in log.messages["/ros/cmd_vel"]]
+    assert any(m.data["v"] == pytest.approx(0.4) for m in applied)
+    assert applied[-1].data["v"] == 0.0 and applied[-1].data.get("why") is None  # the node's stop, no watchdog
+    assert "/ros/watchdog" not in log.messages
+    states = log.messages["/robot/state"]
+    started = applied[0].t  # the node's first command (DDS discovery takes a wall second or two)
+    cruising = [m.data["vx"] for m in states if started + 1.0 < m.t < seen["stopped_at"] - 0.3]
+    assert cruising and min(cruising) == pytest.approx(0.4, abs=0.05)  # moved as commanded
+    last = states[-1].data
+    assert 1.5 < last["y"] < 2.95 - 0.25, last  # moved toward the wall (north, y = 2.95 its face) and short of it
+    assert abs(last["x"]) < 0.3, last
+    assert abs(last["vx"]) < 0.02
+    assert not any(m.data.get("contacts") for m in log.messages["/robot/sensors"])
+    assert "refused" not in stderr
+
+
+def test_broken_twists_are_refused_and_a_dead_node_is_stopped_by_the_watchdog(tmp_path, ros_env, ros_python):
+    """TwistStamped at 0.3 m/s, then NaN, inf and 1e9 (each refused with one line, the base stopped), 0.3 m/s
+    again, then the node dies mid-drive: the watchdog stops the base, and the log says so."""
+    seen, log, stderr = _run(tmp_path, ros_env, ros_python, BAD_NODE, "--duration", "9", "--ros-rtf", "2")
+    refusals = [line for line in stderr.splitlines() if "refused" in line]
+    assert len(refusals) == 3, stderr
+    assert "v=nan" in refusals[0] and "v=inf" in refusals[1] and "v=1000000000.0" in refusals[2]
+    logged = log.messages["/trial/refused"]
+    assert [m.data["by"] for m in logged] == ["ros /cmd_vel"] * 3
+    applied = log.messages["/ros/cmd_vel"]
+    stop = next(m for m in applied if m.data.get("why") == "refused")
+    assert stop.data["v"] == 0.0 and stop.t == pytest.approx(logged[0].t)
+    assert any(m.t > stop.t and m.data["v"] == pytest.approx(0.3) for m in applied)  # it drove again after
+    watchdog = log.messages["/ros/watchdog"]
+    assert len(watchdog) == 1
+    assert watchdog[0].t >= seen["died_at"] - 0.1
+    assert watchdog[0].data["silent_s"] > 0.5 and watchdog[0].data["limit_s"] == 0.5
+    assert applied[-1].data == {"v": 0.0, "w": 0.0, "why": "watchdog"}
+    late = [m.data["vx"] for m in log.messages["/robot/state"] if m.t > watchdog[0].t + 0.5]
+    assert late and max(abs(v) for v in late) < 0.02  # stopped, and stayed stopped
+    assert "no /cmd_vel for" in stderr
+
+
+def test_cmd_vel_schema_bounds_match_the_link():
+    """1e9 is beyond the bounds; 100 m/s is the bound itself (a number, not a command any base takes: the
+    driver then scales it to the wheels)."""
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"v": 1e9, "w": 0.0}, link_mod.CmdVel)
+    assert msgspec.convert({"v": 100.0, "w": 0.0}, link_mod.CmdVel).v == 100.0
+
+
+def test_publishing_never_changes_the_trial(tmp_path):
+    """A Python controller's trial with the link tapping it (what --ros adds) records the same robot, cycle for
+    cycle, as without: the link only reads."""
+    from hil.trial.run import Trial
+
+    def logged(folder: Path, link: RosLink | None) -> list:
+        served = {"taps": link.taps, "hooks": link.hooks} if link is not None else {}
+        result = Trial("examples/wander_avoid.py", map="lab", duration=2, seed=3).run(folder, **served)
+        assert result.status == "ok", result.error
+        return [(m.t, m.data) for m in read_log(folder / "trial.mcap").messages["/robot/state"]]
+
+    link = RosLink()
+    sub = zmq.Context.instance().socket(zmq.SUB)  # a subscriber, so the link's messages really go out
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.connect(link.state_endpoint)
+    try:
+        with_link = logged(tmp_path / "with", link)
+    finally:
+        link.close()
+        sub.close()
+    assert link.seq == len(with_link) > 30  # it published every cycle
+    assert with_link == logged(tmp_path / "without", None)

@@ -1,0 +1,110 @@
+"""``hil trial --ros`` (a trial on the ROS 2 graph) and ``hil ros`` (which Python the bridge runs in; a bridge to
+a link already open)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from .drive import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
+
+ROS_DESCRIPTION = """\
+The ROS 2 bridge: a trial's robot on the ROS 2 graph (/clock, /odom, /scan, /joint_states, /tf where tf2_msgs
+imports; /cmd_vel drives the base). Run a trial with it:
+
+  hil trial --ros --map lab --goal 3,0 --duration 60      # no Python controller: ROS nodes drive (/cmd_vel)
+  hil trial my_controller.py --ros                         # a Python controller's trial, watched from ROS
+
+Without options, says which Python the bridge would run in (where rclpy imports), or what to install or source.
+With --state and --commands, bridges a trial's link that another process opened."""
+
+
+def add_ros_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("ROS 2 (docs/ROS.md)")
+    group.add_argument("--ros", action="store_true",
+                       help="bridge the trial to ROS 2 (a bridge process in ROS's Python); with no controller "
+                            "given, /cmd_vel drives the base")
+    group.add_argument("--ros-rtf", type=float, default=DEFAULT_RTF, metavar="X",
+                       help=f"with no controller: trial seconds per wall second (default {DEFAULT_RTF:g})")
+    group.add_argument("--ros-watchdog", type=float, default=DEFAULT_WATCHDOG_S, metavar="S",
+                       help=f"stop the base after S trial seconds without /cmd_vel (default {DEFAULT_WATCHDOG_S:g})")
+    group.add_argument("--ros-hz", type=float, default=DEFAULT_HZ, metavar="HZ",
+                       help=f"with no controller: bus cycles (and /odom, /scan) per trial second (default "
+                            f"{DEFAULT_HZ:g})")
+    group.add_argument("--ros-python", metavar="PATH",
+                       help="the Python where rclpy imports (default: HIL_ROS_PYTHON, this one, .venv-ros of a "
+                            "checkout, python3 on PATH)")
+
+
+class RosSession:
+    """The link, the bridge process and, for a trial with no controller, the driver."""
+
+    def __init__(self, args: argparse.Namespace, err: Any = None):
+        from .drive import RosDrive
+        from .launch import BridgeProcess, find_ros_python
+        from .link import RosLink
+
+        python = find_ros_python(args.ros_python)  # before anything opens: RosUnavailable says what to do
+        self.link = RosLink(err=err)
+        self.drive = RosDrive(self.link, hz=args.ros_hz, rtf=args.ros_rtf, watchdog_s=args.ros_watchdog)
+        try:
+            self.bridge = BridgeProcess(python, self.link.state_endpoint, self.link.command_endpoint, err=err)
+            self.bridge.wait_ready()
+        except BaseException:
+            self.link.close()
+            raise
+        print(f"ros: bridge up ({python}); link state {self.link.state_endpoint}, commands "
+              f"{self.link.command_endpoint}; ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}", flush=True)
+
+    @property
+    def taps(self) -> tuple:
+        return self.link.taps
+
+    @property
+    def hooks(self) -> tuple:
+        return self.link.hooks
+
+    def close(self) -> None:
+        try:
+            self.link.close()
+        finally:
+            self.bridge.stop()
+
+
+def open_ros(args: argparse.Namespace | None) -> RosSession | None:
+    """The session ``--ros`` asks for, started; None when not asked."""
+    if args is None or not getattr(args, "ros", False):
+        return None
+    return RosSession(args)
+
+
+def register(sub) -> None:
+    ros = sub.add_parser("ros", help="the ROS 2 bridge: which Python it runs in, or bridge an open link",
+                         description=ROS_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ros.add_argument("--state", metavar="ENDPOINT", help="a trial link's state endpoint (tcp://127.0.0.1:PORT)")
+    ros.add_argument("--commands", metavar="ENDPOINT", help="the same link's command endpoint")
+    ros.add_argument("--ros-python", metavar="PATH", help="the Python where rclpy imports")
+    ros.set_defaults(func=cmd_ros)
+
+
+def cmd_ros(args: argparse.Namespace) -> int:
+    from .launch import BridgeProcess, RosUnavailable, find_ros_python
+
+    try:
+        python = find_ros_python(args.ros_python)
+    except RosUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if not (args.state and args.commands):
+        if args.state or args.commands:
+            print("hil ros: give both --state and --commands (a trial's link), or neither", file=sys.stderr)
+            return 2
+        print(f"hil ros: the bridge runs in {python} (rclpy imports there); start a trial with: hil trial --ros")
+        return 0
+    bridge = BridgeProcess(python, args.state, args.commands)
+    try:
+        return bridge.proc.wait() or 0
+    except KeyboardInterrupt:
+        bridge.stop()
+        return 130

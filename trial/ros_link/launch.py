@@ -1,0 +1,139 @@
+"""Find a Python where rclpy imports, and start the bridge process (ros_side/bridge_node.py) in it.
+
+The bridge runs in ROS's Python, not in the trial's (docs/ROS.md, "The ROS 2 bridge", says why). Which one, first
+found:
+
+1. ``--ros-python PATH`` or the environment's ``HIL_ROS_PYTHON``: used as given (checked);
+2. this Python, when rclpy is importable here (a venv where ``pip install 'hil[ros]'`` put hil and the wheels);
+3. ``.venv-ros/bin/python`` at the top of a source checkout (``make test`` builds it from the ``ros`` extra);
+4. ``python3`` on PATH, when rclpy imports there (a sourced ROS 2 install: /opt/ros/jazzy/setup.bash).
+
+A candidate counts when ``import rclpy, zmq, msgpack`` succeeds in it (one short subprocess each). None:
+:class:`RosUnavailable`, whose one line says what to install or source.
+
+The bridge is a child that dies with the trial (runtime/process.py spawn); discovery stays on this machine unless
+the environment says otherwise (``ROS_AUTOMATIC_DISCOVERY_RANGE`` defaults to LOCALHOST here), and
+``ROS_DOMAIN_ID`` is the environment's.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from hil.runtime.clock.base import WALL
+from hil.runtime.process import spawn
+
+BRIDGE_NODE = Path(__file__).resolve().parent / "ros_side" / "bridge_node.py"
+PYTHON_ENV = "HIL_ROS_PYTHON"
+CHECK = "import rclpy, zmq, msgpack; print(rclpy.__file__)"
+READY = "hil ros: bridge ready"
+READY_TIMEOUT_S = 60.0
+WHAT_TO_DO = ("source a ROS 2 install (source /opt/ros/jazzy/setup.bash, with python3-zmq and python3-msgpack) or "
+              "make a venv for it (python3 -m venv .venv-ros && .venv-ros/bin/pip install 'hil[ros]'), then give "
+              f"its python with --ros-python PATH or {PYTHON_ENV}")
+BOOTSTRAP_GUARD = "_ROS_WHEELS_BOOTSTRAP_COMPLETE"  # the ROS wheels' re-exec guard (their .pth file sets it)
+
+
+class RosUnavailable(RuntimeError):
+    """No Python with rclpy: the message is the one line to show."""
+
+
+def checkout_venv() -> Path:
+    """``.venv-ros/bin/python`` at the top of the source checkout this hil runs from."""
+    return Path(__file__).resolve().parents[2] / ".venv-ros" / "bin" / "python"
+
+
+def ros_env() -> dict[str, str]:
+    """The environment of a ROS process hil starts: discovery on localhost unless the user widened it; the
+    wheels' re-exec guard removed, so a venv of ROS wheels sets its own library path."""
+    env = dict(os.environ)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env.pop(BOOTSTRAP_GUARD, None)
+    return env
+
+
+def works(python: str | Path) -> str | None:
+    """None when rclpy, pyzmq and msgpack import in ``python``; else why not (one line)."""
+    try:
+        done = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, timeout=60,
+                              env=ros_env(), stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{python}: {exc}"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]
+        return f"{python}: {last}"
+    return None
+
+
+def find_ros_python(given: str | None = None) -> str:
+    """The Python the bridge runs in (see the module's docstring), or RosUnavailable."""
+    given = given or os.environ.get(PYTHON_ENV)
+    if given:
+        why = works(given)
+        if why is not None:
+            raise RosUnavailable(f"hil ros: {why}; {WHAT_TO_DO}")
+        return given
+    candidates: list[str] = []
+    if importlib.util.find_spec("rclpy") is not None:
+        candidates.append(sys.executable)
+    if checkout_venv().exists():
+        candidates.append(str(checkout_venv()))
+    system = shutil.which("python3")
+    if system:
+        candidates.append(system)
+    for python in candidates:
+        if works(python) is None:
+            return python
+    raise RosUnavailable(f"hil ros: no Python here imports rclpy: {WHAT_TO_DO}")
+
+
+class BridgeProcess:
+    """The bridge node started in ``python`` against a link's two endpoints; its output goes to ``err`` line by
+    line, prefixed. :meth:`wait_ready` blocks until it said it is up (or died); :meth:`stop` ends it."""
+
+    def __init__(self, python: str, state: str, commands: str, *, err: Any = None, extra: list[str] | None = None):
+        self.err = err if err is not None else sys.stderr
+        command = [python, str(BRIDGE_NODE), "--state", state, "--commands", commands, *(extra or [])]
+        self.proc = spawn(command, env=ros_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, bufsize=1)
+        self.ready = threading.Event()
+        self._pump = threading.Thread(target=self._forward, name="hil-ros-bridge-output", daemon=True)
+        self._pump.start()
+
+    def _forward(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith(READY):
+                self.ready.set()
+                continue
+            print(f"[ros bridge] {line.rstrip()}", file=self.err, flush=True)
+        self.ready.set()  # it ended: nobody waits for it any more
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Return once the bridge is up; RosUnavailable if it ended (or said nothing for ``timeout_s``)."""
+        start = WALL()
+        while not self.ready.wait(0.1):
+            if WALL() - start > timeout_s:
+                self.stop()
+                raise RosUnavailable(f"hil ros: the bridge did not start within {timeout_s:g} s")
+        if self.proc.poll() is not None:
+            self._pump.join(timeout=1.0)
+            raise RosUnavailable(f"hil ros: the bridge ended at start (exit status {self.proc.returncode}); its "
+                                 "output is above")
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout_s``; its exit status."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._pump.join(timeout=1.0)
+        return self.proc.returncode

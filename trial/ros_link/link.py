@@ -1,0 +1,192 @@
+"""The trial's end of the ROS 2 bridge: the robot's state out after every bus cycle, commands in, checked.
+
+:class:`RosLink` is handed to ``Trial.run`` as a recorder tap (it learns each cycle's trial time from the log's
+``/clock``, so what ROS is told is stamped with the times the log has) and an after-cycle hook (``hooks``), as the
+live Foxglove server is: it reads the robot and never changes it, so a trial that publishes to ROS runs exactly as
+one that does not. Two ZeroMQ sockets bound on loopback (random ports unless given):
+
+- **state** (PUB): one ``ros_state`` envelope (hil/bridge/envelope.py) per bus cycle: ``t`` (trial time, s),
+  ``odom`` [x, y, yaw] and ``twist`` [v, w] from the base's odometry, ``ring`` (ranges in m or None, the cause of
+  each failed reading, the sensors' angles, min and max range) and ``joints`` (blueprint names, positions,
+  velocities); ``ros_bye`` when the trial ends. A bridge that is slow or absent costs the trial nothing (PUB drops).
+- **commands** (PULL): ``ros_cmd_vel`` envelopes ``{v, w}`` as the bridge got them from ``/cmd_vel``.
+  :meth:`take_command` drains them without waiting and checks each with msgspec (finite, within
+  :data:`MAX_SPEED_M_S` and :data:`MAX_TURN_RAD_S`): a refused one is one line on ``err`` and a ``/trial/refused``
+  message in the log, and is returned as :data:`REFUSED` so the driver stops the base. Garbage on the socket is
+  refused the same way; nothing a peer sends raises into the trial.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import msgspec
+import zmq
+from msgspec import Meta, Struct
+
+from hil.bridge.envelope import EnvelopeError, pack, unpack
+
+from ..record.live_tap import LiveTap
+
+STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"  # ros_side/bridge_node.py has the same names
+MAX_SPEED_M_S = 100.0  # |linear.x| above this is no command but a broken number (1e9): refused
+MAX_TURN_RAD_S = 100.0  # |angular.z| likewise
+REFUSED_BY = "ros /cmd_vel"
+
+
+class CmdVel(Struct, frozen=True):
+    """What the bridge forwards of a Twist: linear.x (m/s) and angular.z (rad/s). Meta's bounds refuse NaN too."""
+
+    v: Annotated[float, Meta(ge=-MAX_SPEED_M_S, le=MAX_SPEED_M_S)]
+    w: Annotated[float, Meta(ge=-MAX_TURN_RAD_S, le=MAX_TURN_RAD_S)]
+
+
+REFUSED = CmdVel(0.0, 0.0)  # returned (by identity) for a refused command: the base stops
+_DECODE = msgspec.convert
+
+
+class RosLink(LiveTap):
+    """The sockets and the per-cycle state. ``Trial.run(out, taps=link.taps, hooks=link.hooks)``; ``close()``."""
+
+    def __init__(self, host: str = "127.0.0.1", state_port: int = 0, command_port: int = 0, *,
+                 err: Any = None):
+        self.err = err if err is not None else sys.stderr
+        self.context = zmq.Context()
+        self.pub = self.context.socket(zmq.PUB)
+        self.pub.setsockopt(zmq.LINGER, 0)
+        self.pub.setsockopt(zmq.SNDHWM, 100)  # ~2 s of cycles at 50 Hz for a bridge that lags; then dropped
+        self.pull = self.context.socket(zmq.PULL)
+        self.pull.setsockopt(zmq.LINGER, 0)
+        self.pull.setsockopt(zmq.RCVHWM, 1000)
+        try:
+            self.state_endpoint = _bind(self.pub, host, state_port)
+            self.command_endpoint = _bind(self.pull, host, command_port)
+        except BaseException:
+            self.context.destroy(linger=0)
+            raise
+        self.rec: Any = None
+        self.now_s: float | None = None  # the trial time of the log's last /clock (None: not recording)
+        self._t0: float | None = None
+        self.seq = 0
+        self.received = 0
+        self.refused = 0
+        self._layout: dict[str, Any] | None = None
+        self._parts: tuple[Any, Any] | None = None  # (base or None, ring or None), found at the first cycle
+
+    # --- as a recorder tap and a hook (LiveTap: taps, hooks, bind, write) ------------------------------------
+    def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
+        if topic == "/clock":
+            self.now_s = t_s
+
+    def trial_time(self, robot: Any) -> float:
+        """The time the log gives this cycle; without a log, the robot's clock since the first cycle seen."""
+        if self.now_s is not None:
+            return self.now_s
+        if self._t0 is None:
+            self._t0 = robot.clock.now()
+        return max(0.0, robot.clock.now() - self._t0)
+
+    def after_cycle(self, robot: Any) -> None:
+        """Publish the cycle's state (never waits: PUB drops what a slow subscriber cannot take)."""
+        self.seq += 1
+        try:
+            self.pub.send(pack(STATE, self.state(robot), self.seq, self.trial_time(robot)), zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+
+    def state(self, robot: Any) -> dict[str, Any]:
+        """The ``ros_state`` payload of the cycle that just ran."""
+        out: dict[str, Any] = {"t": self.trial_time(robot), "odom": None, "twist": None, "ring": None}
+        if self._parts is None:
+            self._parts = _parts_of(robot)
+        base, ring = self._parts
+        if base is not None:
+            out["odom"], out["twist"] = list(base.odometry), list(base.velocity)
+        if ring is not None:
+            out["ring"] = {"ranges": ring.ranges, "causes": ring.causes, **self._ring_layout(ring)}
+        joints = robot.joints
+        out["joints"] = {"name": list(joints.keys()), "position": [j.position for j in joints.values()],
+                         "velocity": [j.velocity for j in joints.values()]}
+        return out
+
+    def _ring_layout(self, ring: Any) -> dict[str, Any]:
+        if self._layout is None:
+            self._layout = {"angles": list(ring.angles), "min": ring.min_range, "max": ring.max_range}
+        return self._layout
+
+    # --- commands ----------------------------------------------------------------------------------------------
+    def take_command(self, t_s: float) -> CmdVel | None:
+        """The newest command that came since the last call (None: none came; :data:`REFUSED`: the newest was
+        refused, or one before it was: a refused command is never overtaken silently within a cycle)."""
+        newest: CmdVel | None = None
+        refused = False
+        while True:
+            try:
+                data = self.pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            self.received += 1
+            command = self._check(data, t_s)
+            if command is None:
+                refused = True
+            else:
+                newest, refused = command, False
+        return REFUSED if refused else newest
+
+    def _check(self, data: bytes, t_s: float) -> CmdVel | None:
+        try:
+            return _DECODE(unpack(data, (CMD_VEL,)).payload, CmdVel)
+        except (EnvelopeError, msgspec.ValidationError) as exc:
+            self.refused += 1
+            self._refuse(_shown(data), str(exc), t_s)
+            return None
+
+    def _refuse(self, request: str, error: str, t_s: float) -> None:
+        print(f"hil ros: t={t_s:.3f} s: /cmd_vel {request} refused ({error}); the base stops", file=self.err,
+              flush=True)
+        self.write("/trial/refused", t_s, {"request": f"/cmd_vel {request}", "error": error, "by": REFUSED_BY})
+
+    def close(self) -> None:
+        """Tell the bridge the trial ended (given 0.2 s to leave), then close the sockets."""
+        try:
+            self.pub.setsockopt(zmq.LINGER, 200)
+            self.pub.send(pack(BYE, {}, self.seq + 1), zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+        self.pull.close(linger=0)
+        self.pub.close()
+        self.context.term()
+
+
+def _parts_of(robot: Any) -> tuple[Any, Any]:
+    """The robot's base (None without a drivable one) and the ring the log records (the first range ring)."""
+    from hil.runtime.robot.base import BaseGeometryError
+    from hil.runtime.robot.sensors import RangeRing
+
+    try:
+        base = robot.base
+    except BaseGeometryError:
+        base = None
+    ring = robot.sensors.get("ring")
+    if not isinstance(ring, RangeRing):
+        ring = next((s for s in robot.sensors.values() if isinstance(s, RangeRing)), None)
+    return base, ring
+
+
+def _bind(socket: Any, host: str, port: int) -> str:
+    if port:
+        socket.bind(f"tcp://{host}:{port}")
+        return f"tcp://{host}:{port}"
+    chosen = socket.bind_to_random_port(f"tcp://{host}")
+    return f"tcp://{host}:{chosen}"
+
+
+def _shown(data: bytes) -> str:
+    """A refused command as a person reads it: ``v=nan w=0`` when the envelope decodes, else its size."""
+    try:
+        payload = unpack(data, (CMD_VEL,)).payload
+        if isinstance(payload, dict):
+            return " ".join(f"{k}={payload[k]!r}" for k in ("v", "w") if k in payload) or repr(payload)[:80]
+        return repr(payload)[:80]
+    except EnvelopeError:
+        return f"({len(data)} bytes, not a command)"

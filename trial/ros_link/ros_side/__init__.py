@@ -1,0 +1,1 @@
+"""The bridge process, run by path with ROS's Python (bridge_node.py): nothing here imports hil."""

@@ -1,0 +1,324 @@
+"""hil's ROS 2 bridge node: a running trial's robot on the ROS 2 graph, in a process of ROS's own Python.
+
+Run by ``hil trial --ros`` (trial/ros_link/launch.py) with the Python where rclpy imports -- a sourced ROS 2
+install or a venv of the registry's ROS wheels -- so this file imports nothing of hil: only rclpy, the message
+packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on loopback (trial/ros_link/link.py):
+
+- **state** (SUB, the trial's PUB): one envelope per bus cycle with the trial time, the odometry, the ring and
+  the joints. Published as ``/clock`` (rosgraph_msgs/Clock), ``/odom`` (nav_msgs/Odometry, odom -> base_link),
+  ``/tf`` (odom -> base_link; only where tf2_msgs imports), ``/scan`` (sensor_msgs/LaserScan: REP-117, +inf for
+  no return, NaN for an invalid reading) and ``/joint_states`` (the blueprint's names), every header stamped
+  with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock.
+- **commands** (PUSH, the trial's PULL): every ``/cmd_vel`` (geometry_msgs/Twist, or TwistStamped when the
+  publishers on the topic use that type) forwarded as it came, NaN and all: the trial checks it, applies it within
+  the wheels' limits and keeps the watchdog (trial/ros_link/drive.py), so what reaches the robot is decided and
+  recorded in one place.
+
+QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/clock``, ``/odom``, ``/tf`` and
+``/joint_states`` reliable, depth 10 (a best-effort publisher would match no reliable subscriber: tf2's listener
+and Nav2 take these reliably; a reliable publisher also serves best-effort subscribers); ``/cmd_vel`` reliable.
+
+Without rclpy (or pyzmq, msgpack) it prints one line saying what to install or source and exits with status 3.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+import threading
+
+ENVELOPE_VERSION = 2  # hil.bridge.envelope.VERSION: the envelope {v, type, seq, t, payload} of every hil socket
+STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"
+TWIST = "geometry_msgs/msg/Twist"
+TWIST_STAMPED = "geometry_msgs/msg/TwistStamped"
+NO_RCLPY = 3  # exit status: rclpy (or pyzmq, msgpack) does not import in this Python
+NO_RETURN_CAUSES = ("no_hit", "unknown")  # the ring said "no target": +inf by REP-117 (other causes: NaN)
+
+
+# --- conversions, plain Python (tests/test_ros_bridge.py checks them without ROS) ------------------------------
+def scan_layout(angles: list[float]) -> tuple[float, float, list[int]]:
+    """(angle_min, increment, bin of each sensor) of a LaserScan holding a ring whose sensors point at ``angles``
+    (rad, base frame): the directions wrapped to [-pi, pi) and sorted; the increment is the smallest gap between
+    two of them, so a ring with uneven gaps gets empty bins (NaN: no sensor looks there)."""
+    wrapped = [math.atan2(math.sin(a), math.cos(a)) for a in angles]
+    order = sorted(range(len(wrapped)), key=lambda k: wrapped[k])
+    if len(order) < 2:
+        return (wrapped[0] if wrapped else 0.0), 0.0, [0] * len(wrapped)
+    gaps = [wrapped[order[k + 1]] - wrapped[order[k]] for k in range(len(order) - 1)]
+    step = min(g for g in gaps if g > 1e-9) if any(g > 1e-9 for g in gaps) else 0.0
+    first = wrapped[order[0]]
+    bins = [round((w - first) / step) if step else 0 for w in wrapped]
+    return first, step, bins
+
+
+def scan_ranges(ranges: list, causes: list, bins: list[int]) -> list[float]:
+    """The LaserScan's ranges (REP-117): a reading in metres as it is; no return (``no_hit``, or a part without
+    per-cause codes that said "no target") +inf; any other failed reading (out of range, angle, noise) NaN; a
+    bin no sensor fills NaN."""
+    out = [math.nan] * (max(bins) + 1 if bins else 0)
+    for value, cause, slot in zip(ranges, causes, bins):
+        if value is not None:
+            out[slot] = float(value)
+        elif cause in NO_RETURN_CAUSES:
+            out[slot] = math.inf
+    return out
+
+
+def twist_values(msg) -> tuple[float, float]:
+    """(v, w) of a Twist or a TwistStamped: linear.x and angular.z, as they came (the trial checks them)."""
+    twist = getattr(msg, "twist", msg)
+    return float(twist.linear.x), float(twist.angular.z)
+
+
+def stamp_of(t_s: float) -> tuple[int, int]:
+    """(sec, nanosec) of a trial time in seconds."""
+    ns = max(0, round(t_s * 1e9))
+    return ns // 1_000_000_000, ns % 1_000_000_000
+
+
+# --- the node ---------------------------------------------------------------------------------------------------
+def _imports():
+    """The ROS side's modules, or SystemExit(NO_RCLPY) with one line saying what is missing."""
+    try:
+        import msgpack
+        import zmq
+    except ImportError as exc:
+        print(f"hil ros: this Python ({sys.executable}) lacks {exc.name}: pip install pyzmq msgpack (or apt install "
+              "python3-zmq python3-msgpack beside a sourced ROS 2)", file=sys.stderr, flush=True)
+        raise SystemExit(NO_RCLPY) from None
+    try:
+        import rclpy  # noqa: F401
+        from geometry_msgs.msg import Twist  # noqa: F401
+        from nav_msgs.msg import Odometry  # noqa: F401
+        from rosgraph_msgs.msg import Clock  # noqa: F401
+        from sensor_msgs.msg import JointState, LaserScan  # noqa: F401
+    except ImportError as exc:
+        print(f"hil ros: rclpy or a message package does not import in {sys.executable} ({exc}): source a ROS 2 "
+              "install (source /opt/ros/jazzy/setup.bash) or pip install 'hil[ros]' into a venv and give its python",
+              file=sys.stderr, flush=True)
+        raise SystemExit(NO_RCLPY) from None
+    return zmq, msgpack
+
+
+class Bridge:
+    """The node and its two sockets. ``run()`` until the trial says bye, the process is told to stop, or the
+    trial's state stops for ``--quiet-limit`` seconds of wall time."""
+
+    def __init__(self, args: argparse.Namespace):
+        zmq, msgpack = _imports()
+        import rclpy
+        from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+        self.msgpack = msgpack
+        self.args = args
+        rclpy.init(args=None)
+        self.rclpy = rclpy
+        self.node = rclpy.create_node(args.node_name)
+        self.log = self.node.get_logger()
+        from nav_msgs.msg import Odometry
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import JointState, LaserScan
+
+        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.clock_pub = self.node.create_publisher(Clock, "/clock", reliable)
+        self.odom_pub = self.node.create_publisher(Odometry, "/odom", reliable)
+        self.scan_pub = self.node.create_publisher(LaserScan, "/scan", qos_profile_sensor_data)
+        self.joints_pub = self.node.create_publisher(JointState, "/joint_states", reliable)
+        self.tf_pub = self._tf_publisher(reliable)
+        self.command_qos = reliable
+        self.cmd_type: str | None = None
+        self.cmd_sub = None
+        self._subscribe_cmd_vel(TWIST_STAMPED if args.cmd_vel_stamped else TWIST)
+        self.node.create_timer(0.5, self._follow_cmd_vel_type)  # Nav2 sends either type: take the publishers'
+        self.context = zmq.Context()
+        self.state = self.context.socket(zmq.SUB)
+        self.state.setsockopt(zmq.LINGER, 0)
+        self.state.setsockopt(zmq.SUBSCRIBE, b"")
+        self.state.connect(args.state)
+        self.commands = self.context.socket(zmq.PUSH)
+        self.commands.setsockopt(zmq.LINGER, 0)
+        self.commands.setsockopt(zmq.SNDHWM, 1000)
+        self.commands.connect(args.commands)
+        self.zmq = zmq
+        self._command_lock = threading.Lock()  # the executor's callbacks may run on several threads
+        self.seq = 0
+        self.done = threading.Event()
+        self.layout: tuple | None = None
+
+    def _tf_publisher(self, qos):
+        """/tf where tf2_msgs imports (a sourced ROS install has it; the registry's wheels do not): None else."""
+        try:
+            from tf2_msgs.msg import TFMessage
+        except ImportError:
+            self.log.warning("tf2_msgs does not import here: /tf is not published (odom -> base_link is still in "
+                             "/odom's header and child_frame_id)")
+            return None
+        return self.node.create_publisher(TFMessage, "/tf", qos)
+
+    # --- commands: ROS -> trial ---------------------------------------------------------------------------------
+    def _subscribe_cmd_vel(self, type_name: str) -> None:
+        from geometry_msgs.msg import Twist, TwistStamped
+
+        if self.cmd_sub is not None:
+            self.node.destroy_subscription(self.cmd_sub)
+        kind = TwistStamped if type_name == TWIST_STAMPED else Twist
+        self.cmd_sub = self.node.create_subscription(kind, "/cmd_vel", self._on_cmd_vel, self.command_qos)
+        self.cmd_type = type_name
+
+    def _follow_cmd_vel_type(self) -> None:
+        """Subscribe /cmd_vel with the type its publishers use (one topic has one type in DDS)."""
+        types = {info.topic_type for info in self.node.get_publishers_info_by_topic("/cmd_vel")}
+        wanted = next((t for t in (TWIST, TWIST_STAMPED) if t in types), None)
+        if wanted is not None and wanted != self.cmd_type and len(types & {TWIST, TWIST_STAMPED}) == 1:
+            self.log.info(f"/cmd_vel: its publishers send {wanted}; subscribing with that type")
+            self._subscribe_cmd_vel(wanted)
+
+    def _on_cmd_vel(self, msg) -> None:
+        v, w = twist_values(msg)
+        with self._command_lock:
+            self.seq += 1
+            data = self.msgpack.packb({"v": ENVELOPE_VERSION, "type": CMD_VEL, "seq": self.seq, "t": 0.0,
+                                       "payload": {"v": v, "w": w}}, use_bin_type=True)
+            try:
+                self.commands.send(data, self.zmq.NOBLOCK)
+            except self.zmq.Again:  # the trial is not taking commands (gone, or far behind): drop, never block
+                pass
+
+    # --- state: trial -> ROS ------------------------------------------------------------------------------------
+    def pump_state(self) -> None:
+        """Receive the trial's state and publish it until bye (its own thread: the executor spins the other)."""
+        poller = self.zmq.Poller()
+        poller.register(self.state, self.zmq.POLLIN)
+        quiet_ms = 0.0
+        while not self.done.is_set():
+            if not poller.poll(100):
+                quiet_ms += 100
+                if self.args.quiet_limit > 0 and quiet_ms >= self.args.quiet_limit * 1000:
+                    self.log.warning(f"no state from the trial for {self.args.quiet_limit:g} s: stopping")
+                    break
+                continue
+            quiet_ms = 0.0
+            try:
+                doc = self.msgpack.unpackb(self.state.recv(), raw=False)
+                kind = doc["type"]
+                if doc.get("v") != ENVELOPE_VERSION:
+                    raise ValueError(f"envelope version {doc.get('v')!r}, this bridge speaks {ENVELOPE_VERSION}")
+            except Exception as exc:  # noqa: BLE001 - a bad message is logged and dropped
+                self.log.error(f"dropped a state message: {type(exc).__name__}: {exc}")
+                continue
+            if kind == BYE:
+                self.log.info("the trial ended")
+                break
+            if kind == STATE:
+                self.publish(doc["payload"])
+        self.done.set()
+
+    def publish(self, state: dict) -> None:
+        from builtin_interfaces.msg import Time
+        from rosgraph_msgs.msg import Clock
+
+        sec, nanosec = stamp_of(state["t"])
+        stamp = Time(sec=sec, nanosec=nanosec)
+        self.clock_pub.publish(Clock(clock=stamp))
+        if state.get("odom") is not None:
+            self._publish_odom(stamp, state["odom"], state["twist"])
+        if state.get("ring") is not None:
+            self._publish_scan(stamp, state["ring"])
+        joints = state.get("joints")
+        if joints:
+            from sensor_msgs.msg import JointState
+
+            msg = JointState(name=list(joints["name"]), position=[float(p) for p in joints["position"]],
+                             velocity=[float(v) for v in joints["velocity"]])
+            msg.header.stamp = stamp
+            self.joints_pub.publish(msg)
+
+    def _publish_odom(self, stamp, odom: list, twist: list) -> None:
+        from nav_msgs.msg import Odometry
+
+        x, y, yaw = (float(a) for a in odom)
+        msg = Odometry()
+        msg.header.stamp = stamp
+        msg.header.frame_id, msg.child_frame_id = self.args.odom_frame, self.args.base_frame
+        msg.pose.pose.position.x, msg.pose.pose.position.y = x, y
+        msg.pose.pose.orientation.z, msg.pose.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
+        msg.twist.twist.linear.x, msg.twist.twist.angular.z = float(twist[0]), float(twist[1])
+        self.odom_pub.publish(msg)
+        if self.tf_pub is not None:
+            from geometry_msgs.msg import TransformStamped
+            from tf2_msgs.msg import TFMessage
+
+            tf = TransformStamped()
+            tf.header = msg.header
+            tf.child_frame_id = msg.child_frame_id
+            tf.transform.translation.x, tf.transform.translation.y = x, y
+            tf.transform.rotation = msg.pose.pose.orientation
+            self.tf_pub.publish(TFMessage(transforms=[tf]))
+
+    def _publish_scan(self, stamp, ring: dict) -> None:
+        from sensor_msgs.msg import LaserScan
+
+        angles = ring["angles"]
+        if self.layout is None or self.layout[0] != angles:
+            self.layout = (angles, *scan_layout(angles))
+        _, first, step, bins = self.layout
+        ranges = scan_ranges(ring["ranges"], ring["causes"], bins)
+        msg = LaserScan(angle_min=first, angle_max=first + step * (len(ranges) - 1), angle_increment=step,
+                        time_increment=0.0, scan_time=float(ring.get("period", 0.0)),
+                        range_min=float(ring["min"]), range_max=float(ring["max"]), ranges=ranges)
+        msg.header.stamp = stamp
+        msg.header.frame_id = self.args.base_frame
+        self.scan_pub.publish(msg)
+
+    # --- running ------------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        from rclpy.executors import SingleThreadedExecutor
+
+        pump = threading.Thread(target=self.pump_state, name="hil-ros-state", daemon=True)
+        pump.start()
+        executor = SingleThreadedExecutor()
+        executor.add_node(self.node)
+        self.log.info(f"bridging {self.args.state} (state) and {self.args.commands} (commands)")
+        try:
+            while not self.done.is_set():
+                executor.spin_once(timeout_sec=0.1)
+        finally:
+            self.done.set()
+            pump.join(timeout=2.0)
+            executor.shutdown()
+            self.node.destroy_node()
+            self.state.close()
+            self.commands.close()
+            self.context.term()
+            if self.rclpy.ok():
+                self.rclpy.shutdown()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="hil-ros-bridge", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state", required=True, help="the trial's state PUB (tcp://127.0.0.1:PORT)")
+    parser.add_argument("--commands", required=True, help="the trial's command PULL (tcp://127.0.0.1:PORT)")
+    parser.add_argument("--node-name", default="hil_bridge")
+    parser.add_argument("--odom-frame", default="odom")
+    parser.add_argument("--base-frame", default="base_link")
+    parser.add_argument("--cmd-vel-stamped", action="store_true",
+                        help="subscribe /cmd_vel as TwistStamped from the start (default: Twist until the "
+                             "publishers on the topic are seen to use TwistStamped)")
+    parser.add_argument("--quiet-limit", type=float, default=0.0,
+                        help="stop when the trial sends nothing for this many wall seconds (0: never)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    bridge = Bridge(args)
+    signal.signal(signal.SIGTERM, lambda *_: bridge.done.set())
+    signal.signal(signal.SIGINT, lambda *_: bridge.done.set())
+    print("hil ros: bridge ready", flush=True)
+    bridge.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
