@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hil.runtime.process import spawn
+from hil.bridge.process import spawn
 from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def test_sigkill_of_hil_demo_leaves_no_crowd(tmp_path):
 def test_a_spawned_child_gets_sigterm_when_its_parent_is_killed():
     """Any child spawned through runtime.process, not just the crowd: a parent process (itself a child of the
     test) spawns a sleeper and is SIGKILLed; the sleeper goes too."""
-    parent = subprocess.Popen([sys.executable, "-c", "import sys, time; from hil.runtime.process import spawn; "
+    parent = subprocess.Popen([sys.executable, "-c", "import sys, time; from hil.bridge.process import spawn; "
                                "p = spawn(['sleep', '600']); print(p.pid, flush=True); time.sleep(600)"],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     sleeper = int(parent.stdout.readline())
