@@ -6,6 +6,7 @@ and is SIGKILLed; the child must go. The waits are hang guards, not timing check
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,21 +79,35 @@ def test_sigkill_of_hil_demo_leaves_no_crowd(tmp_path):
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_a_spawned_child_gets_sigterm_when_its_parent_is_killed():
-    """Any child spawned through runtime.process, not just the crowd: a parent process (itself a child of the
-    test) spawns a sleeper and is SIGKILLed; the sleeper goes too."""
-    parent = subprocess.Popen([sys.executable, "-c", "import sys, time; from hil.bridge.process import spawn; "
-                               "p = spawn(['sleep', '600']); print(p.pid, flush=True); time.sleep(600)"],
-                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    sleeper = int(parent.stdout.readline())
+@contextlib.contextmanager
+def _parent(code: str, *args: str):
+    """A parent process (a child of the test) running ``code``; yields it and a list for its children's pids, each
+    killed at the end if it is still there (as the parent is)."""
+    parent = subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    children: list[int] = []
     try:
+        yield parent, children
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_spawned_child_gets_sigterm_when_its_parent_is_killed():
+    """Any child spawned through bridge.process, not just the crowd: a parent process (itself a child of the
+    test) spawns a sleeper and is SIGKILLed; the sleeper goes too."""
+    code = ("import sys, time; from hil.bridge.process import spawn; "
+            "p = spawn(['sleep', '600']); print(p.pid, flush=True); time.sleep(600)")
+    with _parent(code) as (parent, children):
+        sleeper = int(parent.stdout.readline())
+        children.append(sleeper)
         assert _alive(sleeper)
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         _wait_for(lambda: not _alive(sleeper), f"the spawned child (pid {sleeper}) to end with its parent")
-    finally:
-        if _alive(sleeper):
-            os.kill(sleeper, signal.SIGKILL)
 
 
 def test_spawn_passes_the_parent_pid_for_the_childs_own_check():
@@ -139,28 +154,20 @@ KINDS = {"crowd": CROWD, "hil sim --pty": SIM_PTY, "sweep runner": SWEEP_RUNNER,
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_kind_of_child_dies_when_its_parent_is_sigkilled(kind, tmp_path, monkeypatch):
-    """The crowd of a trial, a served device, a sweep's trial process, a retried trial (the last two started from
-    a thread that ends at once): alive while the parent lives, gone once it is SIGKILLed. (A native program's:
-    tests/test_native_clock.py test_the_program_dies_with_hil.)"""
+    """The crowd of a trial, a served device, a sweep's trial process, a retried trial (the last two asked for by
+    a thread that ends once its child is ready): alive while the parent lives, gone once it is SIGKILLed. (A
+    native program's: tests/test_native_clock.py test_the_program_dies_with_hil.)"""
     monkeypatch.setenv("HIL_CROWD_POOL", "0")
     code = "import sys, threading, time\nfrom pathlib import Path\n" + KINDS[kind] + "time.sleep(600)\n"
-    parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
-                              text=True)
-    child = None
-    try:
+    with _parent(code, str(tmp_path)) as (parent, children):
         line = parent.stdout.readline()
         assert line.strip().isdigit(), f"the parent exited ({parent.wait()}) before saying its child's pid"
         child = int(line)
-        assert _alive(child) and (child, ) == tuple(pid for pid, _ in _children(parent.pid) if pid == child)
+        children.append(child)
+        assert _alive(child) and child in [pid for pid, _ in _children(parent.pid)]  # the program, exec'd in place
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         _wait_for(lambda: not _alive(child), f"the {kind} (pid {child}) to end with its parent")
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
-        if child is not None and _alive(child):
-            os.kill(child, signal.SIGKILL)
 
 
 # --- the forking thread ------------------------------------------------------------------------------------------
@@ -200,22 +207,15 @@ def test_a_child_started_from_a_thread_that_ended_lives_with_its_parent_and_dies
     thread that asked for the child has ended (forked there, the kernel would have sent it then), one once the
     parent process is SIGKILLed."""
     term = 1 << (signal.SIGTERM - 1)
-    parent = subprocess.Popen([sys.executable, "-c", SHORT_LIVED], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    child = None
-    try:
+    with _parent(SHORT_LIVED) as (parent, children):
         words = parent.stdout.readline().split()
         assert len(words) == 2 and words[1] == "ready", f"the child did not start ({words}, {parent.poll()})"
         child = int(words[0])
+        children.append(child)
         assert _alive(child) and not _pending(child) & term, "the thread's end sent the child its death signal"
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         _wait_for(lambda: _pending(child) & term, f"SIGTERM to be sent to the child (pid {child})")
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
-        if child is not None and _alive(child):
-            os.kill(child, signal.SIGKILL)
 
 
 # --- what the trampoline does for the program --------------------------------------------------------------------
