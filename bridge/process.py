@@ -62,7 +62,8 @@ def spawn(command: Sequence[str | os.PathLike], *, death_signal: int = signal.SI
     if refused:
         raise TypeError(f"spawn() does not take {', '.join(refused)}: the child runs its program through "
                         "the trampoline that ties it to this process")
-    env = dict(popen_kwargs.pop("env", None) or os.environ)
+    given = popen_kwargs.pop("env", None)
+    env = dict(os.environ if given is None else given)
     env[PARENT_ENV] = str(os.getpid())
     argv = [os.fspath(word) for word in command]
     if not argv:
