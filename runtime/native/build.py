@@ -17,6 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from hil.bridge.process import spawn
+
 from ..paths import user_path
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -83,9 +85,10 @@ def _compile(compiler: list[str], args: list[str], target: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     os.close(fd)
     try:
-        done = subprocess.run([*compiler, *args, "-o", tmp], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise NativeBuildError(_explain(compiler, args, done.stderr))
+        cc = spawn([*compiler, *args, "-o", tmp], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, errors = cc.communicate()
+        if cc.returncode != 0:
+            raise NativeBuildError(_explain(compiler, args, errors))
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
     finally:
