@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hil.bridge.process import spawn
+
 ROOT = Path(__file__).resolve().parent.parent  # where ``bench`` and the project import from
 
 
@@ -27,7 +29,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 class PtyProcess:
     def __init__(self, cmd: list[str]):
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+        self.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)  # dies with us
         self.path = self.proc.stdout.readline().strip()
         if not self.path:
             self.proc.kill()

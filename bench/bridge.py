@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 from bench._smoke import parse_with_smoke
+from hil.bridge.process import spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "tcp://127.0.0.1:*"
@@ -210,7 +211,7 @@ class Server:
         code = "import sys; from bench.bridge import server_main; sys.exit(server_main(sys.argv[1:]))"
         command = [sys.executable, "-c", code, kind, str(people), str(seed)]
         self.kind = kind
-        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
+        self.proc = spawn(command, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))  # dies with the bench
         line = self.proc.stdout.readline().split()
         if len(line) != 2 or line[0] != "ready":
             self.close()

@@ -199,7 +199,7 @@ def served_costs(frames: int) -> list[tuple[str, float, float]]:
     """(what, in process ms, served ms): frame() of a new period and of the same period, 320x240 RGB-D."""
     import subprocess
 
-    from hil.runtime.process import spawn
+    from hil.bridge.process import spawn
     from hil.runtime.robot import Robot
 
     def measure(robot) -> tuple[float, float]:

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from bench._smoke import parse_with_smoke
+from hil.bridge.process import spawn
 from bench._pty_process import ROOT, PtyProcess, hil_command, stop
 
 START = (-18.0, 0.0, 0.0)  # west hall, facing east down the middle passage
@@ -57,7 +58,7 @@ class CrowdProcess:
     def __init__(self, script: Path):
         cmd = [*hil_command(), "crowd", "--map", "arcade", "--seed", "0", "--start", "sat 14:00", "--script",
                str(script), "--generate", "--serve", "tcp://127.0.0.1:*", "--realtime"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+        self.proc = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)  # dies with the bench
         line = _first_line(self.proc, STARTUP_S).split()
         if len(line) != 2 or line[0] != "crowd":
             self.close()

@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 import zmq
 
 from hil.bridge.crowd_link import Person, intents_payload
 from hil.bridge.envelope import EnvelopeError, pack
+from hil.bridge.process import ParentWatch  # the crowd ends when the process that started it is gone
 from hil.bridge.realtime import Counters
 from hil.bridge.schema import CrowdReplayPayload, CrowdStatePayload, TickPayload, TypedDecoder, WorldPayload, convert
 
@@ -34,7 +34,6 @@ HEIGHT_BY_TYPE = {"child": 1.2}
 MAX_TICK_SPAN_S = 60.0  # how far one tick may move the crowd's time: 600 steps at 0.1 s; more is refused
 TICK_DECODER = TypedDecoder({"tick": TickPayload, "bye": Any, "crowd_state": CrowdStatePayload,
                              "crowd_replay": CrowdReplayPayload})  # the last two: a saved state (crowd/restore.py)
-PARENT_ENV = "HIL_PARENT_PID"  # set by runtime/process.py: the crowd ends when that process is gone
 
 
 def take_world_state(sim: CrowdSim, payload: Union[TickPayload, WorldPayload, dict]) -> None:
@@ -76,18 +75,6 @@ def apply_tick(sim: CrowdSim, payload: Union[TickPayload, dict],
         step()
     after = set(sim.agents.ids.tolist())
     return sorted(after - before), sorted(before - after)
-
-
-class ParentWatch:
-    """Notices that the process that started this one is gone (``HIL_PARENT_PID``, set by runtime/process.py):
-    the crowd then stops serving instead of living on as an orphan. A crowd started by hand has no such parent."""
-
-    def __init__(self) -> None:
-        value = os.environ.get(PARENT_ENV, "")
-        self.parent = int(value) if value.isdigit() else None
-
-    def gone(self) -> bool:
-        return self.parent is not None and os.getppid() != self.parent
 
 
 def intents(sim: CrowdSim) -> list[Person]:

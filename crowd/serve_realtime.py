@@ -22,9 +22,10 @@ from hil.bridge.crowd_link import intents_payload
 from hil.bridge.realtime import RealtimeCrowdServer
 
 from hil.bridge.envelope import EnvelopeError
+from hil.bridge.process import ParentWatch
 from hil.bridge.schema import WorldPayload, convert
 
-from .serve import ParentWatch, activities, intents, take_world_state
+from .serve import activities, intents, take_world_state
 from .sim import CrowdSim
 
 if TYPE_CHECKING:

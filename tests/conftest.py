@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from hil.bridge.process import spawn
 from hil.runtime.bus import BusHost
 from hil.runtime.transports import open_transport
 
@@ -54,8 +55,8 @@ class SimProcess:
 
     def __init__(self, *args: str, assembly: str = ASSEMBLY):
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([*hil_command(), "sim", assembly, *args], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=self._stderr)
+        self.proc = spawn([*hil_command(), "sim", assembly, *args], stdin=subprocess.DEVNULL,  # dies with us
+                          stdout=subprocess.PIPE, stderr=self._stderr)
         self._buf = b""
         try:
             self.where = self._first_line(STARTUP_TIMEOUT_S)

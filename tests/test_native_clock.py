@@ -23,6 +23,7 @@ import yaml
 from waiting import needs
 
 from hil.bridge.lockstep import ClockServer, LocalParticipant, LockstepCore
+from hil.bridge.process import spawn
 from hil.runtime.clock import open_clock
 from hil.runtime.clock.sim import LockstepClock
 from hil.runtime.native import protocol as proto
@@ -50,7 +51,7 @@ def _compiler(names: tuple[str, ...] = ("gcc", "cc")) -> str:
 
 @pytest.fixture(scope="session")
 def native_tools(tmp_path_factory):
-    """The shim and exec helper built from the package's sources into a fresh cache (as on first use)."""
+    """The shim built from the package's sources into a fresh cache (as on first use)."""
     _compiler()
     saved = os.environ.get("HIL_NATIVE_CACHE")
     os.environ["HIL_NATIVE_CACHE"] = str(tmp_path_factory.mktemp("native-cache"))
@@ -242,9 +243,8 @@ def test_the_shim_exits_naming_the_relay_when_its_socket_closes(native_tools, pr
     """The relay (hil) goes away between two sleeps: the next time call says so and exits, it does not hang."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     env = {**os.environ, "HIL_CLOCK_FD": str(theirs.fileno()), "HIL_CLOCK_ENDPOINT": "the test's relay"}
-    process = subprocess.Popen([str(native_tools.exec_helper), str(os.getpid()), str(native_tools.shim),
-                                str(programs["life"]), "ticks", "0"], env=env, pass_fds=(theirs.fileno(),),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = spawn([programs["life"], "ticks", "0"], preload=native_tools.shim, pid_env="HIL_CLOCK_PID", env=env,
+                    pass_fds=(theirs.fileno(),), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     theirs.close()
     try:
         ours.settimeout(WAIT_S)

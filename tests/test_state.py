@@ -220,7 +220,7 @@ def test_the_crowd_refuses_a_bad_replay_and_goes_on(tmp_path):
     from hil.bridge.crowd_link import CrowdClient, CrowdLinkError
     from hil.bridge.crowd_state import crowd_state, replay
     from hil.bridge.envelope import pack, unpack
-    from hil.runtime.process import spawn
+    from hil.bridge.process import spawn
 
     proc = spawn([sys.executable, "-m", "hil", "crowd", "--map", "arcade", "--serve", "tcp://127.0.0.1:*",
                   "--seed", "3"], stdout=subprocess.PIPE, text=True)

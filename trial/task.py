@@ -164,7 +164,7 @@ class CrowdProcess:
                  command: list[str] | None = None):
         self.command = command if command is not None else crowd_command(spec, task, realtime=realtime)
         self.reusable = _poolable(self.command)
-        from hil.runtime.process import spawn  # dies with us, even on SIGKILL
+        from hil.bridge.process import spawn  # dies with us, even on SIGKILL
 
         self.proc = spawn(self.command + (["--again"] if self.reusable else []), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, stdin=subprocess.PIPE if self.reusable else subprocess.DEVNULL,

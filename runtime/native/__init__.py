@@ -1,7 +1,6 @@
 """Unmodified native programs on the simulator's clock (reference 001's LD_PRELOAD of gettimeofday/usleep).
 
-``hiltime.c`` is the time shim (package data, built on first use by :mod:`.build`), ``hilexec.c`` the exec helper
-that ties the program's life to hil's; :mod:`.relay` is the program's participant on the lockstep clock,
+``hiltime.c`` is the time shim (package data, built on first use by :mod:`.build`); :mod:`.relay` is the program's participant on the lockstep clock,
 :mod:`.launch` starts and watches the program, :mod:`.session` gives it the profile's buses and clock, and
 :mod:`.cli` is ``hil run --native``.
 """

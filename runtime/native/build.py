@@ -1,11 +1,10 @@
-"""Build the time shim and the exec helper from the C sources shipped in this package, once per user and source.
+"""Build the time shim from the C source shipped in this package, once per user and source.
 
-``ensure_built()`` compiles ``hiltime.c`` (a shared library for LD_PRELOAD) and ``hilexec.c`` (the launcher that
-ties the program's life to hil's) with the system C compiler into a per-user cache directory named after the hash
-of the sources and flags (``$HIL_NATIVE_CACHE``, else ``$XDG_CACHE_HOME/hil/native``, else
-``~/.cache/hil/native``), and returns their paths; later calls find them there. Built on first use rather than at
-install so a wheel stays pure Python and the library always matches the machine's libc. What is missing (no
-compiler, no C headers) is named in the error.
+``ensure_built()`` compiles ``hiltime.c`` (a shared library for LD_PRELOAD) with the system C compiler into a
+per-user cache directory named after the hash of the source and flags (``$HIL_NATIVE_CACHE``, else
+``$XDG_CACHE_HOME/hil/native``, else ``~/.cache/hil/native``), and returns its path; later calls find it there.
+Built on first use rather than at install so a wheel stays pure Python and the library always matches the
+machine's libc. What is missing (no compiler, no C headers) is named in the error.
 """
 from __future__ import annotations
 
@@ -18,14 +17,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from hil.bridge.process import spawn
+
 from ..paths import user_path
 
 SOURCE_DIR = Path(__file__).resolve().parent
 SHIM_SOURCE = "hiltime.c"
-EXEC_SOURCE = "hilexec.c"
 SHIM_FLAGS = ("-O2", "-fPIC", "-shared", "-pthread", "-Wall")
 SHIM_LIBS = ("-ldl",)
-EXEC_FLAGS = ("-O2", "-Wall")
 COMPILERS = ("cc", "gcc", "clang")
 
 
@@ -36,7 +35,6 @@ class NativeBuildError(RuntimeError):
 @dataclass(frozen=True)
 class NativeTools:
     shim: Path         # libhiltime.so, for LD_PRELOAD
-    exec_helper: Path  # hil-exec: PR_SET_PDEATHSIG, then exec the program
     compiler: str
 
 
@@ -62,26 +60,24 @@ def find_compiler() -> list[str]:
 
 def build_key(compiler: list[str]) -> str:
     digest = hashlib.sha256()
-    for name in (SHIM_SOURCE, EXEC_SOURCE):
-        digest.update((SOURCE_DIR / name).read_bytes())
-    digest.update(" ".join([*compiler, *SHIM_FLAGS, *SHIM_LIBS, *EXEC_FLAGS]).encode())
+    digest.update((SOURCE_DIR / SHIM_SOURCE).read_bytes())
+    digest.update(" ".join([*compiler, *SHIM_FLAGS, *SHIM_LIBS]).encode())
     return digest.hexdigest()[:16]
 
 
 def ensure_built(cache_dir: Path | None = None) -> NativeTools:
-    """The built shim and helper, compiling them if this source and compiler have not been built before."""
+    """The built shim, compiling it if this source and compiler have not been built before."""
     compiler = find_compiler()
     folder = (cache_dir or cache_root()) / build_key(compiler)
-    shim, helper = folder / "libhiltime.so", folder / "hil-exec"
-    if not (shim.is_file() and helper.is_file()):
+    shim = folder / "libhiltime.so"
+    if not shim.is_file():
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise NativeBuildError(f"cannot build the native time shim: cannot create {folder}: {exc.strerror} "
                                    "(set HIL_NATIVE_CACHE to a writable directory)") from None
         _compile(compiler, [*SHIM_FLAGS, str(SOURCE_DIR / SHIM_SOURCE), *SHIM_LIBS], shim)
-        _compile(compiler, [*EXEC_FLAGS, str(SOURCE_DIR / EXEC_SOURCE)], helper)
-    return NativeTools(shim, helper, " ".join(compiler))
+    return NativeTools(shim, " ".join(compiler))
 
 
 def _compile(compiler: list[str], args: list[str], target: Path) -> None:
@@ -89,9 +85,10 @@ def _compile(compiler: list[str], args: list[str], target: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     os.close(fd)
     try:
-        done = subprocess.run([*compiler, *args, "-o", tmp], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise NativeBuildError(_explain(compiler, args, done.stderr))
+        cc = spawn([*compiler, *args, "-o", tmp], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, errors = cc.communicate()
+        if cc.returncode != 0:
+            raise NativeBuildError(_explain(compiler, args, errors))
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
     finally:

@@ -1,7 +1,9 @@
 """Start a native program on a clock and watch it to its end: the process side of ``hil run --native``.
 
-:func:`launch` runs ``argv`` through the exec helper (it dies with hil: PR_SET_PDEATHSIG), on the real clock
-untouched, or on the simulator's clock under the time shim with a :class:`ClockRelay` as its participant. It
+:func:`launch` starts ``argv`` with ``bridge.process.spawn`` (it dies with hil: SIGKILL, since a native program
+may drive real hardware and may catch SIGTERM), on the real clock untouched, or on the simulator's clock under the
+time shim (preloaded into the program alone, ``HIL_CLOCK_PID`` naming it) with a :class:`ClockRelay` as its
+participant. It
 returns when the program exits (its status or signal is the outcome), when ``duration_s`` of clock time is over,
 when the clock fails, or on Ctrl-C; in every case the program is stopped (SIGTERM, then SIGKILL) before it returns.
 """
@@ -15,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Mapping, Sequence
+
+from hil.bridge.process import spawn
 
 from ..clock.base import WALL, Clock
 from . import protocol as proto
@@ -107,11 +111,15 @@ def launch(argv: Sequence[str], clock: Clock, *, env: Mapping[str, str] | None =
             child_env["HIL_CLOCK_IO_GRACE_MS"] = str(DEFAULT_IO_GRACE_MS if io_grace_ms is None else int(io_grace_ms))
         deadline = clock.now() + duration_s if duration_s is not None else None
         relay = ClockRelay(ours, clock, Path(program).name, quiet=quiet, after_wake=after_wake, deadline_s=deadline)
-    command = [str(tools.exec_helper), str(os.getpid()), str(tools.shim) if sim else "-", *map(str, argv)]
     start_wall, start_clock = WALL(), clock.now()
     try:
-        # from this (the main) thread: PR_SET_PDEATHSIG fires when the thread that forked the child ends
-        process = subprocess.Popen(command, env=child_env, pass_fds=pass_fds, stdout=stdout, stderr=stderr)
+        process = spawn([str(a) for a in argv], death_signal=signal.SIGKILL, preload=tools.shim if sim else None,
+                        pid_env="HIL_CLOCK_PID" if sim else None, env=child_env, pass_fds=pass_fds, stdout=stdout,
+                        stderr=stderr)
+    except OSError as exc:  # not found, not executable: said in one line, as any error of hil
+        if relay is not None:
+            relay.close()
+        raise OSError(f"hil run --native: cannot start {program}: {exc.strerror or exc}") from None
     finally:
         if sim:
             theirs.close()

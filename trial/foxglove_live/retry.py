@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hil.runtime.process import spawn
+from hil.bridge.process import spawn
 
 RETRY_SERVICE = "hil/retry"
 START_S = 60.0  # wall seconds a retried trial may take to say where it serves (imports and its world)
@@ -90,12 +90,12 @@ class RetryRunner:
     """The retried trials ``{"run": true}`` starts, each ``hil trial FILE --out DIR --foxglove HOST:0
     --foxglove-paused`` in a child process that dies with this one, its output in ``DIR.log``.
 
-    They are forked from one thread that lives as long as the server: the kernel's PR_SET_PDEATHSIG (runtime/
-    process.py) fires when the forking *thread* ends, and the SDK's threads, which call the service, come and go.
-    The child says where it serves on its first line; :meth:`run` waits for that (bounded by :data:`START_S`) and
-    answers with it, or with the child's last words if it ended first. :meth:`close` asks each retry still
-    running to stop as Ctrl-C does, once its trial has begun (from then on its Ctrl-C is held until it can stop
-    with its log complete: trial/interrupts.py), and kills what is left after :data:`STOP_S`."""
+    The SDK's threads, which call the service, come and go; a child lives on as long as this process does
+    (bridge/process.py forks every child from one long-lived thread). The child says where it serves on its first
+    line; :meth:`run` waits for that (bounded by :data:`START_S`) and answers with it, or with the child's last
+    words if it ended first. :meth:`close` asks each retry still running to stop as Ctrl-C does, once its trial
+    has begun (from then on its Ctrl-C is held until it can stop with its log complete: trial/interrupts.py), and
+    kills what is left after :data:`STOP_S`."""
 
     def __init__(self, host: str):
         self.host = host
@@ -105,25 +105,15 @@ class RetryRunner:
         self.loopback = is_loopback(f"tcp://{bracketed}:0")  # off loopback, a client may not name the code run
         # each with what run() answered and an event set at its trial's first progress line
         self.children: list[tuple[subprocess.Popen, dict[str, Any], threading.Event]] = []
-        self._asks: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one folder chosen (and its log begun) at a time
 
     def run(self, trial_file: Path, out: Path) -> dict[str, Any]:
-        """Start one retried trial in ``out`` (or ``out-2``...: chosen on the launcher's one thread, so two calls
-        at once never share a folder); where it serves, its folder, its output file and its process id."""
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._launch_loop, name="hil-retry-launcher", daemon=True)
-                self._thread.start()
-        box: dict[str, Any] = {}
-        done = threading.Event()
-        self._asks.put((trial_file, out, box, done))
-        if not done.wait(START_S + 5.0):
-            raise ValueError(f"the retried trial did not start within {START_S:g} s (see {out}.log)")
-        if "error" in box:
-            raise ValueError(box["error"])
-        return box["started"]
+        """Start one retried trial in ``out`` (or ``out-2``...: chosen under a lock, so two calls at once never
+        share a folder); where it serves, its folder, its output file and its process id."""
+        try:
+            return self._start(trial_file, out)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot start the retried trial: {exc}") from None
 
     def running(self) -> list[dict[str, Any]]:
         return [started for proc, started, _ in self.children if proc.poll() is None]
@@ -144,24 +134,14 @@ class RetryRunner:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if self._thread is not None:
-            self._asks.put(None)
-
-    def _launch_loop(self) -> None:
-        while (ask := self._asks.get()) is not None:
-            trial_file, out, box, done = ask
-            try:
-                box["started"] = self._start(trial_file, out)
-            except (OSError, ValueError) as exc:
-                box["error"] = f"cannot start the retried trial: {exc}"
-            done.set()
 
     def _start(self, trial_file: Path, out: Path) -> dict[str, Any]:
-        out = _free_folder(out)
-        log = out.with_name(out.name + ".log")
-        command = [sys.executable, "-m", "hil", "trial", str(trial_file), "--out", str(out),
-                   "--foxglove", f"{self.host}:0", "--foxglove-paused"]
-        log.write_text("$ " + " ".join(command) + "\n")
+        with self._lock:
+            out = _free_folder(out)
+            log = out.with_name(out.name + ".log")
+            command = [sys.executable, "-m", "hil", "trial", str(trial_file), "--out", str(out),
+                       "--foxglove", f"{self.host}:0", "--foxglove-paused"]
+            log.write_text("$ " + " ".join(command) + "\n")
         with open(log, "ab") as sink:  # appending, as the thread that copies its stdout does: neither overwrites
             proc = spawn(command, stdout=subprocess.PIPE, stderr=sink, stdin=subprocess.DEVNULL)
         begun = threading.Event()

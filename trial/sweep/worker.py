@@ -6,11 +6,10 @@ its controller still ticks: trial/sweep/runner.py ``WallWatch``); past that the 
 goes with it), the trial is a ``timeout`` row with the metrics of what its log holds, and the next trial gets a
 new process.
 
-Why this is safe in a Dask worker: the trial process is started with ``runtime.process.spawn``, whose
-PR_SET_PDEATHSIG fires when the *thread* that started it ends. Here that is the worker's executor thread that
-uses it: those threads live as long as the worker (they leave only at shutdown, or after ``secede``, which this
-task never calls), and the process belongs to that thread alone (``threading.local``), so it dies exactly when
-the worker dies or shuts down, and so does the crowd it started (its own PR_SET_PDEATHSIG). The trial process
+Why this is safe in a Dask worker: the trial process is started with ``bridge.process.spawn``, so it dies
+with the worker process however that ends (and so does the crowd it started, spawned the same way), whichever
+executor thread asked for it: spawn forks from one thread that lives as long as the worker. Each executor thread
+keeps its own (``threading.local``), and the worker's plugin closes them all at shutdown. The trial process
 gets a session of its own, so the Ctrl-C a terminal sends to the sweep's process group does not reach it: the
 sweep is stopped by closing the cluster, not by trials failing half-way with a broken crowd.
 
@@ -132,7 +131,7 @@ class RunnerProcess:
     """``python -m hil.trial.sweep.runner`` for this thread; :meth:`run` hands it one job and waits for its record."""
 
     def __init__(self, log_dir: Path):
-        from hil.runtime.process import spawn
+        from hil.bridge.process import spawn
 
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"runner-{socket.gethostname()}-{os.getpid()}-{threading.get_ident()}.txt"

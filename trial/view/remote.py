@@ -11,7 +11,7 @@ trial comes first and the page catches up.
 Pause / step / resume pressed on the page come back over a second pipe to a thread of the trial process that
 applies them to its lockstep master (:class:`~trial.view.live.SimControl`) and answers with the clock's state.
 
-The child dies with the trial process (runtime.process.spawn) and ends when the pipe closes. If it dies first
+The child dies with the trial process (bridge.process.spawn) and ends when the pipe closes. If it dies first
 the trial goes on: nothing is ever lost from the log, the page is only a copy of it.
 
 Wire (parent -> child): a msgpack stream of maps ``{"m": [[topic, t, payload], ...], "s": {state}}`` (payload: the
@@ -58,7 +58,7 @@ class ViewerProcess:
                  label: str = "", start_paused: bool = False):
         import msgpack
 
-        from hil.runtime.process import spawn
+        from hil.bridge.process import spawn
 
         self.live = LiveTrial(label, start_paused=start_paused)  # its clock control and real-time factor
         self._pack = msgpack.Packer(default=_packable, use_bin_type=True).pack
