@@ -11,7 +11,7 @@ found:
 A candidate counts when ``import rclpy, zmq, msgpack`` succeeds in it (one short subprocess each). None:
 :class:`RosUnavailable`, whose one line says what to install or source.
 
-The bridge is a child that dies with the trial (runtime/process.py spawn); discovery stays on this machine unless
+The bridge is a child that dies with the trial (hil.bridge.process.spawn); discovery stays on this machine unless
 the environment says otherwise (``ROS_AUTOMATIC_DISCOVERY_RANGE`` defaults to LOCALHOST here), and
 ``ROS_DOMAIN_ID`` is the environment's.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hil.runtime.clock.base import WALL
-from hil.runtime.process import spawn
+from hil.bridge.process import spawn
 
 BRIDGE_NODE = Path(__file__).resolve().parent / "ros_side" / "bridge_node.py"
 PYTHON_ENV = "HIL_ROS_PYTHON"
