@@ -66,7 +66,7 @@ class PartFirmware:
 
     def write(self, address: int, data: bytes) -> None:
         changes = self.memory.check_write(address, data)
-        self.memory.data[address:address + len(data)] = data
+        self.memory.commit(address, data)
         names = [reg.name for reg, _ in changes]
         if self.descriptor_store is not None and address >= CPC_BASE:
             self.descriptor_store.written(self, names)
