@@ -13,8 +13,9 @@ from hil.devices.catalog import compiled_part, load_part
 from hil.devices.control_table import XM430_W350 as XM
 from hil.devices.control_table import RegisterMemory
 from hil.devices.control_table.cpc import CPC_BASE
-from hil.devices.protocol import (Action, BulkRead, DataLengthError, BulkWrite, Packet, Ping, Read, Reboot, RegWrite, StreamDecoder,
-                                  DataRangeError, SyncRead, SyncWrite, Write, encode_request, parse_fast_reply)
+from hil.devices.protocol import (Action, BulkRead, BulkWrite, DataLengthError, DataRangeError, Packet, Ping, Read,
+                                  Reboot, RegWrite, StreamDecoder, SyncRead, SyncWrite, Write, encode_request,
+                                  parse_fast_reply)
 from hil.firmware_sim import VirtualBusDevice
 from hil.firmware_sim.cpc_part import build_cpc_part
 from hil.firmware_sim.servo import ServoFirmware

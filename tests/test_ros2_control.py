@@ -101,8 +101,7 @@ def test_the_hardware_interface_drives_servo_chain(sdk_latency):
         assert replay.log[0] == ("reboot", 5)  # the GPIO's Reboot parameter, before any ping
         assert_startup_as_the_interface_does_it(replay, CHAIN_IDS)
         state = replay.start()
-        assert all(XM430_W350["torque_enable"].decode(bytes(replay.ph.read1ByteTxRx(replay.port, i, 64)[:1]))
-                   == 1 for i in CHAIN_IDS)
+        assert all(replay.ph.read1ByteTxRx(replay.port, i, 64) == (1, COMM_SUCCESS, 0) for i in CHAIN_IDS)
         goals = {i: state[i]["Present Position"] + 40 * i for i in CHAIN_IDS}
         run_loop(replay, goals, tolerance=0)
         for i, goal in goals.items():  # the goal landed in Goal Position(116) through the write map

@@ -193,8 +193,8 @@ class RegisterMemory:
 
     def _layout(self, address: int, length: int) -> tuple[tuple, ...] | None:
         """The registers a write of ``length`` bytes at ``address`` sets, as (register, offset in the data, codec,
-        lowest, highest valid value, locked while torque is on?), in address order; None for a span that is refused whatever the
-        data (not a register, part of a register, outside the table, read-only), which is not cached."""
+        lowest, highest valid value, locked while torque is on?), in address order; None for a span that is refused
+        whatever the data (not a register, part of a register, outside the table, read-only), which is not cached."""
         end = address + length
         if not length or end > self.table.size:
             return None
