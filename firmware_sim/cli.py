@@ -77,7 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="no physics: servos follow a first-order response (the only mode for plain servos)")
     faults = parser.add_argument_group("fault injection (off unless asked)")
     faults.add_argument("--faults", metavar="FILE", help="a YAML list of timed faults (unplug, plug, reboot, swap, "
-                                                         "noise; as a trial's faults:) run on the world's time")
+                                                         "overload, noise; as a trial's faults:) run on the world's "
+                                                         "time")
     faults.add_argument("--semantics", metavar="FILE", help="blueprint names for --faults (e.g. "
                                                             "config/semantics/commbot.yaml)")
     faults.add_argument("--control", metavar="ENDPOINT",
@@ -315,11 +316,12 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
                        status=lambda: {"faults": faults.status() if faults is not None else None})
 
 
-FAULT_ACTIONS = ("unplug", "plug", "reboot", "swap", "noise", "status")
+FAULT_ACTIONS = ("unplug", "plug", "reboot", "swap", "noise", "overload", "status")
 
 
 def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=FAULT_ACTIONS, help="what to do (status: what was done so far)")
+    parser.add_argument("action", choices=FAULT_ACTIONS, help="what to do (overload: the servo latches an overload "
+                                                             "error until rebooted; status: what was done so far)")
     parser.add_argument("part", nargs="?", help="the part: bus ID, tree path (torso/shoulder_right) or blueprint "
                                                 "name (hil sim --semantics); for a new part, its free bus ID")
     parser.add_argument("--control", required=True, metavar="ENDPOINT", help="the `control` line hil sim printed")
@@ -380,7 +382,7 @@ def register(sub) -> None:
     """``hil sim``: the device side's one subcommand (and ``hil sim fault``, its live control's client)."""
     sim = sub.add_parser("sim", help="serve a virtual bus device on a pty or TCP (hil sim fault ...: unplug, plug, "
                                      "reboot, swap a part of one that serves with --control)",
-                         epilog="hil sim fault {unplug,plug,reboot,swap,noise,status} [PART] --control ENDPOINT "
+                         epilog="hil sim fault {unplug,plug,reboot,swap,noise,overload,status} [PART] --control EP "
                                 "[--with CATALOG_PART] [--new CATALOG_PART --parent P --port PORT] [--bitflip R "
                                 "--for S]: see hil sim fault --help")
     add_arguments(sim)

@@ -5,12 +5,11 @@ ROBOTIS's ros2_control ``dynamixel_hardware_interface`` is replayed call for cal
 indirect map written at 578 and 168, Fast Sync Read of Indirect Data Read at 634 and Sync Write of goal positions
 at 224, torque on; the joints follow, and reading the same items directly agrees byte for byte. Then
 ``dynamixel_easy_sdk``'s connector finds every servo of the commbot by model and moves one. Real subprocesses
-(``hil sim servo_chain --pty``, ``hil sim commbot --pty``), except the servo in error, which needs a hardware
-error no command can cause: an in-process device on a real pty whose servo has one latched.
+(``hil sim servo_chain --pty``, ``hil sim commbot --pty``); the servo in error latched an overload through
+``hil sim``'s fault control before the interface starts.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -18,10 +17,7 @@ from dynamixel_easy_sdk import Connector, OperatingMode
 from dynamixel_easy_sdk.control_table import ControlTable
 from dynamixel_sdk import COMM_SUCCESS, port_handler
 
-from hil.devices.control_table import XM430_W350
-from hil.firmware_sim import VirtualBusDevice
-from hil.firmware_sim.serve import serve_pty
-from hil.firmware_sim.servo import ServoFirmware
+from hil.firmware_sim.control import send_fault
 from hil.runtime.transports.base import PEER_PROCESS_LATENCY_S
 
 from conftest import SimProcess
@@ -29,6 +25,7 @@ from dxl_hardware_interface import Gpio, HardwareInterfaceReplay
 
 BAUD = 1_000_000
 CHAIN_IDS = tuple(range(1, 18))  # config/robots/servo_chain.yaml
+IN_ERROR = 7  # latched an overload before the interface starts (hil sim fault overload)
 # config/robots/commbot.yaml: the 17 servo DoF (arms, hands, neck, eyes) and the two wheels are XM430-W350
 # compatible; every other ID is one of hil's own parts, whose model numbers ROBOTIS's list does not have
 COMMBOT_SERVOS = (10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 40, 42, 45, 47)
@@ -94,11 +91,15 @@ def assert_startup_as_the_interface_does_it(replay: HardwareInterfaceReplay, ids
 
 
 def test_the_hardware_interface_drives_servo_chain(sdk_latency):
-    sim = SimProcess("--pty")
+    sim = SimProcess("--pty", "--control", "tcp://127.0.0.1:*")
     replay = HardwareInterfaceReplay(sim.where, BAUD, [Gpio(i, reboot=(i == 5)) for i in CHAIN_IDS])
     try:
+        send_fault(sim.next_line().split()[1], "overload", {"part": IN_ERROR})  # hil sim fault overload 7
         replay.on_init()
         assert replay.log[0] == ("reboot", 5)  # the GPIO's Reboot parameter, before any ping
+        # the servo in error: its ping has the Alert bit, the interface reads why, reboots it and pings again
+        assert [e for e in replay.log if e[1] == IN_ERROR][:3] == \
+            [("error", IN_ERROR, 0x80, 0x20), ("reboot", IN_ERROR), ("ping", IN_ERROR, 1020)]
         assert_startup_as_the_interface_does_it(replay, CHAIN_IDS)
         state = replay.start()
         assert all(replay.ph.read1ByteTxRx(replay.port, i, 64) == (1, COMM_SUCCESS, 0) for i in CHAIN_IDS)
@@ -128,29 +129,6 @@ def test_the_hardware_interface_drives_the_commbots_servos(sdk_latency, commbot)
         assert_direct_reads_agree(replay, COMMBOT_SERVOS)
     finally:
         replay.close()
-
-
-def test_a_servo_in_error_is_rebooted_as_the_interface_does(sdk_latency):
-    parts = [ServoFirmware(XM430_W350, i) for i in (1, 2, 3)]
-    parts[1].memory.set("hardware_error_status", 0x20)  # an overload latched, as a real servo would after a stall
-    device = VirtualBusDevice(parts)
-    stop, where = threading.Event(), []
-    ready = threading.Event()
-    thread = threading.Thread(target=serve_pty, args=(device, stop, lambda path: (where.append(path), ready.set())),
-                              daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    replay = HardwareInterfaceReplay(where[0], BAUD, [Gpio(i) for i in (1, 2, 3)])
-    try:
-        replay.on_init()
-        events = [e for e in replay.log if e[1] == 2][:3]
-        assert events == [("error", 2, 0x80, 0x20), ("reboot", 2), ("ping", 2, 1020)]
-        replay.start()
-        assert parts[1].memory.get("hardware_error_status") == 0 and parts[1].memory.get("torque_enable") == 1
-    finally:
-        replay.close()
-        stop.set()
-        thread.join(10)
 
 
 def test_easy_sdk_finds_every_commbot_servo_by_model_and_moves_one(sdk_latency, commbot):
