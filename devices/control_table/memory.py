@@ -63,6 +63,7 @@ class RegisterMemory:
         self._eeprom_lock = TORQUE_ENABLE in table
         # [lo, hi): the addresses a read or write must look at byte by byte (empty without indirect addressing)
         self._indirect_span = (min(table.indirect), max(table.indirect) + 1) if table.indirect else (0, 0)
+        self._indirect_lo, self._indirect_hi = self._indirect_span  # read's hot path: two attributes
         for reg in table.registers:
             if reg.name.startswith(INDIRECT_ADDRESS_PREFIX):
                 self.rules.setdefault(reg.name, _check_indirect_target)
@@ -138,8 +139,7 @@ class RegisterMemory:
         if length == 0 or end > self.table.size:
             raise AccessError(self._device_id, AccessError.code,
                               f"read of {length} bytes at {address} leaves the {self.table.size}-byte table")
-        lo, hi = self._indirect_span
-        if address < hi and end > lo:
+        if address < self._indirect_hi and end > self._indirect_lo:
             data = self.data
             out = bytearray(data[address:end])
             for where, target in self._targets(address, end):
