@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hil.devices.catalog import compiled_part, load_part, part_names
-from hil.devices.control_table import XL430_W250, XM430_W350
+from hil.devices.control_table import TABLES_BY_NAME
 from hil.devices.descriptor import PartDescriptor
 from hil.devices import config_path
 from hil.devices.yaml_source import SourceDict, check_keys, load_yaml_mapping, require
@@ -26,7 +26,7 @@ from .cpc_part import CpcBuildError, build_cpc_part
 from .part import PartFirmware
 from .servo import ServoFirmware
 
-SERVO_MODELS = {t.model_name: t for t in (XM430_W350, XL430_W250)}
+SERVO_MODELS = TABLES_BY_NAME  # a plain servo's ``model:``, spelled as ROBOTIS names it (XM430-W350)
 ASSEMBLY_KEYS = ("name", "parts", "description")
 PART_KEYS = ("id", "part", "model", "parent", "port", "serial")
 MAX_SERIAL = 2 ** 64 - 1  # the CPC block's serial is 64 bits

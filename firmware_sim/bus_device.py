@@ -237,7 +237,7 @@ class VirtualBusDevice:
                 error = exc.code
             changed_ids |= part.id != old_id
             if request.id != BROADCAST_ID and (old_level if level_before else part.return_level) >= level:
-                self._queue(encode_status(old_id, error, data), part, arrival)
+                self._queue(encode_status(old_id, error | part.alert, data), part, arrival)
         if changed_ids:
             self._index()
 
@@ -246,7 +246,8 @@ class VirtualBusDevice:
         targets = self._all_present() if request.id == BROADCAST_ID else self._present(request.id)
         after = arrival
         for part in targets:  # a broadcast ping is answered in ID order, one after the other
-            after = self._queue(encode_ping_reply(part.id, part.model_number, part.firmware_version), part, after)
+            after = self._queue(encode_ping_reply(part.id, part.model_number, part.firmware_version, part.alert),
+                                part, after)
 
     def _read(self, request: rq.Read, now: float, arrival: float) -> None:
         if request.length + STATUS_FRAME_OVERHEAD > MAX_PACKET_BYTES:
@@ -283,9 +284,9 @@ class VirtualBusDevice:
                     continue
                 part.advance(now)
                 try:
-                    slots.append((part, 0, part.read(address, length)))
+                    slots.append((part, part.alert, part.read(address, length)))
                 except StatusError as exc:
-                    slots.append((part, exc.code, bytes(length)))
+                    slots.append((part, exc.code | part.alert, bytes(length)))
         return slots
 
     def _group_read(self, request, items: list[tuple[int, int, int]], fast: bool, now: float,

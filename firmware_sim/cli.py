@@ -16,6 +16,7 @@ from hil.devices.map_format import MAX_COORDINATE_M
 from .assembly import load_assembly
 from .bus_device import VirtualBusDevice
 from .faults import FaultInjector
+from .pty_link import check_link_path
 from .serve import serve_pty, serve_serial, serve_tcp
 from .timing import WireTiming
 
@@ -23,13 +24,21 @@ MAX_OPTION_S = 3600.0  # --watchdog-ms, --stall-timeout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("assembly", help="name under config/robots/ (e.g. servo_chain) or a path to a YAML file")
-    where = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument("assembly", nargs="?",
+                        help="name under config/robots/ (e.g. servo_chain) or a path to a YAML file")
+    parser.add_argument("--list-models", action="store_true",
+                        help="print every servo model a robot file's 'model:' may name (ROBOTIS's model number and "
+                             "name) and exit")
+    where = parser.add_mutually_exclusive_group()
     where.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal; prints its path")
     where.add_argument("--tcp", type=int, metavar="PORT", help="serve on TCP (0 picks a free port)")
     where.add_argument("--serial", metavar="PATH", help="serve on a physical serial port (its --baud: the port's "
                                                        "speed, default 1000000; the wire times itself)")
     parser.add_argument("--host", default="127.0.0.1", help="TCP address to bind (default loopback only)")
+    parser.add_argument("--pty-link", metavar="PATH",
+                        help="with --pty: keep a symlink PATH to the pty while serving (a stable port_name for a "
+                             "ros2_control URDF, e.g. /tmp/ttyHIL0); refused if PATH exists and is not a link a "
+                             "killed hil sim left")
     timing = parser.add_argument_group("wire-timing emulation (off unless asked)")
     timing.add_argument("--baud", type=int, help="emulate wire time at this baud rate")
     timing.add_argument("--latency-ms", type=float, help="emulate a USB adapter latency timer")
@@ -68,7 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="no physics: servos follow a first-order response (the only mode for plain servos)")
     faults = parser.add_argument_group("fault injection (off unless asked)")
     faults.add_argument("--faults", metavar="FILE", help="a YAML list of timed faults (unplug, plug, reboot, swap, "
-                                                         "noise; as a trial's faults:) run on the world's time")
+                                                         "overload, noise; as a trial's faults:) run on the world's "
+                                                         "time")
     faults.add_argument("--semantics", metavar="FILE", help="blueprint names for --faults (e.g. "
                                                             "config/semantics/commbot.yaml)")
     faults.add_argument("--control", metavar="ENDPOINT",
@@ -139,7 +149,29 @@ def _check_durations(args: argparse.Namespace) -> None:
             raise ValueError(f"hil sim: {flag} must be {allowed} (MAX_OPTION_S: an hour), not {value}")
 
 
+def list_models() -> str:
+    """One line per servo model the virtual bus can be: ROBOTIS's model number and name."""
+    from hil.devices.control_table import TABLES_BY_MODEL
+
+    return "\n".join(f"{number:5d}  {table.model_name}" for number, table in sorted(TABLES_BY_MODEL.items()))
+
+
+def _check_where(args: argparse.Namespace) -> None:
+    if not args.assembly:
+        raise ValueError("hil sim: name a robot (e.g. hil sim servo_chain --pty), or ask for --list-models")
+    if not (args.pty or args.tcp is not None or args.serial):
+        raise ValueError("hil sim: say where to serve: --pty, --tcp PORT or --serial PATH")
+    if args.pty_link is not None:
+        if not args.pty:
+            raise ValueError("hil sim: --pty-link names the pty of --pty; it needs --pty")
+        check_link_path(args.pty_link)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.list_models:
+        print(list_models())
+        return 0
+    _check_where(args)
     security = _served_security(args)  # a bad key directory stops us before anything is built or bound
     _check_camera_endpoint(args)
     device = build_device(args)
@@ -171,11 +203,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"camera {camera_server.endpoint}", flush=True)
         if control is not None:
             print(f"control {control.endpoint}", flush=True)
-        print(f"serving {len(device.parts)} parts of {args.assembly}; stop with Ctrl-C", file=sys.stderr, flush=True)
+        linked = f" (linked at {args.pty_link})" if args.pty and args.pty_link else ""
+        print(f"serving {len(device.parts)} parts of {args.assembly}{linked}; stop with Ctrl-C", file=sys.stderr,
+              flush=True)
 
     try:
         if args.pty:
-            serve_pty(device, stop, ready)
+            serve_pty(device, stop, ready, link=args.pty_link)
         elif args.serial:
             serve_serial(device, stop, ready, args.serial, args.baud or 1_000_000)
         else:
@@ -282,11 +316,12 @@ def _clock_server(device: VirtualBusDevice, args: argparse.Namespace, security=N
                        status=lambda: {"faults": faults.status() if faults is not None else None})
 
 
-FAULT_ACTIONS = ("unplug", "plug", "reboot", "swap", "noise", "status")
+FAULT_ACTIONS = ("unplug", "plug", "reboot", "swap", "noise", "overload", "status")
 
 
 def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=FAULT_ACTIONS, help="what to do (status: what was done so far)")
+    parser.add_argument("action", choices=FAULT_ACTIONS, help="what to do (overload: the servo latches an overload "
+                                                             "error until rebooted; status: what was done so far)")
     parser.add_argument("part", nargs="?", help="the part: bus ID, tree path (torso/shoulder_right) or blueprint "
                                                 "name (hil sim --semantics); for a new part, its free bus ID")
     parser.add_argument("--control", required=True, metavar="ENDPOINT", help="the `control` line hil sim printed")
@@ -347,7 +382,7 @@ def register(sub) -> None:
     """``hil sim``: the device side's one subcommand (and ``hil sim fault``, its live control's client)."""
     sim = sub.add_parser("sim", help="serve a virtual bus device on a pty or TCP (hil sim fault ...: unplug, plug, "
                                      "reboot, swap a part of one that serves with --control)",
-                         epilog="hil sim fault {unplug,plug,reboot,swap,noise,status} [PART] --control ENDPOINT "
+                         epilog="hil sim fault {unplug,plug,reboot,swap,noise,overload,status} [PART] --control EP "
                                 "[--with CATALOG_PART] [--new CATALOG_PART --parent P --port PORT] [--bitflip R "
                                 "--for S]: see hil sim fault --help")
     add_arguments(sim)

@@ -1,4 +1,5 @@
-"""``hil sim``'s live fault control: unplug, plug, reboot, swap a part or add noise while the device serves (issue 26).
+"""``hil sim``'s live fault control: unplug, plug, reboot, swap, overload a part or add noise while the device
+serves (issue 26).
 
 A fault file (``--faults FILE``) says everything up front; a person at the bench, or a test, decides while the
 robot runs. ``hil sim ... --control tcp://127.0.0.1:*`` binds a ZeroMQ ROUTER socket (loopback unless told
@@ -82,7 +83,7 @@ class StatusRequest(Struct, frozen=True, forbid_unknown_fields=True):
 
 
 REQUESTS = {"unplug": PartRequest, "plug": PlugRequest, "reboot": RebootRequest, "swap": SwapRequest,
-            "noise": NoiseRequest, "status": StatusRequest}
+            "noise": NoiseRequest, "overload": PartRequest, "status": StatusRequest}
 REPLIES = ("done", "error")
 DECODER = TypedDecoder(REQUESTS)
 _PATH = re.compile(r"`\$\.payload\.?([^`]*)`")

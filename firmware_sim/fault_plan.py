@@ -7,6 +7,7 @@
       - {at: 12, swap: 28, with: wheel_motor}  # another catalog part at that ID
       - {at: 14, plug: 60, part: speaker, parent: 37, port: speaker}   # a new part on a free port
       - {at: 20, noise: {bitflip: 1e-3, for_s: 2}}
+      - {at: 22, overload: head.neck_yaw}   # the servo latches an overload error (Alert) until a reboot
 
 :func:`parse_faults` checks the entries as a whole before anything runs (keys, times within the duration, a plug
 only of a part unplugged before, or a new part with its catalog entry) and names file:line; :meth:`FaultPlan.bind`
@@ -27,7 +28,7 @@ from hil.devices.yaml_source import ConfigError
 from . import hotplug
 from .faults import FaultInjector
 
-ACTIONS = ("unplug", "plug", "reboot", "swap", "noise")
+ACTIONS = ("unplug", "plug", "reboot", "swap", "noise", "overload")
 KEYS = {"at", *ACTIONS, "with", "part", "parent", "port", "line"}  # line: where a stored entry came from
 
 

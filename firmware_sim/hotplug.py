@@ -10,7 +10,10 @@ a part for another model or plugs a new one into a free port. Each function acts
 - :func:`plug`: it answers again, freshly powered (RAM defaults once more);
 - :func:`reboot`: RAM to defaults now and silent for ``boot_s`` (:data:`REBOOT_SILENCE_S`) while it boots;
 - :func:`swap`: another catalog part at the same ID (same ports where their names match) and a new serial;
-- :func:`add`: a new part at a free ID, hung on a free port of a self-describing part (its port table says so).
+- :func:`add`: a new part at a free ID, hung on a free port of a self-describing part (its port table says so);
+- :func:`overload`: a servo latches an overload error, as an X-series servo does after a stall: Hardware Error
+  Status(70) bit 5, torque off, the Alert bit on its replies until a Reboot (ROBOTIS's ros2_control interface
+  reboots such a servo at start-up).
 
 A swap on an embodied device changes the world too (the device's ``swap_hooks``, embodied/reembody.py): the new
 part's joint limits, torque, friction and mass, and world-backed firmware for a servo or a wheel; the old part's
@@ -31,6 +34,7 @@ from .cpc_part import build_cpc_part
 from .part import PartFirmware
 
 REBOOT_SILENCE_S = 0.5  # how long a rebooting servo stays silent (an X-series servo blinks its LED, then answers)
+OVERLOAD_ERROR = 0x20  # Hardware Error Status(70) bit 5: Overload Error (X-series e-Manual)
 
 
 class HotplugError(ValueError):
@@ -69,6 +73,18 @@ def reboot(device: VirtualBusDevice, device_id: int, boot_s: float = REBOOT_SILE
         part = _part(device, device_id)
         part.reboot()
         device.silent_until[device_id] = device.clock() + boot_s
+
+
+def overload(device: VirtualBusDevice, device_id: int) -> None:
+    with device.lock:
+        part = _part(device, device_id)
+        if "hardware_error_status" not in part.table or "torque_enable" not in part.table:
+            raise HotplugError(f"part id {device_id} is not a servo: it has no Hardware Error Status and torque to "
+                               "shut down")
+        memory = part.memory
+        memory.set("hardware_error_status", memory.get("hardware_error_status") | OVERLOAD_ERROR)
+        memory.set("torque_enable", 0)  # the Shutdown(63) default (52) includes overload: the motor is released
+        part.on_written(["torque_enable"])
 
 
 def swap(device: VirtualBusDevice, device_id: int, new_part: str | PartDescriptor) -> PartFirmware:
@@ -117,7 +133,7 @@ def add(device: VirtualBusDevice, device_id: int, new_part: str | PartDescriptor
         return part
 
 
-ACTIONS = ("unplug", "plug", "reboot", "swap")  # what act() does to a part already on the bus
+ACTIONS = ("unplug", "plug", "reboot", "swap", "overload")  # what act() does to a part already on the bus
 
 
 def act(device: VirtualBusDevice, kind: str, device_id: int, *, new_part: str | PartDescriptor | None = None,
@@ -130,6 +146,8 @@ def act(device: VirtualBusDevice, kind: str, device_id: int, *, new_part: str | 
         plug(device, device_id)
     elif kind == "reboot":
         reboot(device, device_id, boot_s)
+    elif kind == "overload":
+        overload(device, device_id)
     elif kind == "swap":
         if new_part is None:
             raise HotplugError(f"a swap of id {device_id} needs the part to put there")

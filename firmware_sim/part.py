@@ -8,6 +8,7 @@ from __future__ import annotations
 from hil.devices.control_table import Area, ControlTable, RegisterMemory
 from hil.devices.control_table.cpc import CPC_BASE
 from hil.devices.control_table.memory import WriteRule
+from hil.devices.protocol.errors import ALERT_BIT
 from hil.devices.protocol import (CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TURN, RESET_ALL, RESET_ALL_BUT_ID,
                               RESET_ALL_BUT_ID_AND_BAUD, AccessError, InstructionError, ResultFail)
 
@@ -15,6 +16,11 @@ from hil.devices.protocol import (CLEAR_ERROR, CLEAR_KEY, CLEAR_MULTI_TURN, RESE
 def _ALWAYS_ALL() -> int:
     """The return level of a part without the register: it answers everything."""
     return 2
+
+
+def _NO_ERROR() -> int:
+    """The hardware error status of a part without the register."""
+    return 0
 
 
 class PartFirmware:
@@ -29,6 +35,8 @@ class PartFirmware:
         self._id_now = self.memory.getter("id")
         self._level_now = (self.memory.getter("status_return_level") if "status_return_level" in table
                            else _ALWAYS_ALL)
+        self._hardware_error_now = (self.memory.getter("hardware_error_status") if "hardware_error_status" in table
+                                    else _NO_ERROR)
         self.factory_id = device_id
         self.serial_number = serial_number
         self.pending: tuple[int, bytes] | None = None  # RegWrite waiting for Action
@@ -52,6 +60,12 @@ class PartFirmware:
         return self._level_now()
 
     @property
+    def alert(self) -> int:
+        """The Alert bit (0x80) of every status this part sends while its Hardware Error Status(70) is not 0, as
+        an X-series servo sets it until a Reboot clears the error (ROBOTIS's hardware interface reboots on it)."""
+        return ALERT_BIT if self._hardware_error_now() else 0
+
+    @property
     def return_delay_s(self) -> float:
         return 2e-6 * self.memory.get("return_delay_time") if "return_delay_time" in self.table else 0.0
 
@@ -66,7 +80,7 @@ class PartFirmware:
 
     def write(self, address: int, data: bytes) -> None:
         changes = self.memory.check_write(address, data)
-        self.memory.data[address:address + len(data)] = data
+        self.memory.commit(address, data)
         names = [reg.name for reg, _ in changes]
         if self.descriptor_store is not None and address >= CPC_BASE:
             self.descriptor_store.written(self, names)

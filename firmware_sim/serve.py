@@ -13,6 +13,7 @@ import tty
 from typing import Callable
 
 from .bus_device import VirtualBusDevice
+from .pty_link import pty_link
 
 SPIN_S = 0.0012  # below this, wait by spinning: a select() wakes up too late for emulated wire timing
 STEPS_PER_LOOK = 1  # physics steps of a paced world between two looks at the line: a reply waits for one at most
@@ -89,11 +90,14 @@ def _flush(device: VirtualBusDevice, fd: int, clock: Callable[[], float]) -> Non
         out = out[written:]
 
 
-def serve_pty(device: VirtualBusDevice, stop: threading.Event, ready: Callable[[str], None]) -> None:
+def serve_pty(device: VirtualBusDevice, stop: threading.Event, ready: Callable[[str], None],
+              link: str | None = None) -> None:
+    """Serve on a new pty; ``link``: a symlink to it kept while serving (firmware_sim/pty_link.py)."""
     endpoint = PtyEndpoint()
     try:
-        ready(endpoint.path)
-        serve_fd(device, endpoint.master_fd, stop, on_closed=lambda: True)
+        with pty_link(link, endpoint.path):
+            ready(endpoint.path)
+            serve_fd(device, endpoint.master_fd, stop, on_closed=lambda: True)
     finally:
         endpoint.close()
 

@@ -42,7 +42,7 @@ def test_xm430_w350_identity_and_defaults():
     assert m.get("status_return_level") == 2
     assert m.get("operating_mode") == 3
     assert m.get("torque_enable") == 0
-    assert XM.size == 661
+    assert XM.size == 662  # Indirect Data 56 is the last byte, at 661
     assert XL430_W250.model_number == 1060 and "goal_current" not in XL430_W250 and "goal_current" in XM
 
 
@@ -179,7 +179,7 @@ def test_partial_register_writes_raise_data_length(address, data, error):
 def test_writes_beyond_the_table_or_empty_or_into_gaps_raise_access_error():
     m = memory()
     before = bytes(m.data)
-    for address, data in ((661, b"\x00"), (660, b"\x00\x00"), (5000, b"\x00"), (116, b""), (14, b"\x00"),
+    for address, data in ((662, b"\x00"), (661, b"\x00\x00"), (5000, b"\x00"), (116, b""), (14, b"\x00"),
                           (148, b"\x00")):
         with pytest.raises(AccessError):
             m.write(address, data)
@@ -188,9 +188,9 @@ def test_writes_beyond_the_table_or_empty_or_into_gaps_raise_access_error():
 
 def test_reads_beyond_the_table_raise_access_error():
     m = memory()
-    assert len(m.read(0, 661)) == 661
+    assert len(m.read(0, 662)) == 662
     with pytest.raises(AccessError):
-        m.read(660, 2)
+        m.read(661, 2)
     with pytest.raises(AccessError):
         m.read(10, 0)
 

@@ -223,3 +223,26 @@ def test_act_dispatches_each_action_and_names_what_it_cannot_do():
         hotplug.act(dev, "explode", 3)
     with pytest.raises(hotplug.HotplugError, match="no part has id 99"):
         hotplug.act(dev, "unplug", 99)
+
+
+def test_an_overloaded_servo_latches_its_error_until_rebooted_and_a_trial_can_ask_for_it():
+    from hil.devices.protocol import Ping, Reboot, StreamDecoder, encode_request
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.bus_device import VirtualBusDevice
+    from hil.firmware_sim.fault_plan import parse_faults
+
+    def answer(dev, request):
+        dev.receive(encode_request(request))
+        [reply] = StreamDecoder().feed(dev.take_output())
+        return reply
+
+    dev = VirtualBusDevice(load_assembly("servo_chain").parts)
+    dev.part(4).memory.set("torque_enable", 1)
+    hotplug.act(dev, "overload", 4)
+    part = dev.part(4)
+    assert (part.memory.get("hardware_error_status"), part.memory.get("torque_enable")) == (0x20, 0)
+    assert answer(dev, Ping(4)).error == 0x80 and answer(dev, Ping(5)).error == 0
+    answer(dev, Reboot(4))
+    assert answer(dev, Ping(4)).error == 0 and part.memory.get("hardware_error_status") == 0
+    [action] = parse_faults([{"at": 2, "overload": "head.neck_yaw"}], "trial.yaml", 1, 10.0)
+    assert (action.kind, action.target) == ("overload", "head.neck_yaw")

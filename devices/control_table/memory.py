@@ -2,6 +2,13 @@
 
 Every write is validated as a whole before any byte changes, so a rejected write leaves nothing half-applied.
 The error raised is the status error the device puts on the wire (Access, Data Range, Data Length, Data Limit).
+
+Indirect addressing (X series): Indirect Data N reads and writes the byte its Indirect Address N points at, so a
+host gathers scattered registers into one span (ROBOTIS's ros2_control interface maps its state items at 578..
+and reads them with one Fast Sync Read at 634). Every instruction reaches the table through :meth:`read` and
+:meth:`check_write`/:meth:`commit`, so every instruction sees the mapping. A pointer left at its factory value
+(its own data byte) makes that byte plain storage. A write through the mapping is checked as a write of the
+registers it lands in (access, torque lock, range, the part's rules), whole or not at all.
 """
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ import struct
 from typing import Callable
 
 from ..protocol.errors import AccessError, DataLengthError, DataRangeError, StatusError
-from .registers import Access, Area, ControlTable, Register
+from .registers import INDIRECT_ADDRESS_PREFIX, INDIRECT_DATA_PREFIX, Access, Area, ControlTable, Register
 
 # A part's own rules on top of the static ranges (e.g. goal position within the position limits in the current
 # operating mode). It raises DataLimitError (or another StatusError) to refuse, returns None to accept.
@@ -21,19 +28,45 @@ _STRUCTS = {(size, signed): struct.Struct("<" + (code if signed else code.upper(
             for size, code in ((1, "b"), (2, "h"), (4, "i"), (8, "q")) for signed in (False, True)}
 
 
+def _check_indirect_target(memory: "RegisterMemory", reg: Register, value: int) -> None:
+    """An Indirect Address may point at its own data byte (the factory value: no mapping) or at the first..last
+    byte of any register outside the indirect blocks; anything else is the real servo's Data Range error."""
+    table = memory.table
+    if table.indirect.get(value) == reg.address:
+        return
+    owner = table.owner_of[value] if 0 <= value < table.size else None
+    if owner is None:
+        why = "is not a register"
+    elif owner.name.startswith((INDIRECT_ADDRESS_PREFIX, INDIRECT_DATA_PREFIX)):
+        why = f"is in the indirect blocks ({owner.name})"
+    else:
+        return
+    raise DataRangeError(memory._device_id, DataRangeError.code, f"{reg.name}={value}: address {value} {why}")
+
+
 class RegisterMemory:
     """Bytes of one part's control table plus the write rules of its model."""
 
     def __init__(self, table: ControlTable, rules: dict[str, WriteRule] | None = None):
-        self.table = table
         self.rules = dict(rules or {})
         self.data = table.defaults()
-        # get/set are the firmware's hot path (every access publishes its state): name -> (struct, address, reg)
-        self._fields = {reg.name: (_STRUCTS.get((reg.size, reg.signed)), reg.address, reg) for reg in table.registers}
         # host writes land on a few spans over and over (a SyncWrite of goal_position every cycle): each span's
         # registers, offsets, codecs and ranges are worked out once (_layout) instead of walking owner_of per write
         self._layouts: dict[tuple[int, int], tuple[tuple, ...]] = {}
+        self._bind(table)
+
+    def _bind(self, table: ControlTable) -> None:
+        """Take ``table``'s layout: codecs by name, the torque lock, the indirect span and its pointers' rule."""
+        self.table = table
+        # get/set are the firmware's hot path (every access publishes its state): name -> (struct, address, reg)
+        self._fields = {reg.name: (_STRUCTS.get((reg.size, reg.signed)), reg.address, reg) for reg in table.registers}
         self._eeprom_lock = TORQUE_ENABLE in table
+        # [lo, hi): the addresses a read or write must look at byte by byte (empty without indirect addressing)
+        self._indirect_span = (min(table.indirect), max(table.indirect) + 1) if table.indirect else (0, 0)
+        self._indirect_lo, self._indirect_hi = self._indirect_span  # read's hot path: two attributes
+        for reg in table.registers:
+            if reg.name.startswith(INDIRECT_ADDRESS_PREFIX):
+                self.rules.setdefault(reg.name, _check_indirect_target)
 
     @property
     def _device_id(self) -> int:
@@ -102,13 +135,36 @@ class RegisterMemory:
 
     # host-side access: what a Read or Write instruction may do
     def read(self, address: int, length: int) -> bytes:
-        if length == 0 or address + length > self.table.size:
+        end = address + length
+        if length == 0 or end > self.table.size:
             raise AccessError(self._device_id, AccessError.code,
                               f"read of {length} bytes at {address} leaves the {self.table.size}-byte table")
-        return bytes(self.data[address:address + length])
+        if address < self._indirect_hi and end > self._indirect_lo:
+            data = self.data
+            out = bytearray(data[address:end])
+            for where, target in self._targets(address, end):
+                out[where - address] = data[target]
+            return bytes(out)
+        return bytes(self.data[address:end])
+
+    def _targets(self, address: int, end: int) -> list[tuple[int, int]]:
+        """(indirect data address, address it points at) for the mapped indirect data bytes in [address, end)."""
+        lo, hi = self._indirect_span
+        indirect, data = self.table.indirect, self.data
+        out = []
+        for where in range(max(address, lo), min(end, hi)):
+            pointer = indirect.get(where)
+            if pointer is not None:
+                target = data[pointer] | data[pointer + 1] << 8
+                if target != where:
+                    out.append((where, target))
+        return out
 
     def check_write(self, address: int, data: bytes) -> list[tuple[Register, int]]:
         """Validate a write of ``data`` at ``address``; return the (register, value) pairs it would set."""
+        lo, hi = self._indirect_span
+        if address < hi and address + len(data) > lo and self._targets(address, address + len(data)):
+            return self._check_indirect_write(address, data)
         layout = self._layouts.get((address, len(data)))
         if layout is None:
             layout = self._layout(address, len(data))
@@ -116,13 +172,12 @@ class RegisterMemory:
                 return self._check_write_walk(address, data)
         changes: list[tuple[Register, int]] = []
         locked = None
-        for reg, offset, codec, lo, hi, eeprom in layout:
-            if eeprom:
+        for reg, offset, codec, lo, hi, lockable in layout:
+            if lockable:
                 if locked is None:
                     locked = self._eeprom_lock and bool(self.get(TORQUE_ENABLE))
                 if locked:
-                    raise AccessError(self._device_id, AccessError.code,
-                                      f"{reg.name} is in EEPROM, locked while torque is enabled")
+                    raise AccessError(self._device_id, AccessError.code, _locked_text(reg))
             value = codec.unpack_from(data, offset)[0]
             if not lo <= value <= hi:
                 raise DataRangeError(self._device_id, DataRangeError.code,
@@ -138,8 +193,8 @@ class RegisterMemory:
 
     def _layout(self, address: int, length: int) -> tuple[tuple, ...] | None:
         """The registers a write of ``length`` bytes at ``address`` sets, as (register, offset in the data, codec,
-        lowest, highest valid value, EEPROM?), in address order; None for a span that is refused whatever the
-        data (not a register, part of a register, outside the table, read-only), which is not cached."""
+        lowest, highest valid value, locked while torque is on?), in address order; None for a span that is refused
+        whatever the data (not a register, part of a register, outside the table, read-only), which is not cached."""
         end = address + length
         if not length or end > self.table.size:
             return None
@@ -151,7 +206,7 @@ class RegisterMemory:
             if reg is None or reg.address != a or reg.end > end or reg.access is not Access.RW:
                 return None
             lo, hi = reg.valid_range
-            layout.append((reg, a - address, _STRUCTS[(reg.size, reg.signed)], lo, hi, reg.area is Area.EEPROM))
+            layout.append((reg, a - address, _STRUCTS[(reg.size, reg.signed)], lo, hi, reg.locked_by_torque))
             a = reg.end
         if len(self._layouts) > 256:
             self._layouts.clear()
@@ -188,18 +243,64 @@ class RegisterMemory:
                 rule(self, reg, value)
         return changes
 
+    def _check_indirect_write(self, address: int, data: bytes) -> list[tuple[Register, int]]:
+        """check_write of a span with mapped indirect data: the direct runs as usual, the mapped bytes as a write
+        of the registers they land in (each register composed of the bytes written and the bytes it has)."""
+        mapped = dict(self._targets(address, address + len(data)))
+        changes: list[tuple[Register, int]] = []
+        run = None  # start of the current run of direct bytes
+        landing: dict[Register, bytearray] = {}
+        for i in range(len(data) + 1):
+            where = address + i
+            if i < len(data) and where not in mapped:
+                run = where if run is None else run
+                continue
+            if run is not None:
+                changes += self._check_write_walk(run, data[run - address:i])
+                run = None
+            if i < len(data):
+                target = mapped[where]
+                reg = self.table.owner_of[target] if target < self.table.size else None
+                if reg is None:
+                    raise AccessError(self._device_id, AccessError.code,
+                                      f"indirect data at {where} points at {target}, not a register")
+                staged = landing.setdefault(reg, bytearray(self.data[reg.address:reg.end]))
+                staged[target - reg.address] = data[i]
+        for reg, staged in landing.items():
+            self._check_writable(reg)
+            value = reg.decode(bytes(staged))
+            lo, hi = reg.valid_range
+            if not lo <= value <= hi:
+                raise DataRangeError(self._device_id, DataRangeError.code,
+                                     f"{reg.name}={value} outside {lo}..{hi} (written through indirect data)")
+            rule = self.rules.get(reg.name)
+            if rule is not None:
+                rule(self, reg, value)
+            changes.append((reg, value))
+        return changes
+
+    def commit(self, address: int, data: bytes) -> None:
+        """Apply a write that :meth:`check_write` accepted: mapped indirect data bytes land where they point
+        (the pointers as they were before this write), every other byte at its own address."""
+        end = address + len(data)
+        lo, hi = self._indirect_span
+        mapped = self._targets(address, end) if address < hi and end > lo else None
+        self.data[address:end] = data
+        if mapped:
+            for where, target in mapped:
+                self.data[target] = data[where - address]
+
     def write(self, address: int, data: bytes) -> list[tuple[Register, int]]:
         """Validate then apply a host write; raises the StatusError the device would answer."""
         changes = self.check_write(address, data)
-        self.data[address:address + len(data)] = data
+        self.commit(address, data)
         return changes
 
     def _check_writable(self, reg: Register) -> None:
         if reg.access is not Access.RW:
             raise AccessError(self._device_id, AccessError.code, f"{reg.name} (address {reg.address}) is read-only")
-        if reg.area is Area.EEPROM and TORQUE_ENABLE in self.table and self.get(TORQUE_ENABLE):
-            raise AccessError(self._device_id, AccessError.code,
-                              f"{reg.name} is in EEPROM, locked while torque is enabled")
+        if reg.locked_by_torque and TORQUE_ENABLE in self.table and self.get(TORQUE_ENABLE):
+            raise AccessError(self._device_id, AccessError.code, _locked_text(reg))
 
     def retable(self, table: ControlTable) -> None:
         """Take a new layout in place (a part that stored a new descriptor of another length): the bytes at the
@@ -209,8 +310,7 @@ class RegisterMemory:
             self.data.extend(bytes(table.size - len(self.data)))
         else:
             del self.data[table.size:]
-        self.table = table
-        self._fields = {reg.name: (_STRUCTS.get((reg.size, reg.signed)), reg.address, reg) for reg in table.registers}
+        self._bind(table)
         self._layouts.clear()
 
     def reset(self, keep: tuple[str, ...] = (), area: Area | None = None) -> None:
@@ -222,6 +322,11 @@ class RegisterMemory:
                 self.data[reg.address:reg.end] = fresh[reg.address:reg.end]
         for name, value in kept.items():
             self.set(name, value)
+
+
+def _locked_text(reg: Register) -> str:
+    where = "in EEPROM" if reg.area is Area.EEPROM else "an indirect address"
+    return f"{reg.name} is {where}, locked while torque is enabled"
 
 
 __all__ = ["RegisterMemory", "WriteRule", "StatusError"]

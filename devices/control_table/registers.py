@@ -34,6 +34,8 @@ class Register:
     maximum: int | None = None
     unit: str = ""  # the raw unit, e.g. "0.088 deg"; SI conversion belongs to the drivers
     description: str = ""
+    # a RAM register the servo still refuses to change while torque is on (the X series' indirect addresses)
+    torque_lock: bool = False
 
     def __post_init__(self) -> None:
         if self.size not in (1, 2, 4, 8) and self.access is Access.RW:
@@ -45,6 +47,11 @@ class Register:
     @property
     def end(self) -> int:
         return self.address + self.size
+
+    @property
+    def locked_by_torque(self) -> bool:
+        """Refused (Access error) while Torque Enable(64) is 1: the EEPROM area, and RAM marked ``torque_lock``."""
+        return self.area is Area.EEPROM or self.torque_lock
 
     @property
     def raw_bounds(self) -> tuple[int, int]:
@@ -63,9 +70,17 @@ class Register:
         return int.from_bytes(data, "little", signed=self.signed)
 
 
+INDIRECT_ADDRESS_PREFIX = "indirect_address_"
+INDIRECT_DATA_PREFIX = "indirect_data_"
+
+
 @dataclass(frozen=True)
 class ControlTable:
-    """A model's layout: registers by name and address, its model number, and its size in bytes."""
+    """A model's layout: registers by name and address, its model number, and its size in bytes.
+
+    ``indirect`` pairs every Indirect Data byte's address with the address of the Indirect Address register that
+    points it elsewhere (registers ``indirect_address_N`` and ``indirect_data_N``, as ROBOTIS numbers them); it is
+    empty for a table without indirect addressing."""
 
     model_name: str
     model_number: int
@@ -73,6 +88,7 @@ class ControlTable:
     size: int = 0
     by_name: dict[str, Register] = field(init=False, repr=False, compare=False)
     owner_of: tuple[Register | None, ...] = field(init=False, repr=False, compare=False)
+    indirect: dict[int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_name: dict[str, Register] = {}
@@ -89,6 +105,15 @@ class ControlTable:
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "by_name", by_name)
         object.__setattr__(self, "owner_of", tuple(owner))
+        indirect = {}
+        for name, reg in by_name.items():
+            if name.startswith(INDIRECT_DATA_PREFIX):
+                pointer = by_name.get(INDIRECT_ADDRESS_PREFIX + name[len(INDIRECT_DATA_PREFIX):])
+                if pointer is None or reg.size != 1 or pointer.size != 2:
+                    raise ValueError(f"{self.model_name}: {name} needs a 1-byte data register and a 2-byte "
+                                     f"{INDIRECT_ADDRESS_PREFIX}{name[len(INDIRECT_DATA_PREFIX):]}")
+                indirect[reg.address] = pointer.address
+        object.__setattr__(self, "indirect", indirect)
 
     def __getitem__(self, name: str) -> Register:
         try:

@@ -73,6 +73,9 @@ class JointServo(PartFirmware):
         self.world, self.robot, self.joint = world, robot, joint
         self.interlock = interlock if self.descriptor.kind == "wheel" else None
         self.registers = dict(joint_registers(self))
+        # N m per A of this model (an XM430-W350's for a model without current sensing, whose table has no
+        # current registers to use it with)
+        self.torque_constant = TORQUE_CONSTANT_NM_PER_A.get(self.model_number, XM430_TORQUE_CONSTANT)
         self.specs = {r.name: r for r in self.descriptor.registers}
         self.last_access_s = 0.0
         self.latched = False  # stopped by the interlock or the watchdog until the next command
@@ -146,7 +149,7 @@ class JointServo(PartFirmware):
         if "present_current" in self.registers:
             if self._torque and self._mode == CURRENT_MODE and not self.latched:
                 torque = self._current_torque  # TORQUE_CONTROL: pybullet reports no motor torque
-            memory.set(self.registers["present_current"], self._raw("present_current", torque / XM430_TORQUE_CONSTANT))
+            memory.set(self.registers["present_current"], self._raw("present_current", torque / self.torque_constant))
         if "moving" in self.table:
             moving = abs(qd) > 0.01
             memory.set("moving", int(moving))
@@ -236,7 +239,7 @@ class JointServo(PartFirmware):
         """Goal Current x torque constant, within the joint's effort limit (N m)."""
         current = self._si("goal_current", self._get("goal_current")) if "goal_current" in self.registers else 0.0
         effort = self.joint.limits.effort
-        return max(-effort, min(effort, current * XM430_TORQUE_CONSTANT))
+        return max(-effort, min(effort, current * self.torque_constant))
 
     def _apply_torque(self) -> None:
         p.setJointMotorControl2(self.robot.body_id, self.joint.index, p.TORQUE_CONTROL, force=self._current_torque,
@@ -277,7 +280,7 @@ class PositionDrive:
         stall, no_load = limits.effort or 1.0, limits.velocity or 1.0
         torque_cap = stall
         if servo._mode == CURRENT_BASED_POSITION_MODE and "goal_current" in servo.registers:
-            torque_cap = min(stall, abs(servo._si("goal_current", servo._get("goal_current"))) * XM430_TORQUE_CONSTANT)
+            torque_cap = min(stall, abs(servo._si("goal_current", servo._get("goal_current"))) * servo.torque_constant)
         speed = servo._max_velocity()
         alpha = min(1.0, servo.world.time_step_s / TORQUE_FILTER_S)
         return cls(servo._si("goal_position", servo._get("goal_position")),
