@@ -23,11 +23,12 @@ import zmq
 from hil.bridge.envelope import VERSION, pack
 from hil.trial.record import read_log
 from hil.trial.ros_link import link as link_mod
-from hil.trial.ros_link.launch import PYTHON_ENV, checkout_venv, works
+from hil.trial.ros_link.launch import PYTHON_ENV
 from hil.trial.ros_link.link import REFUSED, RosLink
 from hil.trial.ros_link.ros_side import bridge_node
 
 from conftest import hil_command
+from ros_helpers import ros_env, ros_python  # noqa: F401 (fixtures)
 
 TRIAL_TIMEOUT_S = 120
 
@@ -124,29 +125,6 @@ def test_no_rclpy_says_what_to_do_in_one_line(tmp_path):
 
 
 # --- with ROS 2 ---------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ros_python() -> str:
-    python = os.environ.get(PYTHON_ENV) or (str(checkout_venv()) if checkout_venv().exists() else None)
-    why = "no ROS Python (set HIL_ROS_PYTHON or run make test, which builds .venv-ros)" if python is None \
-        else works(python)
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"the ROS 2 tests need rclpy: {why}")
-        pytest.skip(why)
-    return python
-
-
-_DOMAINS = iter(range(0, 1000))
-
-
-@pytest.fixture
-def ros_env(ros_python) -> dict[str, str]:
-    """A domain of this test's own (from the process id, so parallel test processes differ) on localhost."""
-    domain = 1 + (os.getpid() * 7 + next(_DOMAINS)) % 100
-    return {**os.environ, "ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-            PYTHON_ENV: ros_python}
-
-
 NODE_COMMON = '''
 import json, math, os, sys, time
 import rclpy

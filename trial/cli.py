@@ -130,13 +130,17 @@ def register(sub) -> None:
 
     from .record import repair
 
-    log = sub.add_parser("log", help="trial logs: repair one cut short by a crash (hil log repair DIR)")
+    log = sub.add_parser("log", help="trial logs: repair one cut short by a crash (hil log repair DIR), write "
+                                            "one as a rosbag2 (hil log rosbag DIR)")
     actions = log.add_subparsers(dest="log_action", required=True, metavar="ACTION")
     fix = actions.add_parser("repair", help="rewrite a log cut short by a crash complete and indexed, so that "
                                             "every MCAP tool opens it", description=repair.__doc__,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     repair.add_arguments(fix)
     fix.set_defaults(func=repair.run)
+    from .ros_link.cli import register_rosbag  # hil log rosbag (trial/ros_link/rosbag.py)
+
+    register_rosbag(actions)
 
 
 def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:

@@ -88,6 +88,23 @@ def register(sub) -> None:
     ros.set_defaults(func=cmd_ros)
 
 
+def register_rosbag(actions) -> None:
+    """``hil log rosbag``: an action of ``hil log`` (trial/cli.py); rosbags is imported when it runs."""
+    bag = actions.add_parser("rosbag", help="write a trial's log as a rosbag2 (MCAP, ROS 2 CDR) that ros2 bag play "
+                                            "replays: /clock, /odom, /tf, /scan, /joint_states, /robot_description, "
+                                            "/tf_static")
+    bag.add_argument("log", help="a trial folder or its trial.mcap")
+    bag.add_argument("--out", metavar="BAG_DIR",
+                     help="the bag folder to write (must not exist; default: rosbag/ in the trial folder)")
+    bag.set_defaults(func=_cmd_rosbag)
+
+
+def _cmd_rosbag(args: argparse.Namespace) -> int:
+    from .rosbag import run
+
+    return run(args)
+
+
 def cmd_ros(args: argparse.Namespace) -> int:
     from .launch import BridgeProcess, RosUnavailable, find_ros_python
 

@@ -1,0 +1,225 @@
+"""``hil log rosbag DIR``: a trial's log as a rosbag2 (MCAP storage, ROS 2 CDR) that ``ros2 bag play`` replays.
+
+The bag holds the topics the bridge publishes live (ros_side/bridge_node.py), made from the log alone, with the
+same conversions (the ring's layout and REP-117 from the bridge's own functions) and the same frames:
+
+======================  ==========================  ========================================================
+topic                   type                        from the log
+======================  ==========================  ========================================================
+/clock                  rosgraph_msgs/Clock         /clock
+/odom                   nav_msgs/Odometry           /robot/state: ``odometry`` (odom -> base_link), vx and w
+/tf                     tf2_msgs/TFMessage          the same pose, odom -> base_link
+/scan                   sensor_msgs/LaserScan       /robot/sensors ``ring`` and ``ring_cause``, /robot/model's
+                                                    ring (directions, min and max range), in base_link
+/joint_states           sensor_msgs/JointState      /robot/state ``joints`` (positions; the log has no
+                                                    joint velocities, so none are given)
+/robot_description      std_msgs/String             /robot/model, once (transient local: a late subscriber
+                                                    of ``ros2 bag play`` still gets it)
+/tf_static              tf2_msgs/TFMessage          /robot/model's fixed joints, once (transient local)
+======================  ==========================  ========================================================
+
+Every message is stamped, and recorded, at the log's trial time (the bag's time starts at 0, as the trial's
+clock does: replay it with ``ros2 bag play --clock`` or with /clock, and ``use_sim_time``).
+The messages are written with ``rosbags`` (pure Python: no ROS install is needed to write one).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..record.log import read_log
+from ..record.repair import log_path
+from .description import ROOT_FRAME, description_of_log
+from .ros_side.bridge_node import scan_layout, scan_ranges, stamp_of
+
+ODOM_FRAME = "odom"
+RELIABLE, BEST_EFFORT, LATCHED = "reliable", "best_effort", "transient_local"
+TOPICS: dict[str, tuple[str, str]] = {  # topic -> (type, QoS offered), as the bridge publishes them
+    "/clock": ("rosgraph_msgs/msg/Clock", RELIABLE),
+    "/odom": ("nav_msgs/msg/Odometry", RELIABLE),
+    "/tf": ("tf2_msgs/msg/TFMessage", RELIABLE),
+    "/scan": ("sensor_msgs/msg/LaserScan", BEST_EFFORT),
+    "/joint_states": ("sensor_msgs/msg/JointState", RELIABLE),
+    "/robot_description": ("std_msgs/msg/String", LATCHED),
+    "/tf_static": ("tf2_msgs/msg/TFMessage", LATCHED),
+}
+
+
+class RosbagError(ValueError):
+    """A log that cannot become a bag, or a bag folder that exists: the message is the one line to show."""
+
+
+def write_rosbag(log_file: str | Path, out: str | Path) -> dict[str, int]:
+    """Write the bag folder ``out`` (it must not exist) from the trial log ``log_file``; messages per topic."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    out = Path(out)
+    if out.exists():
+        raise RosbagError(f"{out}: exists; give another --out (a bag is never written over)")
+    log = read_log(log_file)
+    store = get_typestore(Stores.ROS2_JAZZY)
+    counts = {topic: 0 for topic in TOPICS}
+    writer = Writer(out, version=9, storage_plugin=StoragePlugin.MCAP)
+    try:
+        with writer:
+            connections = {topic: writer.add_connection(topic, kind, typestore=store,
+                                                        offered_qos_profiles=[_qos(qos)])
+                           for topic, (kind, qos) in TOPICS.items()}
+            for topic, t_s, message in messages_of(log.messages, _Maker(store)):
+                data = store.serialize_cdr(message, TOPICS[topic][0])
+                writer.write(connections[topic], round(t_s * 1e9), bytes(data))
+                counts[topic] += 1
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # nothing half-written is left to be mistaken for a bag
+        raise
+    return counts
+
+
+def messages_of(messages: dict[str, list[Any]], make: _Maker) -> Iterator[tuple[str, float, Any]]:
+    """(topic, trial time, ROS message) of a log's messages (``TrialLog.messages``), in time order."""
+    model = messages.get("/robot/model")
+    ring = model[0].data.get("ring") if model else None
+    if model:
+        yield from _description(model[0].t, model[0].data, make)
+    sensors = {round(m.t * 1e9): m.data for m in messages.get("/robot/sensors", ())}
+    states = {round(m.t * 1e9): m.data for m in messages.get("/robot/state", ())}
+    layout = _ring_layout(ring) if ring else None
+    for clock in messages.get("/clock", ()):
+        t = clock.t
+        stamp = make.stamp(t)
+        yield "/clock", t, make("rosgraph_msgs/msg/Clock", clock=stamp)
+        state = states.get(round(t * 1e9))
+        if state is not None:
+            yield from _odometry(t, stamp, state, make)
+            yield "/joint_states", t, make("sensor_msgs/msg/JointState", header=make.header(stamp, ""),
+                                           name=list(state.get("joints", {})),
+                                           position=np.array(list(state.get("joints", {}).values()), dtype=float))
+        reading = sensors.get(round(t * 1e9))
+        if reading is not None and layout is not None:
+            yield "/scan", t, _scan(stamp, reading, layout, make)
+
+
+def _description(t: float, model: dict[str, Any], make: _Maker) -> Iterator[tuple[str, float, Any]]:
+    described = description_of_log(model)
+    yield "/robot_description", t, make("std_msgs/msg/String", data=described["urdf"])
+    stamp = make.stamp(t)
+    transforms = [make.transform(stamp, s["parent"], s["child"], s["xyz"], s["xyzw"]) for s in described["static"]]
+    yield "/tf_static", t, make("tf2_msgs/msg/TFMessage", transforms=transforms)
+
+
+def _odometry(t: float, stamp: Any, state: dict[str, Any], make: _Maker) -> Iterator[tuple[str, float, Any]]:
+    x, y, yaw = state.get("odometry") or (state["x"], state["y"], state["yaw"])
+    xyzw = [0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)]
+    pose = make("geometry_msgs/msg/Pose", position=make("geometry_msgs/msg/Point", x=x, y=y, z=0.0),
+                orientation=make("geometry_msgs/msg/Quaternion", x=xyzw[0], y=xyzw[1], z=xyzw[2], w=xyzw[3]))
+    twist = make("geometry_msgs/msg/Twist", linear=make("geometry_msgs/msg/Vector3", x=float(state["vx"])),
+                 angular=make("geometry_msgs/msg/Vector3", z=float(state["w"])))
+    yield "/odom", t, make("nav_msgs/msg/Odometry", header=make.header(stamp, ODOM_FRAME), child_frame_id=ROOT_FRAME,
+                           pose=make("geometry_msgs/msg/PoseWithCovariance", pose=pose),
+                           twist=make("geometry_msgs/msg/TwistWithCovariance", twist=twist))
+    yield "/tf", t, make("tf2_msgs/msg/TFMessage",
+                         transforms=[make.transform(stamp, ODOM_FRAME, ROOT_FRAME, [x, y, 0.0], xyzw)])
+
+
+def _ring_layout(ring: dict[str, Any]) -> tuple[float, float, list[int], float, float]:
+    """(angle_min, increment, bins, min, max) of the log's ring: its rays' directions in the base frame."""
+    rotation = ring.get("in_base", {}).get("rotation") or [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    turn = math.atan2(rotation[1][0], rotation[0][0])  # the ring frame's heading in base_link
+    first, step, bins = scan_layout([turn + float(a) for a in ring["yaw"]])
+    return first, step, bins, float(ring["min_range_m"]), float(ring["max_range_m"])
+
+
+def _scan(stamp: Any, reading: dict[str, Any], layout: tuple, make: _Maker) -> Any:
+    first, step, bins, low, high = layout
+    ranges = reading.get("ring") or []
+    causes = reading.get("ring_cause") or [None if r is not None else "unknown" for r in ranges]
+    out = scan_ranges(ranges, causes, bins)
+    return make("sensor_msgs/msg/LaserScan", header=make.header(stamp, ROOT_FRAME), angle_min=first,
+                angle_max=first + step * (len(out) - 1), angle_increment=step, range_min=low, range_max=high,
+                ranges=np.array(out, dtype=np.float32))
+
+
+class _Maker:
+    """ROS messages of the rosbags type store, every field not given at its default (0, '', empty)."""
+
+    def __init__(self, store: Any):
+        self.store = store
+
+    def __call__(self, typename: str, **given: Any) -> Any:
+        _, fields = self.store.fielddefs[typename]
+        values = {name: given[name] if name in given else self._default(kind, spec) for name, (kind, spec) in fields}
+        return self.store.types[typename](**values)
+
+    def _default(self, kind: int, spec: Any) -> Any:
+        from rosbags.interfaces import Nodetype
+
+        if kind == Nodetype.NAME:
+            return self(spec)
+        if kind == Nodetype.BASE:
+            return "" if spec[0] in ("string", "wstring") else (False if spec[0] == "bool" else 0)
+        (inner_kind, inner), size = spec
+        if inner_kind == Nodetype.BASE and inner[0] not in ("string", "wstring"):
+            return np.zeros(size if kind == Nodetype.ARRAY else 0, dtype=_DTYPES.get(inner[0], np.float64))
+        return [self._default(inner_kind, inner) for _ in range(size if kind == Nodetype.ARRAY else 0)]
+
+    def stamp(self, t_s: float) -> Any:
+        sec, nanosec = stamp_of(t_s)
+        return self("builtin_interfaces/msg/Time", sec=sec, nanosec=nanosec)
+
+    def header(self, stamp: Any, frame: str) -> Any:
+        return self("std_msgs/msg/Header", stamp=stamp, frame_id=frame)
+
+    def transform(self, stamp: Any, parent: str, child: str, xyz: list[float], xyzw: list[float]) -> Any:
+        x, y, z = (float(v) for v in xyz)
+        qx, qy, qz, qw = (float(v) for v in xyzw)
+        return self("geometry_msgs/msg/TransformStamped", header=self.header(stamp, parent), child_frame_id=child,
+                    transform=self("geometry_msgs/msg/Transform",
+                                   translation=self("geometry_msgs/msg/Vector3", x=x, y=y, z=z),
+                                   rotation=self("geometry_msgs/msg/Quaternion", x=qx, y=qy, z=qz, w=qw)))
+
+
+_DTYPES = {"float32": np.float32, "float64": np.float64, "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
+           "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+           "byte": np.uint8, "char": np.uint8}
+
+
+def _qos(kind: str) -> Any:
+    """The QoS profile the bag records as offered (``ros2 bag play`` offers the same when it replays)."""
+    from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness, QosReliability,
+                                    QosTime)
+
+    never = QosTime(0, 0)
+    reliability = QosReliability.BEST_EFFORT if kind == BEST_EFFORT else QosReliability.RELIABLE
+    durability = QosDurability.TRANSIENT_LOCAL if kind == LATCHED else QosDurability.VOLATILE
+    return Qos(QosHistory.KEEP_LAST, 1 if kind == LATCHED else 10, reliability, durability, never, never,
+               QosLiveliness.AUTOMATIC, never, False)
+
+
+# --- hil log rosbag (wired in cli.py) -------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> int:
+    """``hil log rosbag LOG [--out BAG_DIR]``: 0, or 2 with one line saying what is wrong."""
+    try:
+        import rosbags  # noqa: F401
+    except ImportError:
+        print("hil log rosbag: needs the rosbags package: pip install 'hil[rosbag]'", file=sys.stderr)
+        return 2
+    source = log_path(args.log)
+    if not source.is_file():
+        print(f"hil log rosbag: {source}: no trial log there", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else source.parent / "rosbag"
+    try:
+        counts = write_rosbag(source, out)
+    except (OSError, ValueError) as exc:  # RosbagError, not an MCAP file, a folder that cannot be made
+        print(f"hil log rosbag: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}: " + ", ".join(f"{topic} {n}" for topic, n in counts.items()) +
+          f" (replay: ros2 bag play {out} --clock)")
+    return 0
