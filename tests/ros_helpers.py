@@ -5,11 +5,67 @@ tests that need it skip on a developer's machine and fail under CI. Import the f
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import subprocess
+import textwrap
+from pathlib import Path
 
 import pytest
 
+from hil.trial.record import read_log
 from hil.trial.ros_link.launch import PYTHON_ENV, checkout_venv, works
+
+from conftest import hil_command
+
+TRIAL_TIMEOUT_S = 120
+
+# the start of a test's node: use_sim_time, /odom and /scan seen, helpers to spin on sim time and to write
+# what it saw (sys.argv[1], JSON)
+NODE_COMMON = '''
+import json, math, os, sys, time
+import rclpy
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from nav_msgs.msg import Odometry
+from sensor_msgs.msg import LaserScan
+
+OUT = sys.argv[1]
+rclpy.init()
+node = rclpy.create_node("test_driver", parameter_overrides=[Parameter("use_sim_time", value=True)])
+seen = {"odom": [], "scan": [], "front": []}
+state = {"odom": None, "front": None}
+
+def stamp(msg):
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+def on_odom(msg):
+    seen["odom"].append(stamp(msg))
+    p = msg.pose.pose
+    state["odom"] = (p.position.x, p.position.y, 2 * math.atan2(p.orientation.z, p.orientation.w))
+
+def on_scan(msg):
+    seen["scan"].append(stamp(msg))
+    ahead = [r for k, r in enumerate(msg.ranges)
+             if abs(msg.angle_min + k * msg.angle_increment) <= math.radians(20) and math.isfinite(r)]
+    state["front"] = min(ahead) if ahead else math.inf
+    seen["front"].append(state["front"])
+
+node.create_subscription(Odometry, "/odom", on_odom, 10)
+node.create_subscription(LaserScan, "/scan", on_scan, qos_profile_sensor_data)
+
+def sim_now():
+    return node.get_clock().now().nanoseconds / 1e9
+
+def spin_until(done, wall_limit_s=60.0):
+    start = time.monotonic()
+    while not done() and time.monotonic() - start < wall_limit_s:
+        rclpy.spin_once(node, timeout_sec=0.05)
+
+def finish(**extra):
+    with open(OUT, "w") as f:
+        json.dump({**seen, **extra}, f)
+'''
 
 
 @pytest.fixture(scope="module")
@@ -33,3 +89,25 @@ def ros_env(ros_python) -> dict[str, str]:
     domain = 1 + (os.getpid() * 7 + next(_DOMAINS)) % 100
     return {**os.environ, "ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
             PYTHON_ENV: ros_python}
+
+
+def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str):
+    """The node started first (it waits for /clock), then ``hil trial --ros``; (node's JSON, the trial's log,
+    the trial's stderr)."""
+    node_file, seen_file, out = tmp_path / "node.py", tmp_path / "seen.json", tmp_path / "trial"
+    node_file.write_text(textwrap.dedent(node_source), encoding="utf-8")
+    node_log = open(tmp_path / "node.log", "w")
+    node = subprocess.Popen([ros_python, str(node_file), str(seen_file)], env=env, stdout=node_log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        trial = subprocess.run([*hil_command(), "trial", "--ros", "--map", "lab", "--out", str(out), "--quiet",
+                                *trial_args], env=env, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S)
+        node.wait(timeout=30)
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.wait()
+        node_log.close()
+    assert trial.returncode == 0, trial.stdout + trial.stderr
+    assert seen_file.exists(), (tmp_path / "node.log").read_text() + trial.stderr
+    return json.loads(seen_file.read_text()), read_log(out / "trial.mcap"), trial.stderr

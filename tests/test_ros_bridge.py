@@ -8,12 +8,10 @@ it these tests skip on a developer's machine and fail under CI.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import msgspec
@@ -28,9 +26,7 @@ from hil.trial.ros_link.link import REFUSED, RosLink
 from hil.trial.ros_link.ros_side import bridge_node
 
 from conftest import hil_command
-from ros_helpers import ros_env, ros_python  # noqa: F401 (fixtures)
-
-TRIAL_TIMEOUT_S = 120
+from ros_helpers import NODE_COMMON, ros_env, ros_python, run_with_node  # noqa: F401 (fixtures)
 
 
 # --- the plain parts, no ROS needed -----------------------------------------------------------------------------
@@ -125,51 +121,6 @@ def test_no_rclpy_says_what_to_do_in_one_line(tmp_path):
 
 
 # --- with ROS 2 ---------------------------------------------------------------------------------------------------
-NODE_COMMON = '''
-import json, math, os, sys, time
-import rclpy
-from rclpy.parameter import Parameter
-from rclpy.qos import qos_profile_sensor_data
-from nav_msgs.msg import Odometry
-from sensor_msgs.msg import LaserScan
-
-OUT = sys.argv[1]
-rclpy.init()
-node = rclpy.create_node("test_driver", parameter_overrides=[Parameter("use_sim_time", value=True)])
-seen = {"odom": [], "scan": [], "front": []}
-state = {"odom": None, "front": None}
-
-def stamp(msg):
-    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-
-def on_odom(msg):
-    seen["odom"].append(stamp(msg))
-    p = msg.pose.pose
-    state["odom"] = (p.position.x, p.position.y, 2 * math.atan2(p.orientation.z, p.orientation.w))
-
-def on_scan(msg):
-    seen["scan"].append(stamp(msg))
-    ahead = [r for k, r in enumerate(msg.ranges)
-             if abs(msg.angle_min + k * msg.angle_increment) <= math.radians(20) and math.isfinite(r)]
-    state["front"] = min(ahead) if ahead else math.inf
-    seen["front"].append(state["front"])
-
-node.create_subscription(Odometry, "/odom", on_odom, 10)
-node.create_subscription(LaserScan, "/scan", on_scan, qos_profile_sensor_data)
-
-def sim_now():
-    return node.get_clock().now().nanoseconds / 1e9
-
-def spin_until(done, wall_limit_s=60.0):
-    start = time.monotonic()
-    while not done() and time.monotonic() - start < wall_limit_s:
-        rclpy.spin_once(node, timeout_sec=0.05)
-
-def finish(**extra):
-    with open(OUT, "w") as f:
-        json.dump({**seen, **extra}, f)
-'''
-
 GOAL_NODE = NODE_COMMON + '''
 from geometry_msgs.msg import Twist
 pub = node.create_publisher(Twist, "/cmd_vel", 10)
@@ -229,35 +180,13 @@ os._exit(0)  # dies at once, mid-drive: no stop is ever sent
 '''
 
 
-def _run(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str):
-    """The node started first (it waits for /clock), then ``hil trial --ros``; (node's JSON, the trial's log,
-    the trial's stderr)."""
-    node_file, seen_file, out = tmp_path / "node.py", tmp_path / "seen.json", tmp_path / "trial"
-    node_file.write_text(textwrap.dedent(node_source), encoding="utf-8")
-    node_log = open(tmp_path / "node.log", "w")
-    node = subprocess.Popen([ros_python, str(node_file), str(seen_file)], env=env, stdout=node_log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        trial = subprocess.run([*hil_command(), "trial", "--ros", "--map", "lab", "--out", str(out), "--quiet",
-                                *trial_args], env=env, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S)
-        node.wait(timeout=30)
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
-        node_log.close()
-    assert trial.returncode == 0, trial.stdout + trial.stderr
-    assert seen_file.exists(), (tmp_path / "node.log").read_text() + trial.stderr
-    return json.loads(seen_file.read_text()), read_log(out / "trial.mcap"), trial.stderr
-
-
 def test_ros_node_drives_to_the_goal_and_stops_before_the_wall(tmp_path, ros_env, ros_python):
     """Facing the lab's north wall (3 m ahead) with the goal beyond it: the node drives on /odom toward the goal,
     stops on /scan before the wall; the log shows the commanded speed, the stop, no collision, and every stamp
     the node got is a time of the trial's /clock."""
     # a watchdog of 2 trial seconds: on a busy machine the node may miss its 0.25 wall seconds at rtf 2 (the
     # watchdog's own test below keeps the default)
-    seen, log, stderr = _run(tmp_path, ros_env, ros_python, GOAL_NODE, "--start", "0,0,1.5707963",
+    seen, log, stderr = run_with_node(tmp_path, ros_env, ros_python, GOAL_NODE, "--start", "0,0,1.5707963",
                              "--duration", "14", "--ros-rtf", "2", "--ros-watchdog", "2")
     assert seen["reason"] == "wall", seen
     clock_ns = {round(m.t * 1e9) for m in log.messages["/clock"]}
@@ -283,7 +212,7 @@ def test_ros_node_drives_to_the_goal_and_stops_before_the_wall(tmp_path, ros_env
 def test_broken_twists_are_refused_and_a_dead_node_is_stopped_by_the_watchdog(tmp_path, ros_env, ros_python):
     """TwistStamped at 0.3 m/s, then NaN, inf and 1e9 (each refused with one line, the base stopped), 0.3 m/s
     again, then the node dies mid-drive: the watchdog stops the base, and the log says so."""
-    seen, log, stderr = _run(tmp_path, ros_env, ros_python, BAD_NODE, "--duration", "9", "--ros-rtf", "2")
+    seen, log, stderr = run_with_node(tmp_path, ros_env, ros_python, BAD_NODE, "--duration", "9", "--ros-rtf", "2")
     refusals = [line for line in stderr.splitlines() if "refused" in line]
     assert len(refusals) == 3, stderr
     assert "v=nan" in refusals[0] and "v=inf" in refusals[1] and "v=1000000000.0" in refusals[2]

@@ -8,7 +8,9 @@ one that does not. Two ZeroMQ sockets bound on loopback (random ports unless giv
 - **state** (PUB): one ``ros_state`` envelope (hil/bridge/envelope.py) per bus cycle: ``t`` (trial time, s),
   ``odom`` [x, y, yaw] and ``twist`` [v, w] from the base's odometry, ``ring`` (ranges in m or None, the cause of
   each failed reading, the sensors' angles, min and max range) and ``joints`` (blueprint names, positions,
-  velocities); ``ros_bye`` when the trial ends. A bridge that is slow or absent costs the trial nothing (PUB drops).
+  velocities); every :data:`DESCRIPTION_EVERY` cycles from the first, ``description``: the URDF and the fixed
+  joints (description.py; the bridge publishes them once, transient-local, and again only if they change; sent
+  again so that a bridge that connects late still gets them); ``ros_bye`` when the trial ends. A bridge that is slow or absent costs the trial nothing (PUB drops).
 - **commands** (PULL): ``ros_cmd_vel`` envelopes ``{v, w}`` as the bridge got them from ``/cmd_vel``.
   :meth:`take_command` drains them without waiting and checks each with msgspec (finite, within
   :data:`MAX_SPEED_M_S` and :data:`MAX_TURN_RAD_S`): a refused one is one line on ``err`` and a ``/trial/refused``
@@ -32,6 +34,7 @@ STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"  # ros_side/bridge_n
 MAX_SPEED_M_S = 100.0  # |linear.x| above this is no command but a broken number (1e9): refused
 MAX_TURN_RAD_S = 100.0  # |angular.z| likewise
 REFUSED_BY = "ros /cmd_vel"
+DESCRIPTION_EVERY = 50  # cycles between two copies of the robot's description in the state (1 s at 50 Hz)
 
 
 class CmdVel(Struct, frozen=True):
@@ -72,6 +75,7 @@ class RosLink(LiveTap):
         self.refused = 0
         self._layout: dict[str, Any] | None = None
         self._parts: tuple[Any, Any] | None = None  # (base or None, ring or None), found at the first cycle
+        self._description: dict[str, Any] | None = None
 
     # --- as a recorder tap and a hook (LiveTap: taps, hooks, bind, write) ------------------------------------
     def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
@@ -107,6 +111,12 @@ class RosLink(LiveTap):
         joints = robot.joints
         out["joints"] = {"name": list(joints.keys()), "position": [j.position for j in joints.values()],
                          "velocity": [j.velocity for j in joints.values()]}
+        if self.seq % DESCRIPTION_EVERY == 1:
+            if self._description is None:
+                from .description import description_of_robot
+
+                self._description = description_of_robot(robot)
+            out["description"] = self._description
         return out
 
     def _ring_layout(self, ring: Any) -> dict[str, Any]:

@@ -8,7 +8,10 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   the joints. Published as ``/clock`` (rosgraph_msgs/Clock), ``/odom`` (nav_msgs/Odometry, odom -> base_link),
   ``/tf`` (odom -> base_link; only where tf2_msgs imports), ``/scan`` (sensor_msgs/LaserScan: REP-117, +inf for
   no return, NaN for an invalid reading) and ``/joint_states`` (the blueprint's names), every header stamped
-  with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock.
+  with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock. The robot's
+  description, when the state carries it, as ``/robot_description`` (std_msgs/String: the URDF, joints named by
+  the blueprint) and ``/tf_static`` (its fixed joints; only where tf2_msgs imports), both transient-local and
+  published again only when they change.
 - **commands** (PUSH, the trial's PULL): every ``/cmd_vel`` (geometry_msgs/Twist, or TwistStamped when the
   publishers on the topic use that type) forwarded as it came, NaN and all: the trial checks it, applies it within
   the wheels' limits and keeps the watchdog (trial/ros_link/drive.py), so what reaches the robot is decided and
@@ -93,6 +96,7 @@ def _imports():
         from nav_msgs.msg import Odometry  # noqa: F401
         from rosgraph_msgs.msg import Clock  # noqa: F401
         from sensor_msgs.msg import JointState, LaserScan  # noqa: F401
+        from std_msgs.msg import String  # noqa: F401
     except ImportError as exc:
         print(f"hil ros: rclpy or a message package does not import in {sys.executable} ({exc}): source a ROS 2 "
               "install (source /opt/ros/jazzy/setup.bash) or pip install 'hil[ros]' into a venv and give its python",
@@ -108,7 +112,7 @@ class Bridge:
     def __init__(self, args: argparse.Namespace):
         zmq, msgpack = _imports()
         import rclpy
-        from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
         self.msgpack = msgpack
         self.args = args
@@ -126,6 +130,13 @@ class Bridge:
         self.scan_pub = self.node.create_publisher(LaserScan, "/scan", qos_profile_sensor_data)
         self.joints_pub = self.node.create_publisher(JointState, "/joint_states", reliable)
         self.tf_pub = self._tf_publisher(reliable)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        from std_msgs.msg import String
+
+        self.description_pub = self.node.create_publisher(String, "/robot_description", latched)
+        self.tf_static_pub = self._tf_publisher(latched, "/tf_static")
+        self.described: str | None = None
         self.command_qos = reliable
         self.cmd_type: str | None = None
         self.cmd_sub = None
@@ -146,15 +157,17 @@ class Bridge:
         self.done = threading.Event()
         self.layout: tuple | None = None
 
-    def _tf_publisher(self, qos):
-        """/tf where tf2_msgs imports (a sourced ROS install has it; the registry's wheels do not): None else."""
+    def _tf_publisher(self, qos, topic: str = "/tf"):
+        """/tf or /tf_static where tf2_msgs imports (a sourced ROS install has it; the registry's wheels do not):
+        None else."""
         try:
             from tf2_msgs.msg import TFMessage
         except ImportError:
-            self.log.warning("tf2_msgs does not import here: /tf is not published (odom -> base_link is still in "
-                             "/odom's header and child_frame_id)")
+            self.log.warning(f"tf2_msgs does not import here: {topic} is not published" + (
+                " (odom -> base_link is still in /odom's header and child_frame_id)" if topic == "/tf" else
+                " (the fixed joints are in /robot_description)"))
             return None
-        return self.node.create_publisher(TFMessage, "/tf", qos)
+        return self.node.create_publisher(TFMessage, topic, qos)
 
     # --- commands: ROS -> trial ---------------------------------------------------------------------------------
     def _subscribe_cmd_vel(self, type_name: str) -> None:
@@ -225,6 +238,8 @@ class Bridge:
             self._publish_odom(stamp, state["odom"], state["twist"])
         if state.get("ring") is not None:
             self._publish_scan(stamp, state["ring"])
+        if state.get("description") is not None:
+            self._publish_description(stamp, state["description"])
         joints = state.get("joints")
         if joints:
             from sensor_msgs.msg import JointState
@@ -233,6 +248,28 @@ class Bridge:
                              velocity=[float(v) for v in joints["velocity"]])
             msg.header.stamp = stamp
             self.joints_pub.publish(msg)
+
+    def _publish_description(self, stamp, description: dict) -> None:
+        """/robot_description and /tf_static, once (transient-local keeps them for late subscribers)."""
+        from std_msgs.msg import String
+
+        if description["urdf"] == self.described:
+            return
+        self.described = description["urdf"]
+        self.description_pub.publish(String(data=description["urdf"]))
+        if self.tf_static_pub is not None:
+            from geometry_msgs.msg import TransformStamped
+            from tf2_msgs.msg import TFMessage
+
+            transforms = []
+            for fixed in description["static"]:
+                tf = TransformStamped()
+                tf.header.stamp, tf.header.frame_id, tf.child_frame_id = stamp, fixed["parent"], fixed["child"]
+                t, r = tf.transform.translation, tf.transform.rotation
+                t.x, t.y, t.z = (float(v) for v in fixed["xyz"])
+                r.x, r.y, r.z, r.w = (float(v) for v in fixed["xyzw"])
+                transforms.append(tf)
+            self.tf_static_pub.publish(TFMessage(transforms=transforms))
 
     def _publish_odom(self, stamp, odom: list, twist: list) -> None:
         from nav_msgs.msg import Odometry
