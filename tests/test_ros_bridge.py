@@ -33,8 +33,8 @@ from ros_helpers import NODE_COMMON, ros_env, ros_python, run_with_node  # noqa:
 def test_bridge_node_speaks_the_links_wire():
     """The bridge imports nothing of hil, so it spells the envelope's version and the types itself."""
     assert bridge_node.ENVELOPE_VERSION == VERSION
-    assert (bridge_node.STATE, bridge_node.BYE, bridge_node.CMD_VEL) == (link_mod.STATE, link_mod.BYE,
-                                                                       link_mod.CMD_VEL)
+    names = ("STATE", "BYE", "CMD_VEL", "JOINT_POSITIONS", "JOINT_TRAJECTORY", "FORWARD_TOPIC", "TRAJECTORY_TOPIC")
+    assert [getattr(bridge_node, n) for n in names] == [getattr(link_mod, n) for n in names]
 
 
 def test_scan_follows_rep_117_and_the_rings_directions():

@@ -4,6 +4,9 @@ processes of their own against the real ``hil trial --ros`` (tests/ros_helpers.p
 - ``/robot_description`` is transient-local: a node that subscribes after the trial started still gets it, and the
   URDF places each camera where runtime.model does (the registry's wheels have no tf2_msgs, so the cameras'
   poses are checked in the URDF rather than on /tf_static);
+- joint commands as ros2_control's controllers take them: ``/joint_states`` follows a JointTrajectory, a
+  Float64MultiArray sets the declared joints, and NaN, a wrong length or a position beyond a limit is refused with
+  one line, nothing of it applied;
 """
 from __future__ import annotations
 
@@ -63,8 +66,8 @@ def _urdf_frames(urdf: ET.Element) -> dict[str, np.ndarray]:
 
 
 def test_robot_description_is_latched_and_places_the_cameras_as_the_model_does(tmp_path, ros_env, ros_python):
-    seen, log, stderr = run_with_node(tmp_path, ros_env, ros_python, DESCRIPTION_NODE, "--duration", "4",
-                                      "--ros-rtf", "2")
+    seen, log, stderr = run_with_node(tmp_path, ros_env, ros_python, DESCRIPTION_NODE, "--duration", "3",
+                                      "--ros-rtf", "4")
     assert seen["urdf"], "the late subscriber got no /robot_description"
     assert seen["subscribed_at"] > 1.0
     urdf = ET.fromstring(seen["urdf"])
@@ -80,3 +83,81 @@ def test_robot_description_is_latched_and_places_the_cameras_as_the_model_does(t
         assert frames[model.links[k].name] == pytest.approx(placed[k].homogeneous, abs=1e-9)
     masses = [float(m.get("value")) for m in urdf.iter("mass")]
     assert sum(masses) == pytest.approx(sum(link.inertia.mass for link in model.links))  # the whole URDF
+
+
+JOINTS_NODE = NODE_COMMON + '''
+from builtin_interfaces.msg import Duration
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+states = []
+node.create_subscription(JointState, "/joint_states", lambda m: states.append(
+    [stamp(m), dict(zip(m.name, m.position))]), 10)
+trajectory = node.create_publisher(JointTrajectory, "/joint_trajectory_controller/joint_trajectory", 10)
+forward = node.create_publisher(Float64MultiArray, "/forward_position_controller/commands", 10)
+spin_until(lambda: states and sim_now() > 0.5)
+order = [name for name in states[-1][1] if not name.startswith("base.")]  # the position joints, in order
+
+def send_trajectory(points):
+    msg = JointTrajectory(joint_names=["head.neck_yaw", "left_arm.elbow"])
+    for at, positions in points:
+        msg.points.append(JointTrajectoryPoint(positions=positions, time_from_start=Duration(
+            sec=int(at), nanosec=int((at % 1) * 1e9))))
+    trajectory.publish(msg)
+
+def wait(seconds):
+    until = sim_now() + seconds
+    spin_until(lambda: sim_now() > until)
+
+sent_at = sim_now()
+send_trajectory([(1.0, [0.6, -0.5]), (2.0, [0.3, -1.0])])
+wait(3.0)
+forward.publish(Float64MultiArray(data=[math.nan] + [0.0] * (len(order) - 1)))
+wait(0.3)
+forward.publish(Float64MultiArray(data=[0.0] * (len(order) - 1)))
+wait(0.3)
+send_trajectory([(0.5, [4.0, 0.0])])  # beyond the neck's limit (pi)
+wait(0.5)
+targets = [0.2 if name == "head.neck_pitch" else 0.0 for name in order]
+forwarded_at = sim_now()
+forward.publish(Float64MultiArray(data=targets))
+wait(1.5)
+finish(states=states, sent_at=sent_at, forwarded_at=forwarded_at, order=order)
+'''
+
+
+def test_joint_states_follow_a_trajectory_and_bad_joint_commands_are_refused(tmp_path, ros_env, ros_python):
+    seen, log, stderr = run_with_node(tmp_path, ros_env, ros_python, JOINTS_NODE, "--duration", "7",
+                                      "--ros-rtf", "4")
+    taken = log.messages["/ros/joint_command"]
+    assert [m.data["topic"] for m in taken] == ["/joint_trajectory_controller/joint_trajectory",
+                                                "/forward_position_controller/commands"]
+    start, end = taken[0].data["start"], taken[0].data["end"]
+    assert end - start == pytest.approx(2.0)
+    assert start == pytest.approx(seen["sent_at"], abs=0.5)  # it started when it came (DDS takes a moment)
+    states = seen["states"]
+    log_joints = {round(m.t * 1e9): m.data["joints"] for m in log.messages["/robot/state"]}
+    assert all(log_joints[t] == joints for t, joints in states)  # /joint_states says what the log says
+
+    def at(t_s: float) -> dict[str, float]:
+        return min(states, key=lambda s: abs(s[0] / 1e9 - t_s))[1]
+
+    assert at(start)["head.neck_yaw"] == pytest.approx(0.0, abs=0.02)
+    assert at(start + 1.0)["head.neck_yaw"] > 0.4  # on its way through the first point (0.6 at 1 s)
+    assert at(start + 1.0)["left_arm.elbow"] < -0.3
+    settled = at(end + 0.7)
+    assert settled["head.neck_yaw"] == pytest.approx(0.3, abs=0.02)
+    assert settled["left_arm.elbow"] == pytest.approx(-1.0, abs=0.02)
+    refused = [line for line in stderr.splitlines() if "refused" in line]
+    assert len(refused) == 3, stderr
+    assert "/forward_position_controller/commands" in refused[0] and "nan" in refused[0]
+    assert "positions; the declared order has" in refused[1]
+    assert "/joint_trajectory_controller/joint_trajectory" in refused[2] and "outside its limits" in refused[2]
+    assert [m.data["by"] for m in log.messages["/trial/refused"]] == [
+        "ros /forward_position_controller/commands"] * 2 + ["ros /joint_trajectory_controller/joint_trajectory"]
+    before = at(seen["forwarded_at"] - 0.05)
+    assert before["head.neck_yaw"] == pytest.approx(0.3, abs=0.02)  # none of the refused commands moved it
+    assert taken[1].data["joints"] == seen["order"]
+    last = states[-1][1]
+    assert last["head.neck_pitch"] == pytest.approx(0.2, abs=0.02)
+    assert last["head.neck_yaw"] == pytest.approx(0.0, abs=0.02) and last["left_arm.elbow"] == pytest.approx(0.0, abs=0.02)

@@ -11,6 +11,8 @@ at ``hz`` on the simulator's clock and, after each:
 - keeps a **watchdog**: when no command came for ``watchdog_s`` of trial time while the base was moving, it stops
   the base and writes ``/ros/watchdog`` to the log (a node that died, a bridge that hangs);
 - writes ``/ros/cmd_vel`` to the log each time the command applied changes (what was asked, what was applied);
+- sets the position joints' targets from the joint commands the link took (joint_commands.py: a
+  Float64MultiArray in the declared order, or a JointTrajectory followed cycle by cycle);
 - paces the lockstep to ``rtf`` (trial seconds per wall second): ROS nodes think in wall time, so the simulator
   must not run ahead of them. A trial that cannot keep up runs as fast as it can.
 
@@ -24,6 +26,7 @@ from typing import Any
 
 from hil.runtime.clock.base import WALL, WALL_SLEEP
 
+from .joint_commands import JointCommander
 from .link import REFUSED, CmdVel, RosLink
 
 DEFAULT_HZ = 50.0
@@ -58,6 +61,7 @@ class RosDrive:
         self.applied = STOPPED
         self.last_command_s: float | None = None
         self.watchdog_stops = 0
+        self.joints = JointCommander(link)
 
     def __call__(self, robot: Any) -> None:
         base = robot.base  # a robot without a drivable base: BaseGeometryError, the trial fails saying so
@@ -66,6 +70,7 @@ class RosDrive:
         for tick in robot.loop(self.hz):
             t = self.link.trial_time(robot)
             self.step(base, t)
+            self.joints.step(robot, t)
             ahead = (tick.time - sim0) / self.rtf - (WALL() - wall0)
             if ahead > 0:
                 WALL_SLEEP(ahead)

@@ -11,11 +11,14 @@ one that does not. Two ZeroMQ sockets bound on loopback (random ports unless giv
   velocities); every :data:`DESCRIPTION_EVERY` cycles from the first, ``description``: the URDF and the fixed
   joints (description.py; the bridge publishes them once, transient-local, and again only if they change; sent
   again so that a bridge that connects late still gets them); ``ros_bye`` when the trial ends. A bridge that is slow or absent costs the trial nothing (PUB drops).
-- **commands** (PULL): ``ros_cmd_vel`` envelopes ``{v, w}`` as the bridge got them from ``/cmd_vel``.
-  :meth:`take_command` drains them without waiting and checks each with msgspec (finite, within
-  :data:`MAX_SPEED_M_S` and :data:`MAX_TURN_RAD_S`): a refused one is one line on ``err`` and a ``/trial/refused``
-  message in the log, and is returned as :data:`REFUSED` so the driver stops the base. Garbage on the socket is
-  refused the same way; nothing a peer sends raises into the trial.
+- **commands** (PULL): ``ros_cmd_vel`` envelopes ``{v, w}`` as the bridge got them from ``/cmd_vel``;
+  ``ros_joint_positions`` ``{positions}`` (a ``Float64MultiArray``) and ``ros_joint_trajectory`` ``{joints,
+  points: [{positions, t}], start}`` (a ``JointTrajectory``). :meth:`take_command` drains them without waiting and
+  checks each with msgspec (finite, within :data:`MAX_SPEED_M_S`, :data:`MAX_TURN_RAD_S`,
+  :data:`MAX_POSITION_RAD`): a refused one is one line on ``err`` and a ``/trial/refused`` message in the log; a
+  refused ``/cmd_vel`` is returned as :data:`REFUSED` so the driver stops the base, a refused joint command
+  changes no joint. Garbage on the socket is refused as a ``/cmd_vel`` (the base stops); nothing a peer sends
+  raises into the trial. Good joint commands wait in :attr:`joint_commands` for the driver (joint_commands.py).
 """
 from __future__ import annotations
 
@@ -31,9 +34,14 @@ from hil.bridge.envelope import EnvelopeError, pack, unpack
 from ..record.live_tap import LiveTap
 
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"  # ros_side/bridge_node.py has the same names
+JOINT_POSITIONS, JOINT_TRAJECTORY = "ros_joint_positions", "ros_joint_trajectory"
+FORWARD_TOPIC = "/forward_position_controller/commands"  # as ros2_control's forward command controller names it
+TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"  # as its joint trajectory controller does
+TOPIC_OF = {CMD_VEL: "/cmd_vel", JOINT_POSITIONS: FORWARD_TOPIC, JOINT_TRAJECTORY: TRAJECTORY_TOPIC}
 MAX_SPEED_M_S = 100.0  # |linear.x| above this is no command but a broken number (1e9): refused
 MAX_TURN_RAD_S = 100.0  # |angular.z| likewise
-REFUSED_BY = "ros /cmd_vel"
+MAX_POSITION_RAD = 1000.0  # a joint position beyond this is a broken number; the joint's own limits come after
+MAX_TRAJECTORY_S = 86400.0  # a point's time_from_start beyond a day likewise
 DESCRIPTION_EVERY = 50  # cycles between two copies of the robot's description in the state (1 s at 50 Hz)
 
 
@@ -42,6 +50,36 @@ class CmdVel(Struct, frozen=True):
 
     v: Annotated[float, Meta(ge=-MAX_SPEED_M_S, le=MAX_SPEED_M_S)]
     w: Annotated[float, Meta(ge=-MAX_TURN_RAD_S, le=MAX_TURN_RAD_S)]
+
+
+Position = Annotated[float, Meta(ge=-MAX_POSITION_RAD, le=MAX_POSITION_RAD)]
+
+
+class JointPositions(Struct, frozen=True):
+    """A Float64MultiArray's data: one position (rad) per joint, in the declared order (joint_commands.py)."""
+
+    positions: list[Position]
+
+
+class TrajectoryPoint(Struct, frozen=True):
+    positions: list[Position]
+    t: Annotated[float, Meta(ge=0.0, le=MAX_TRAJECTORY_S)]  # time_from_start, s
+
+
+class JointTrajectory(Struct, frozen=True):
+    """A JointTrajectory: joint names, points, and the header's stamp (s; 0: start when it arrives)."""
+
+    joints: list[str]
+    points: list[TrajectoryPoint]
+    start: Annotated[float, Meta(ge=0.0)] = 0.0
+
+
+class JointCommand(Struct, frozen=True):
+    """A checked joint command as the driver takes it: which topic, when it came, what it says."""
+
+    topic: str
+    t: float
+    command: JointPositions | JointTrajectory
 
 
 REFUSED = CmdVel(0.0, 0.0)  # returned (by identity) for a refused command: the base stops
@@ -76,6 +114,7 @@ class RosLink(LiveTap):
         self._layout: dict[str, Any] | None = None
         self._parts: tuple[Any, Any] | None = None  # (base or None, ring or None), found at the first cycle
         self._description: dict[str, Any] | None = None
+        self.joint_commands: list[JointCommand] = []  # checked, not yet taken by the driver
 
     # --- as a recorder tap and a hook (LiveTap: taps, hooks, bind, write) ------------------------------------
     def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
@@ -136,25 +175,39 @@ class RosLink(LiveTap):
             except zmq.Again:
                 break
             self.received += 1
-            command = self._check(data, t_s)
-            if command is None:
+            kind, command = self._check(data, t_s)
+            if kind != CMD_VEL:
+                if command is not None:
+                    self.joint_commands.append(JointCommand(TOPIC_OF[kind], t_s, command))
+            elif command is None:
                 refused = True
             else:
                 newest, refused = command, False
         return REFUSED if refused else newest
 
-    def _check(self, data: bytes, t_s: float) -> CmdVel | None:
+    def take_joint_commands(self) -> list[JointCommand]:
+        """The checked joint commands that came since the last call, oldest first."""
+        taken, self.joint_commands = self.joint_commands, []
+        return taken
+
+    def _check(self, data: bytes, t_s: float) -> tuple[str, Any]:
+        """(the envelope's type, the checked command or None when refused); garbage counts as a /cmd_vel."""
+        kind = CMD_VEL
         try:
-            return _DECODE(unpack(data, (CMD_VEL,)).payload, CmdVel)
+            envelope = unpack(data, tuple(TOPIC_OF))
+            kind = envelope.type
+            return kind, _DECODE(envelope.payload, _STRUCT_OF[kind])
         except (EnvelopeError, msgspec.ValidationError) as exc:
             self.refused += 1
-            self._refuse(_shown(data), str(exc), t_s)
-            return None
+            self.refuse(TOPIC_OF[kind], _shown(data), str(exc), t_s)
+            return kind, None
 
-    def _refuse(self, request: str, error: str, t_s: float) -> None:
-        print(f"hil ros: t={t_s:.3f} s: /cmd_vel {request} refused ({error}); the base stops", file=self.err,
-              flush=True)
-        self.write("/trial/refused", t_s, {"request": f"/cmd_vel {request}", "error": error, "by": REFUSED_BY})
+    def refuse(self, topic: str, request: str, error: str, t_s: float) -> None:
+        """One line on ``err`` and ``/trial/refused`` in the log, saying which topic, what and why."""
+        then = "the base stops" if topic == "/cmd_vel" else "no joint moves for it"
+        print(f"hil ros: t={t_s:.3f} s: {topic} {request} refused ({error}); {then}", file=self.err, flush=True)
+        self.write("/trial/refused", t_s, {"request": f"{topic} {request}", "error": error,
+                                           "by": f"ros {topic}"})
 
     def close(self) -> None:
         """Tell the bridge the trial ended (given 0.2 s to leave), then close the sockets."""
@@ -191,12 +244,15 @@ def _bind(socket: Any, host: str, port: int) -> str:
     return f"tcp://{host}:{chosen}"
 
 
+_STRUCT_OF = {CMD_VEL: CmdVel, JOINT_POSITIONS: JointPositions, JOINT_TRAJECTORY: JointTrajectory}
+
+
 def _shown(data: bytes) -> str:
     """A refused command as a person reads it: ``v=nan w=0`` when the envelope decodes, else its size."""
     try:
-        payload = unpack(data, (CMD_VEL,)).payload
+        payload = unpack(data, tuple(TOPIC_OF)).payload
         if isinstance(payload, dict):
-            return " ".join(f"{k}={payload[k]!r}" for k in ("v", "w") if k in payload) or repr(payload)[:80]
-        return repr(payload)[:80]
+            return (" ".join(f"{k}={v!r}" for k, v in payload.items()) or repr(payload))[:120]
+        return repr(payload)[:120]
     except EnvelopeError:
         return f"({len(data)} bytes, not a command)"

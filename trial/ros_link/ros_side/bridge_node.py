@@ -15,7 +15,9 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
 - **commands** (PUSH, the trial's PULL): every ``/cmd_vel`` (geometry_msgs/Twist, or TwistStamped when the
   publishers on the topic use that type) forwarded as it came, NaN and all: the trial checks it, applies it within
   the wheels' limits and keeps the watchdog (trial/ros_link/drive.py), so what reaches the robot is decided and
-  recorded in one place.
+  recorded in one place. Joint commands likewise: ``/forward_position_controller/commands``
+  (std_msgs/Float64MultiArray, positions in the declared order) and
+  ``/joint_trajectory_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory, where it imports).
 
 QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/clock``, ``/odom``, ``/tf`` and
 ``/joint_states`` reliable, depth 10 (a best-effort publisher would match no reliable subscriber: tf2's listener
@@ -33,6 +35,9 @@ import threading
 
 ENVELOPE_VERSION = 2  # hil.bridge.envelope.VERSION: the envelope {v, type, seq, t, payload} of every hil socket
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"
+JOINT_POSITIONS, JOINT_TRAJECTORY = "ros_joint_positions", "ros_joint_trajectory"
+FORWARD_TOPIC = "/forward_position_controller/commands"
+TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"
 TWIST = "geometry_msgs/msg/Twist"
 TWIST_STAMPED = "geometry_msgs/msg/TwistStamped"
 NO_RCLPY = 3  # exit status: rclpy (or pyzmq, msgpack) does not import in this Python
@@ -72,6 +77,15 @@ def twist_values(msg) -> tuple[float, float]:
     """(v, w) of a Twist or a TwistStamped: linear.x and angular.z, as they came (the trial checks them)."""
     twist = getattr(msg, "twist", msg)
     return float(twist.linear.x), float(twist.angular.z)
+
+
+def trajectory_payload(msg) -> dict:
+    """What the trial takes of a JointTrajectory: names, points (positions, time_from_start in s), the stamp."""
+    stamp = msg.header.stamp
+    return {"joints": list(msg.joint_names), "start": stamp.sec + stamp.nanosec * 1e-9,
+            "points": [{"positions": [float(p) for p in point.positions],
+                        "t": point.time_from_start.sec + point.time_from_start.nanosec * 1e-9}
+                       for point in msg.points]}
 
 
 def stamp_of(t_s: float) -> tuple[int, int]:
@@ -142,6 +156,7 @@ class Bridge:
         self.cmd_sub = None
         self._subscribe_cmd_vel(TWIST_STAMPED if args.cmd_vel_stamped else TWIST)
         self.node.create_timer(0.5, self._follow_cmd_vel_type)  # Nav2 sends either type: take the publishers'
+        self._subscribe_joint_commands(reliable)
         self.context = zmq.Context()
         self.state = self.context.socket(zmq.SUB)
         self.state.setsockopt(zmq.LINGER, 0)
@@ -187,12 +202,31 @@ class Bridge:
             self.log.info(f"/cmd_vel: its publishers send {wanted}; subscribing with that type")
             self._subscribe_cmd_vel(wanted)
 
+    def _subscribe_joint_commands(self, qos) -> None:
+        """Float64MultiArray positions and JointTrajectory, as ros2_control's controllers take them (where
+        trajectory_msgs imports)."""
+        from std_msgs.msg import Float64MultiArray
+
+        self.node.create_subscription(Float64MultiArray, FORWARD_TOPIC, lambda msg: self._forward(
+            JOINT_POSITIONS, {"positions": [float(p) for p in msg.data]}), qos)
+        try:
+            from trajectory_msgs.msg import JointTrajectory
+        except ImportError:
+            self.log.warning(f"trajectory_msgs does not import here: {TRAJECTORY_TOPIC} is not taken")
+            return
+        self.node.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, lambda msg: self._forward(
+            JOINT_TRAJECTORY, trajectory_payload(msg)), qos)
+
     def _on_cmd_vel(self, msg) -> None:
         v, w = twist_values(msg)
+        self._forward(CMD_VEL, {"v": v, "w": w})
+
+    def _forward(self, kind: str, payload: dict) -> None:
+        """A command to the trial as it came (the trial checks it), never waiting."""
         with self._command_lock:
             self.seq += 1
-            data = self.msgpack.packb({"v": ENVELOPE_VERSION, "type": CMD_VEL, "seq": self.seq, "t": 0.0,
-                                       "payload": {"v": v, "w": w}}, use_bin_type=True)
+            data = self.msgpack.packb({"v": ENVELOPE_VERSION, "type": kind, "seq": self.seq, "t": 0.0,
+                                       "payload": payload}, use_bin_type=True)
             try:
                 self.commands.send(data, self.zmq.NOBLOCK)
             except self.zmq.Again:  # the trial is not taking commands (gone, or far behind): drop, never block
