@@ -7,6 +7,9 @@ processes of their own against the real ``hil trial --ros`` (tests/ros_helpers.p
 - joint commands as ros2_control's controllers take them: ``/joint_states`` follows a JointTrajectory, a
   Float64MultiArray sets the declared joints, and NaN, a wrong length or a position beyond a limit is refused with
   one line, nothing of it applied;
+- a /cmd_vel flood (a node publishing as fast as it can: over 10 kHz here) does not stall the trial: it runs to its
+  end on its clock and the base does what the flood says. (A node that dies is stopped by the watchdog:
+  tests/test_ros_bridge.py.)
 """
 from __future__ import annotations
 
@@ -161,3 +164,30 @@ def test_joint_states_follow_a_trajectory_and_bad_joint_commands_are_refused(tmp
     last = states[-1][1]
     assert last["head.neck_pitch"] == pytest.approx(0.2, abs=0.02)
     assert last["head.neck_yaw"] == pytest.approx(0.0, abs=0.02) and last["left_arm.elbow"] == pytest.approx(0.0, abs=0.02)
+
+
+FLOOD_NODE = NODE_COMMON + '''
+from geometry_msgs.msg import Twist
+pub = node.create_publisher(Twist, "/cmd_vel", 10)
+spin_until(lambda: sim_now() > 0.2)
+twist, sent, began = Twist(), 0, time.monotonic()
+twist.linear.x = 0.2
+while sim_now() < 3.0 and time.monotonic() - began < 60:
+    pub.publish(twist)
+    sent += 1
+    if sent % 200 == 0:
+        rclpy.spin_once(node, timeout_sec=0.0)
+finish(sent=sent, wall_s=time.monotonic() - began, until=sim_now())
+os._exit(0)
+'''
+
+
+def test_a_cmd_vel_flood_does_not_stall_the_trial(tmp_path, ros_env, ros_python):
+    seen, log, stderr = run_with_node(tmp_path, ros_env, ros_python, FLOOD_NODE, "--duration", "4",
+                                      "--ros-rtf", "4")
+    print(f"flood: {seen['sent']} Twists in {seen['wall_s']:.2f} wall s ({seen['sent'] / seen['wall_s']:.0f}/s)")
+    assert seen["sent"] > 2000 and seen["until"] >= 3.0
+    assert log.complete and log.messages["/clock"][-1].t == pytest.approx(4.0, abs=0.05)  # ran to its end
+    moving = [m.data["vx"] for m in log.messages["/robot/state"] if 1.5 < m.t < 3.0]
+    assert moving and min(moving) == pytest.approx(0.2, abs=0.02)  # the flood's command, applied
+    assert "refused" not in stderr
