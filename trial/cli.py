@@ -239,7 +239,8 @@ def cmd_trial(args: argparse.Namespace) -> int:
     try:
         spec = _trial_spec(target, keys, ros)
         if ros is not None and spec.controller is not ros.drive:
-            print(f"ros: /cmd_vel is not applied: the trial's controller is {spec.label}", flush=True)
+            print(f"ros: /cmd_vel and the joint commands are not applied: the trial's controller is {spec.label}",
+                  flush=True)
         out = Path(args.out) if args.out else Path("trials") / f"{spec.label}-{spec.seed}"
         return _run_and_report(Trial(spec=spec), out, quiet=args.quiet, args=args, ros=ros)
     finally:

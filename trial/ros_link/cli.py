@@ -11,7 +11,8 @@ from .drive import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
 
 ROS_DESCRIPTION = """\
 The ROS 2 bridge: a trial's robot on the ROS 2 graph (/clock, /odom, /scan, /joint_states, /tf where tf2_msgs
-imports; /cmd_vel drives the base). Run a trial with it:
+imports, /robot_description; /cmd_vel drives the base, /forward_position_controller/commands and
+/joint_trajectory_controller/joint_trajectory the joints). Run a trial with it:
 
   hil trial --ros --map lab --goal 3,0 --duration 60      # no Python controller: ROS nodes drive (/cmd_vel)
   hil trial my_controller.py --ros                         # a Python controller's trial, watched from ROS
