@@ -147,12 +147,15 @@ def wheel_venv(tmp_path_factory) -> Path:
     return once_per_run(tmp_path_factory, "readme-wheel", build_venv) / "venv"
 
 
-def user_env(venv: Path) -> dict[str, str]:
-    """A user's shell with the wheel's venv active: its bin first on PATH, nothing of the checkout on it."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HIL_PATH", "PYTHONHOME")}
+def user_env(venv: Path, tmp: Path) -> dict[str, str]:
+    """A user's shell with the wheel's venv active: its bin first on PATH, nothing of the checkout on it, and a
+    temporary folder of its own (a README's pytest keeps its numbered folders there, not beside this run's)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "HIL_PATH", "PYTHONHOME") and not k.startswith("PYTEST_")}
     ours = str(Path(sys.executable).parent)
     path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != ours]
-    env.update(PATH=os.pathsep.join([str(venv / "bin"), *path]), VIRTUAL_ENV=str(venv))
+    tmp.mkdir(parents=True, exist_ok=True)
+    env.update(PATH=os.pathsep.join([str(venv / "bin"), *path]), VIRTUAL_ENV=str(venv), TMPDIR=str(tmp))
     return env
 
 
@@ -207,7 +210,7 @@ def test_every_skipped_block_exists_and_says_why():
 
 @pytest.mark.parametrize("name", sorted(sections()))
 def test_readme_section_runs_as_written(name, wheel_venv, tmp_path):
-    failures = run_section(sections()[name], tmp_path / "user", user_env(wheel_venv))
+    failures = run_section(sections()[name], tmp_path / "user", user_env(wheel_venv, tmp_path / "tmp"))
     assert not failures, "\n\n".join(failures)
 
 
@@ -220,7 +223,7 @@ def test_a_broken_block_fails_the_readme_test(wheel_venv, tmp_path):
             "```python\nfrom helper import VALUE\nassert VALUE == 4, 'a broken example'\n```\n"
             "```sh\necho something | grep -q '^nothing like this'\n```\n")
     blocks = blocks_of(page, "BROKEN.md", marked_only=False)
-    failures = run_section(blocks, tmp_path / "user", user_env(wheel_venv))
+    failures = run_section(blocks, tmp_path / "user", user_env(wheel_venv, tmp_path / "tmp"))
     assert [f.split(":", 2)[1] for f in failures] == ["5", "14", "18"], failures
     assert "nowhere.py" in failures[0] and "a broken example" in failures[1]
 
@@ -238,7 +241,7 @@ def test_examples_copy_holds_every_shipped_example(wheel_venv, tmp_path):
     if tracked.returncode != 0:
         pytest.skip("not a git checkout: the shipped examples cannot be listed")
     expected = {Path(p).relative_to("examples").as_posix() for p in tracked.stdout.split()}
-    subprocess.run(["hil", "examples", "--copy", "ex"], cwd=tmp_path, env=user_env(wheel_venv), check=True,
-                   capture_output=True)
+    subprocess.run(["hil", "examples", "--copy", "ex"], cwd=tmp_path, env=user_env(wheel_venv, tmp_path / "tmp"),
+                   check=True, capture_output=True)
     copied = {p.relative_to(tmp_path / "ex").as_posix() for p in (tmp_path / "ex").rglob("*") if p.is_file()}
     assert copied == expected
