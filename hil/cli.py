@@ -1,9 +1,9 @@
 """The ``hil`` command: one entry point above every package, each package owning its subcommands.
 
 ``trial/cli.py`` (trial, demo, run, report), ``firmware_sim/cli.py`` (sim), ``runtime/cli.py`` (scan, urdf,
-ports, trust, keys) and ``crowd/cli.py`` (crowd) each ``register`` theirs; this module only gathers them, adds
-``--version`` and turns the errors that say where and what (config file:line, transport, bus) into one line on
-stderr and exit status 2.
+ports, trust, keys), ``crowd/cli.py`` (crowd) and ``hil/doctor.py`` (doctor) each ``register`` theirs; this module
+only gathers them, adds ``--version`` and turns the errors that say where and what (config file:line, transport,
+bus) into one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from . import __version__
 
 # Commands that child processes run (a trial's crowd, a served robot): only their own package is imported for
 # them, not every package's command line (the crowd child started ~0.3 s sooner, once per trial).
-ALONE = {"crowd": "hil.crowd.cli", "sim": "hil.firmware_sim.cli"}
-ALL = ("hil.trial.cli", "hil.firmware_sim.cli", "hil.runtime.cli", "hil.crowd.cli")
+# hil doctor too: it must answer where the rest of hil does not import.
+ALONE = {"crowd": "hil.crowd.cli", "sim": "hil.firmware_sim.cli", "doctor": "hil.doctor"}
+ALL = ("hil.trial.cli", "hil.firmware_sim.cli", "hil.runtime.cli", "hil.crowd.cli", "hil.doctor")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

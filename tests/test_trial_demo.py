@@ -192,3 +192,16 @@ def test_the_demo_logs_ground_truth_beside_what_the_robot_believed(tmp_path):
     drift = [((m.data["x"] - m.data["odometry"][0]) ** 2 + (m.data["y"] - m.data["odometry"][1]) ** 2) ** 0.5
              for m in states]
     assert drift[0] < 0.05 and 0 < max(drift) < 0.5, "odometry is logged apart from the world's pose, and stays near"
+
+
+def test_the_demo_records_no_camera_images_unless_asked(monkeypatch):
+    """hil alone has no image encoder: the demo must not warn that it cannot record, nor log differently where the
+    camera extra is installed. $HIL_CAMERA_RATE and an explicit rate still ask for images."""
+    from hil.trial.presets import demo_spec
+
+    monkeypatch.delenv("HIL_CAMERA_RATE", raising=False)
+    assert demo_spec().camera_rate == 0.0
+    assert make_spec("x.py", source="t").camera_rate == 5.0  # a user's own trial keeps recording by default
+    assert demo_spec(camera_rate=5.0).camera_rate == 5.0
+    monkeypatch.setenv("HIL_CAMERA_RATE", "2")
+    assert demo_spec().camera_rate == 2.0

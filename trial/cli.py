@@ -71,7 +71,7 @@ def register(sub) -> None:
                            "crowd; 'none': background only (default guide_meets_child: reference 000 FIG. 11 on "
                            "the route)")
     demo.add_argument("--gui", action="store_true", help="watch it in the pybullet viewer (needs a display)")
-    _add_camera_arguments(demo)
+    _add_camera_arguments(demo, default="0, or $HIL_CAMERA_RATE")
     demo.add_argument("--out", help="trial folder: trial.mcap, metrics.json, topdown.png (default trials/demo-SEED)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the crowd and the sensors (default 0)")
     demo.add_argument("--crowd", metavar="ENDPOINT", help="use a crowd already served there (default: start one)")
@@ -190,9 +190,9 @@ def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds of trial time between saved states in OUT/states/ (default 5; 0: none)")
 
 
-def _add_camera_arguments(group) -> None:
+def _add_camera_arguments(group, default: str = "5") -> None:
     group.add_argument("--camera-rate", type=float, dest="camera_rate", metavar="HZ",
-                       help="record each camera's images at HZ (default 5; 0: none)")
+                       help=f"record each camera's images at HZ (default {default}; 0: none; needs hil[camera])")
     group.add_argument("--camera-depth", action="store_true", default=None, dest="camera_depth",
                        help="also record each camera's depth image (foxglove.RawImage)")
 
@@ -420,9 +420,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
-    """List the shipped examples (first line of each docstring), or copy them to start a project from."""
+    """List the shipped examples (first line of each docstring), or copy them all to start a project from."""
     import ast
-    import shutil
 
     from hil.devices.config_path import builtin_examples
 
@@ -432,11 +431,10 @@ def cmd_examples(args: argparse.Namespace) -> int:
         target = Path(args.copy)
         if target.exists() and any(target.iterdir()):
             raise ValueError(f"{target}: not empty; copy the examples into a new or empty folder")
-        (target / "tests").mkdir(parents=True, exist_ok=True)
-        for path in [*files, *sorted((source / "tests").glob("*.py"))]:
-            shutil.copy2(path, target / path.relative_to(source))
-        print(f"copied {len(files)} example controllers and their tests to {target}; try:\n"
-              f"  hil trial {target / 'wander_avoid.py'} --map lab --duration 20\n  pytest {target / 'tests'}")
+        copied = copy_examples(source, target)
+        print(f"copied {len(copied)} files to {target}: {len(files)} example controllers, their trial files, the "
+              f"rig, native/ and ros/ sources and the scenario tests (tests/); try:\n"
+              f"  hil trial {target / 'survive_unplug.yaml'}\n  pytest {target / 'tests'}")
         return 0
     for path in files:
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
@@ -445,3 +443,22 @@ def cmd_examples(args: argparse.Namespace) -> int:
     print(f"(in {source}; hil examples --copy DIR to start from them)")
     return 0
 
+
+EXAMPLE_SUFFIXES = (".py", ".yaml", ".md", ".c")  # what the examples are made of (no caches, no built programs)
+
+
+def copy_examples(source: Path, target: Path) -> list[Path]:
+    """Every file of the shipped examples (controllers, trial files, the calibration rig, native/ and ros/
+    sources, the scenario tests) copied to ``target`` with its folder, so that each example runs from there as
+    the docs write it. Returns the copied files."""
+    import shutil
+
+    copied = []
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if not path.is_file() or path.suffix not in EXAMPLE_SUFFIXES or "__pycache__" in relative.parts:
+            continue
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target / relative)
+        copied.append(target / relative)
+    return copied
