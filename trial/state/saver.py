@@ -106,7 +106,7 @@ class StateSaver:
         if self.before_cycle in self.robot.before_cycle:
             self.robot.before_cycle.remove(self.before_cycle)
         self.stopped = f"no room for saved states in {self.dir} ({exc.strerror or exc}); no more states saved"
-        self.robot.notes.append(self.stopped)
+        self.robot.note(self.stopped)
 
     def _before_cycle(self, robot: Any) -> None:
         t = robot.clock.now()
