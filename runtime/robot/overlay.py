@@ -1,4 +1,4 @@
-"""Mixed trials (issue 8 a, DESIGN "What it is for" 3): a physical robot among virtual pedestrians.
+"""Mixed trials (DESIGN "What it is for" 3): a physical robot among virtual pedestrians.
 
 The controller runs unchanged on the real robot; the profile adds a crowd::
 
@@ -220,7 +220,7 @@ def _ring(robot: RobotView, name: str, ring_type: type) -> RangeRing:
 def twin_sensor(robot: RobotView, ring: RangeRing, sensor):
     """The shadow ring's sensor: the scanned descriptor's (which carries what the part stores, ``hil calibrate
     --write-parts``), with the profile's ``calibration:`` (CAL.yaml) on top where it names this part: the twin
-    measures with the real part's numbers (issue 25). An entry for another part changes nothing here."""
+    measures with the real part's numbers. An entry for another part changes nothing here."""
     path = getattr(robot.profile, "calibration", None)
     if path is None:
         return sensor

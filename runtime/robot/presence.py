@@ -1,4 +1,4 @@
-"""Parts that come and go while the robot runs (issue 26): lost after K missed cycles, found again, re-armed.
+"""Parts that come and go while the robot runs: lost after K missed cycles, found again, re-armed.
 
 A loose connector, a brown-out or a servo that rebooted must not end the run. The bus cycle (cycle.py) asks
 this module to do its read (:meth:`BusWatch.read`): a part whose slot is missing counts one miss per cycle (after
