@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 REFUSED = (DriverCodeError, ValueError)  # a newcomer that cannot be assembled: ModelError, ConfigError, ...
 
 
-def adopt(robot: RobotView, presence: Presence, bus: str, wire_ids: Sequence[int], changed: bool = False) -> bool:
-    """Scan again and assemble anew for the parts at ``wire_ids`` (new IDs, or ``changed``: another part at
-    known IDs). True when the robot now runs on the new assembly."""
+def adopt(robot: RobotView, presence: Presence, bus: str, wire_ids: Sequence[int]) -> bool:
+    """Scan again and assemble anew for the parts at ``wire_ids`` (new IDs, or known IDs where another part
+    answers now). True when the robot now runs on the new assembly."""
     ids = ", ".join(map(str, wire_ids))
     if len(robot.buses) > 1:
         presence.refuse(wire_ids, "plugged in while running on a several-bus robot")

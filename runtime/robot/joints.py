@@ -195,6 +195,16 @@ class Joint:
     def mark_written(self) -> None:
         self._written_raw = self._command_raw
 
+    @property
+    def command_raw(self) -> int | None:
+        """The raw register value of the target as last set (None before any), written or not."""
+        return self._command_raw
+
+    def replay_command(self, raw: int) -> None:
+        """Set the target as a recorded run had it, raw (trial/state/ resimulates cycles from its command
+        log), to be written on the next cycle as the original's was."""
+        self._command_raw = raw
+
     def saved_state(self) -> tuple[float, float, float, int | None, int | None]:
         """What a saved state keeps of this joint (trial/state/host.py): position and velocity as last read,
         the target, its raw command and the raw command last written (so the cycle after a restore writes

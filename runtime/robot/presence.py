@@ -124,7 +124,8 @@ class Presence:
             watch = self.watches.setdefault(bus, BusWatch(self, bus, host))
             watch.host = host
             cycle.watch = watch
-            cycle.lost = {parts[key].wire_id for key in self.lost if key in parts and (parts[key].bus or "main") == bus}
+            cycle.lost = {parts[key].wire_id for key in self.lost
+                          if key in parts and (parts[key].bus or "main") == bus}
 
     def refuse(self, wire_ids: Sequence[int], why: str) -> None:
         """Leave the parts at ``wire_ids`` alone from now on (adoption could not take them, for ``why``)."""
@@ -183,7 +184,7 @@ class Presence:
             if name not in self._held_noted:
                 self._held_noted.add(name)
                 self.robot.note(f"joint {name}: its part (id {writer.part_id}) is lost; the target is held, "
-                                        "not sent, until the part is back")
+                                "not sent, until the part is back")
 
     @property
     def parts_lost(self) -> list[int]:
@@ -260,7 +261,7 @@ class Presence:
             return  # it answered the ping but not the header read: try again on a later cycle
         if not same:
             if self.adopter is not None and part.wire_id not in self.refused:
-                self.adopter(robot, self, part.bus or "main", [part.wire_id], changed=True)  # unlost if adopted
+                self.adopter(robot, self, part.bus or "main", [part.wire_id])  # no longer lost once adopted
             return
         try:
             self._rearm(key)
