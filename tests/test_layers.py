@@ -1,7 +1,9 @@
 """The folder tree's promise: imports point down, and no module imports itself round a circle.
 
-Read from the sources (ast), so a lazy import inside a function counts as much as one at the top: a circle that
-only closes at run time is still a circle. The layers, lowest first:
+Read from the sources (ast), so a lazy import inside a function counts as much as one at the top (a circle that
+only closes at run time is still a circle), and so does an import under ``if TYPE_CHECKING:`` (a module that
+needs only a type of a higher one names it by a small Protocol instead, as runtime/robot/view.py does). The
+layers, lowest first:
 
     devices -> bridge -> firmware_sim, crowd -> runtime -> trial -> hil (the command line)
 
@@ -41,14 +43,14 @@ EXCEPTIONS = {
 CROWD_FROM_DEVICES = {"hil.devices.yaml_source", "hil.devices.map_format", "hil.devices.config_path", "hil.devices"}
 
 
-def _modules() -> dict[str, Path]:
-    """Every module of ours by its import name (hil.runtime.robot.robot), read from the real folders."""
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of ours by its import name (hil.runtime.robot.robot), read from the folders under ``root``."""
     found = {}
     for package in SUBPACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = ("hil",) + path.relative_to(ROOT).with_suffix("").parts
+        for path in (root / package).rglob("*.py"):
+            parts = ("hil",) + path.relative_to(root).with_suffix("").parts
             found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    for path in (ROOT / "hil").glob("*.py"):
+    for path in (root / "hil").glob("*.py"):
         found["hil" if path.stem == "__init__" else f"hil.{path.stem}"] = path
     return found
 
@@ -60,16 +62,13 @@ def _layer(name: str) -> str:
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The modules of ours that ``name`` imports (absolute and relative, top level or inside functions)."""
+    """The modules of ours that ``name`` imports (absolute and relative; at the top, inside functions, or under
+    ``if TYPE_CHECKING:``, which the type checker follows as it follows any other)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     is_package = path.name == "__init__.py"
     base = name.split(".") if is_package else name.split(".")[:-1]
     out = set()
-    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
-                   for stmt in block.body for n in ast.walk(stmt)}  # annotations only: never run
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -93,17 +92,16 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return out
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def test_imports_point_down():
-    modules = _modules()
+    wrong = _wrong_layers(_modules())
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def _wrong_layers(modules: dict[str, Path], root: Path = ROOT) -> list[str]:
     wrong = []
     for name, path in modules.items():
         package = _layer(name)
-        rel = str(path.relative_to(ROOT))
+        rel = str(path.relative_to(root))
         for target in _imports(name, path, modules):
             if target.startswith("(bare) "):
                 wrong.append(f"{rel} imports {target[7:]}: the package is hil.{target[7:]}")
@@ -116,11 +114,16 @@ def test_imports_point_down():
                 wrong.append(f"{rel} imports {target}")
             if package == "crowd" and other == "devices" and target not in CROWD_FROM_DEVICES:
                 wrong.append(f"{rel} imports {target} (the crowd reads only devices' config helpers)")
-    assert not wrong, "\n".join(sorted(wrong))
+    return wrong
 
 
 def test_no_module_imports_itself_round_a_circle():
-    modules = _modules()
+    cycles = _cycles(_modules())
+    assert not cycles, "\n".join(cycles)
+
+
+def _cycles(modules: dict[str, Path]) -> list[str]:
+    """Every circle of imports among ``modules``, each as "a -> b -> a" (one per back edge of a depth-first walk)."""
     graph = {name: {t for t in _imports(name, path, modules) if not t.startswith("(bare) ")}
              for name, path in modules.items()}
     # a package's __init__ re-exporting its own modules is not a circle of dependencies between modules
@@ -143,4 +146,40 @@ def test_no_module_imports_itself_round_a_circle():
     for node in sorted(graph):
         if node not in state:
             visit(node, [])
-    assert not cycles, "\n".join(cycles)
+    return cycles
+
+
+def _tree(root: Path, files: dict[str, str]) -> dict[str, Path]:
+    """A synthetic source tree under ``root`` (path -> text), read as the real one is."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return _modules(root)
+
+
+def test_a_circle_closed_only_by_type_checking_and_function_local_imports_is_found(tmp_path):
+    modules = _tree(tmp_path, {
+        "runtime/__init__.py": "",
+        "runtime/robot/__init__.py": "",
+        "runtime/robot/robot.py": "from .presence import watch\n",
+        "runtime/robot/presence.py": ("from typing import TYPE_CHECKING\n"
+                                      "if TYPE_CHECKING:\n    from .adoption import adopt\n"),
+        "runtime/robot/adoption.py": "def adopt():\n    from hil.runtime.robot import robot\n",
+        "runtime/robot/view.py": "from typing import Protocol\nclass RobotView(Protocol): ...\n",
+    })
+    assert _cycles(modules) == ["hil.runtime.robot.adoption -> hil.runtime.robot.robot -> "
+                                "hil.runtime.robot.presence -> hil.runtime.robot.adoption"]
+    (tmp_path / "runtime/robot/adoption.py").write_text("from .view import RobotView\n", encoding="utf-8")
+    assert _cycles(modules) == [], "the circle is gone once adoption names the robot by a Protocol"
+
+
+def test_an_upward_import_under_type_checking_is_found(tmp_path):
+    modules = _tree(tmp_path, {
+        "bridge/__init__.py": "",
+        "bridge/link.py": ("from typing import TYPE_CHECKING\n"
+                           "if TYPE_CHECKING:\n    from hil.runtime.robot import Robot\n"),
+        "runtime/__init__.py": "",
+        "runtime/robot.py": "class Robot: ...\n",
+    })
+    assert _wrong_layers(modules, tmp_path) == ["bridge/link.py imports hil.runtime.robot"]

@@ -140,13 +140,12 @@ class _Run:
                 self._stop_crowd()
             raise
         try:
-            robot.params = spec.params
+            robot.set_run_params(spec.params)
             arm_deadline(robot, spec.duration)
             if resume is not None:  # the end in trial time, as a run from the start would have it
-                robot.deadline_s = spec.duration
+                robot.set_deadline(spec.duration)
                 if self.reached_at is not None and spec.end_on_goal:
-                    end = self.reached_at + spec.after_goal_s
-                    robot.deadline_s = end if robot.deadline_s is None else min(robot.deadline_s, end)
+                    robot.end_by(self.reached_at + spec.after_goal_s)
             if self.crowd is not None:
                 self.crowd.watch(probe)  # a crowd process that dies is reported at once, and of what
             if self.folder is not None:
@@ -284,8 +283,7 @@ class _Run:
             if task.goal_reached(x, y):
                 self.reached_at = robot.clock.now() - self.t0
                 if spec.end_on_goal:
-                    end = robot.clock.now() + spec.after_goal_s
-                    robot.deadline_s = end if robot.deadline_s is None else min(robot.deadline_s, end)
+                    robot.end_by(robot.clock.now() + spec.after_goal_s)
 
         return watch
 

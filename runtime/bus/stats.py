@@ -35,6 +35,17 @@ class BusStats:
         high = min(low + 1, len(ordered) - 1)
         return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
+    def counters(self) -> dict[str, int]:
+        """The counters alone (no latencies), e.g. for a saved state."""
+        return {k: v for k, v in self.__dict__.items() if k != "latencies_s"}
+
+    def restore_counters(self, counters: dict[str, int]) -> None:
+        """Go on counting from ``counters`` (a saved state's); the latencies start afresh."""
+        for key, value in counters.items():
+            if key in self.__dataclass_fields__ and key != "latencies_s":  # a counter this version no longer has:
+                setattr(self, key, value)  # nothing to go on from
+        self.latencies_s.clear()
+
     def as_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "latencies_s"}
         for q in (50, 99):

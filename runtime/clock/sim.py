@@ -29,6 +29,11 @@ class LockstepClock(Clock):
     def now(self) -> float:
         return self._now
 
+    def resume_at(self, t_s: float) -> None:
+        """Read ``t_s`` from now on, before the first sleep: the time of a restored state (trial/state/), which the
+        master's world also restarts from."""
+        self._now = t_s
+
     def wait_cost(self, wall_s: float) -> float:
         return 0.0  # the master waits for this participant: simulated time stands still until it sleeps
 

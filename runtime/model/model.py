@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -25,9 +25,7 @@ from hil.devices.descriptor import Joint, JointLimits, PartDescriptor, Shape
 from hil.runtime.scan.robot import ScannedPart, VirtualRobot
 
 from .spatial import SE3, Inertia, axis_angle_matrix, frozen_array
-
-if TYPE_CHECKING:
-    from .tree import KinematicTree
+from .tree import KinematicTree, build_tree
 
 MOVING_TYPES = ("revolute", "continuous", "prismatic")
 ROTARY_TYPES = ("revolute", "continuous")
@@ -159,8 +157,6 @@ class Model:
     def tree(self) -> KinematicTree:
         """The tree of moving joints with every rigid subtree merged into one body, and the arrays the fast
         algorithms need (runtime.model.tree), computed on first use and kept: the model never changes."""
-        from .tree import build_tree
-
         return build_tree(self)
 
     @property

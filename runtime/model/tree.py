@@ -19,15 +19,27 @@ of ``nq + 1`` bodies (body 0: everything fixed to the root; body ``k + 1``: the 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from .spatial import SE3, Inertia, skew
 
-if TYPE_CHECKING:  # model.py builds the tree (Model.tree): the import goes one way
-    from .model import Model
+
+class TreeSource(Protocol):
+    """What the tree is built from: a :class:`runtime.model.Model` (model.py imports this module to cache its
+    tree, so this one names only the attributes it reads, and the import goes one way)."""
+
+    @property
+    def nq(self) -> int: ...
+
+    @property
+    def links(self) -> Sequence: ...  # Link: parent, joint, inertia
+
+    @property
+    def joints(self) -> Sequence: ...  # JointModel: moving, idx_q, placement, axis, rotary
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,7 +85,7 @@ class KinematicTree:
         return self.ancestors.T
 
 
-def build_tree(model: Model) -> KinematicTree:
+def build_tree(model: TreeSource) -> KinematicTree:
     """Merge the rigid subtrees of ``model`` and precompute its arrays (cached as ``Model.tree``)."""
     nq, n_links = model.nq, len(model.links)
     body = np.zeros(n_links, dtype=int)  # 0 = root body, k + 1 = body of joint k

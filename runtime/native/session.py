@@ -117,7 +117,7 @@ class _PacedPty:
 
 def _open_clock(prof: Profile, transport, name: str):
     from ..clock import open_clock
-    from ..robot.robot import profile_security
+    from ..robot.profile import profile_security
 
     kwargs = {"stall_timeout_s": prof.stall_timeout_s} if prof.stall_timeout_s else {}
     security = profile_security(prof) if prof.clock_endpoint else None

@@ -12,9 +12,12 @@
     base.py        differential drive and odometry from the wheel parts' geometry
     cycle.py       one bus cycle: one write for the changed targets, one Fast Bulk Read for everything (per bus)
     startup.py     modes, goal = present, torque on; wheels to 0 at the end; switching modes (set_mode)
-    robot.py       Robot.open / loop / close
-    presence.py    parts lost after K missed cycles, pinged in spare time, re-armed when back (issue 26)
-    adoption.py    parts new or changed while running: scanned, model/names/handles rebuilt
+    assembly.py    assemble(): scanned robot -> frozen Assembly (model, drivers, names, joints, sensors, base,
+                   cycle), for opening and adoption alike
+    view.py        RobotView: the robot as its helpers see it (a Protocol, so they need not import robot.py)
+    robot.py       Robot.open / loop / close; swaps its assembly whole
+    presence.py    parts lost after K missed cycles, pinged in spare time, re-armed when back
+    adoption.py    parts new or changed while running: scanned, assembled anew, swapped in whole
     part_events.py PartEvent (lost, back, new, changed, quarantined)
     runner.py      `hil run CONTROLLER.py --profile P`
 """

@@ -1,15 +1,19 @@
-"""Parts adopted while the robot runs (issue 26): a new ID on the bus, or another part at a known ID.
+"""Parts adopted while the robot runs: a new ID on the bus, or another part at a known ID.
 
 Found by presence.py (a broadcast ping every ``rescan_s``, or a lost ID answering with another descriptor). The
 bus is scanned again as at open (runtime.scan: headers for every part, so the parents' port tables say where the
 newcomer hangs; descriptors from the cache or read and checked), and the parts still lost are kept in the tree
-where they were. Then what Robot.open builds is built again from the new tree: the model (so ``robot.model``
-has the new part's bodies and mass), the drivers (a new part's driver code only when trusted, as at open; the
-others keep theirs), the blueprint names (re-bound, so a name whose tree path now holds another part points to
-it), the joints and sensors (the handles of unchanged parts are kept, so a controller's references stay good),
-the base and the bus cycle. New joints are brought up as at open (mode, goal = present, torque on). A part that
-fails its checks is quarantined, with its reason, as at open. One bus only: a `buses:` robot notes the newcomer
-and leaves it alone (its robot-wide IDs come from merging every bus's scan).
+where they were. Then the robot is assembled again from the new tree by the function Robot.open uses
+(runtime.robot.assembly.assemble), with the current assembly as the previous one: unchanged parts keep their
+drivers and handles (a controller's references stay good), a new part's driver code runs only when trusted, the
+blueprint names re-bind. New joints are brought up as at open (mode, goal = present, torque on), and only then
+does the robot swap its assembly, whole.
+
+Nothing is half-applied: a newcomer that cannot be assembled (a trusted driver that fails to load, a model that
+cannot be built) or brought up (it stops answering) leaves the robot's assembly as it was. The first is
+refused for good (a "quarantined" part event, with its reason); the second is tried again at the next rescan.
+A part that fails the scan's checks is quarantined by the scan, as at open. One bus only: a `buses:` robot
+notes the newcomer and leaves it alone (its robot-wide IDs come from merging every bus's scan).
 """
 from __future__ import annotations
 
@@ -17,54 +21,93 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from hil.devices.protocol import ProtocolError
+
 from ..bus import BusError
-from ..drivers import TrustStore, load_part_driver
-from ..model import build_model
+from ..drivers import TrustStore
+from ..drivers.part_driver import DriverCodeError
 from ..scan import DescriptorCache, NoCache, VirtualRobot, scan_bus
+from .assembly import Assembly, assemble
+from .cycle import BusCycle
 from .part_events import CHANGED, NEW, QUARANTINED, PartEvent
+from .startup import bring_up
 
 if TYPE_CHECKING:
     from .presence import Presence
-    from .robot import Robot
+    from .view import RobotView
+
+REFUSED = (DriverCodeError, ValueError)  # a newcomer that cannot be assembled: ModelError, ConfigError, ...
 
 
-def adopt(robot: Robot, presence: Presence, bus: str, wire_ids: Sequence[int], changed: bool = False, *,
-          builders: tuple = ()) -> None:
-    """Scan again and rebuild for the parts at ``wire_ids`` (new IDs, or ``changed``: another part at known IDs).
-    ``builders``: see :func:`_rebuild`."""
+def adopt(robot: RobotView, presence: Presence, bus: str, wire_ids: Sequence[int]) -> bool:
+    """Scan again and assemble anew for the parts at ``wire_ids`` (new IDs, or known IDs where another part
+    answers now). True when the robot now runs on the new assembly."""
+    ids = ", ".join(map(str, wire_ids))
     if len(robot.buses) > 1:
-        robot.notes.append(f"bus {bus}: new part(s) at id {', '.join(map(str, wire_ids))} left alone: parts are "
-                           "adopted while running on one-bus robots only")
-        robot.virtual.quarantined.update({i: f"id {i}: plugged in while running on a several-bus robot"
-                                          for i in wire_ids})
-        return
-    old = robot.virtual
+        presence.refuse(wire_ids, "plugged in while running on a several-bus robot")
+        robot.note(f"bus {bus}: new part(s) at id {ids} left alone: parts are adopted while running on one-bus "
+                   "robots only")
+        return False
+    old = robot.assembly
     prof = robot.profile
     cache = NoCache() if prof.no_cache else DescriptorCache(prof.cache_dir)
     try:
         scanned = scan_bus(robot.bus, cache)
     except BusError as exc:
-        robot.notes.append(f"rescan for id {', '.join(map(str, wire_ids))} failed ({exc}); trying again later")
-        return
-    virtual = _with_lost(scanned, old, set(presence.lost))
+        robot.note(f"rescan for id {ids} failed ({exc}); trying again later")
+        return False
     wanted = set(wire_ids)
+    virtual = _with_lost(scanned, old.virtual, set(presence.lost) - wanted)  # a changed part is found, not lost
     for wire in sorted(wanted & set(virtual.quarantined)):
-        if wire not in old.quarantined:
+        if wire not in old.virtual.quarantined:
             presence.record(PartEvent(QUARANTINED, wire, bus, robot.clock.now(), (), virtual.quarantined[wire]))
-    changed_ids = {i for i in wanted if i in virtual.parts and i in old.parts
+    changed_ids = {i for i in wanted if i in virtual.parts and i in old.virtual.parts
                    and (virtual.parts[i].sha256, virtual.parts[i].model_number)
-                   != (old.parts[i].sha256, old.parts[i].model_number)}
-    new_ids = {i for i in wanted if i in virtual.parts and i not in old.parts}
-    _rebuild(robot, presence, virtual, changed_ids | new_ids, builders)
-    for wire in sorted(new_ids | changed_ids):
-        part = robot.virtual.parts[wire]
-        kind = CHANGED if wire in changed_ids else NEW
-        detail = (f"{part.descriptor.name} ({part.kind}) at {robot.virtual.path(wire)}, descriptor "
-                  f"{part.sha256[:16] or 'from the catalog'}; adopted")
-        driver = robot.drivers.get(wire)
-        if driver is not None and driver.message:
-            detail += f"; {driver.message}"
-        presence._event(kind, wire, bus, detail)
+                   != (old.virtual.parts[i].sha256, old.virtual.parts[i].model_number)}
+    new_ids = {i for i in wanted if i in virtual.parts and i not in old.virtual.parts}
+    fresh = changed_ids | new_ids
+    try:
+        new = assemble(virtual, robot.semantics, TrustStore.load(prof.trust_file), robot.buses, previous=old,
+                       fresh=fresh)
+        brought = _bring_up(robot, old, new)
+    except REFUSED as exc:
+        for wire in sorted(fresh):
+            presence.record(PartEvent(QUARANTINED, wire, bus, robot.clock.now(), (), f"id {wire}: not adopted: {exc}"))
+        presence.refuse(sorted(fresh), str(exc))
+        return False
+    except (BusError, ProtocolError) as exc:
+        robot.note(f"id {ids}: could not be brought up ({exc}); the robot runs on as it was, trying again later")
+        return False
+    presence.forget_lost(wanted)  # found answering: adopted, or quarantined by the scan
+    presence.attach(new)
+    robot.swap_assembly(new)
+    for note in new.notes:
+        if note not in old.notes:
+            robot.note(note)
+    if brought:
+        presence.snapshot([j.part_key for j in brought])
+    for wire in sorted(fresh):
+        _announce(robot, presence, bus, wire, CHANGED if wire in changed_ids else NEW)
+    return True
+
+
+def _bring_up(robot: RobotView, old: Assembly, new: Assembly) -> list:
+    """Bring the new assembly's new joints up (their handles are not in ``old``): mode, goal = present, torque on."""
+    kept = {id(j) for j in old.joints.values()}
+    brought = [j for j in new.joints.values() if id(j) not in kept]
+    if brought:
+        bring_up(robot.bus, brought, BusCycle(robot.bus, brought, brought))
+    return brought
+
+
+def _announce(robot: RobotView, presence: Presence, bus: str, wire: int, kind: str) -> None:
+    part = robot.virtual.parts[wire]
+    detail = (f"{part.descriptor.name} ({part.kind}) at {robot.virtual.path(wire)}, descriptor "
+              f"{part.sha256[:16] or 'from the catalog'}; adopted")
+    driver = robot.drivers.get(wire)
+    if driver is not None and driver.message:
+        detail += f"; {driver.message}"
+    presence.event(kind, wire, bus, detail)
 
 
 def _with_lost(scanned: VirtualRobot, old: VirtualRobot, lost: set[int]) -> VirtualRobot:
@@ -89,65 +132,3 @@ def _with_lost(scanned: VirtualRobot, old: VirtualRobot, lost: set[int]) -> Virt
     quarantined = {**old.quarantined, **scanned.quarantined}
     return VirtualRobot(bus_url=scanned.bus_url, parts=parts, root_id=root, quarantined=quarantined,
                         problems=problems, buses=old.buses)
-
-
-def _rebuild(robot: Robot, presence: Presence, virtual: VirtualRobot, fresh: set[int], builders: tuple) -> None:
-    """Everything Robot.open built from the tree, again; handles of parts not in ``fresh`` kept. ``builders``:
-    robot.py's (_make_joints, _make_sensors, _make_base, _make_cycle), handed in (robot.py imports this module)."""
-    from .blueprint import resolve
-    from .buses import MAIN_BUS
-    from .names import NameMap
-    _make_joints, _make_sensors, _make_base, _make_cycle = builders
-    from .sensors import sensing_kind
-    from .startup import bring_up
-
-    prof = robot.profile
-    model = build_model(virtual)
-    trust = TrustStore.load(prof.trust_file)
-    drivers = {pid: (robot.drivers[pid] if pid in robot.drivers and pid not in fresh
-                     else load_part_driver(part.wire_id, part.descriptor, trust))
-               for pid, part in virtual.parts.items()}
-    blueprint = resolve(robot.semantics, virtual, lambda part: sensing_kind(part.descriptor) is not None, strict=False)
-    joints = _make_joints(virtual, model, drivers, blueprint, robot.buses)
-    sensors = _make_sensors(virtual, model, drivers, blueprint, robot.buses)
-    old_joints = {(j.part_key, j.part_joint): j for j in robot.joints.values()}
-    old_sensors = {s.part_key: s for s in robot.sensors.values()}
-    kept_j, brought = {}, []
-    for name, joint in joints.items():
-        before = old_joints.get((joint.part_key, joint.part_joint))
-        if before is not None and joint.part_key not in fresh:
-            before.name, before.path = name, joint.path
-            kept_j[name] = before
-        else:
-            kept_j[name] = joint
-            brought.append(joint)
-    kept_s = {}
-    for name, sensor in sensors.items():
-        before = old_sensors.get(sensor.part_key)
-        if before is not None and sensor.part_key not in fresh:
-            before.name = name
-            sensor = before
-        kept_s[name] = sensor
-    robot.joints = NameMap("joint", kept_j, blueprint.aliases("joints"), blueprint.missing_joints)
-    robot.sensors = NameMap("sensor", kept_s, blueprint.aliases("sensors"), blueprint.missing_sensors)
-    robot.virtual, robot.model, robot.blueprint, robot.drivers = virtual, model, blueprint, drivers
-    robot.__dict__.pop("dynamics", None)  # a cached_property of the old model
-    halted = robot._base.halted if robot._base is not None else None
-    odometry = robot._base.odometry if robot._base is not None else None
-    if any(j.mode == "velocity" for j in brought) or robot._base is None:
-        base, error = _make_base(model, robot.joints)
-        if base is not None:
-            robot._base, robot._base_error = base, error
-            if odometry is not None:
-                robot._base.reset_odometry(*odometry)
-                robot._base.halt(halted)
-        elif robot._base is not None:  # a wheel where no wheel can steer: the base keeps the wheels it had
-            robot.notes.append(f"the new wheel part does not make a drivable base ({error}); the base keeps its "
-                               "wheels")
-    robot._cycle = _make_cycle(robot.buses, robot.joints, robot.sensors)
-    presence.attach([(MAIN_BUS, robot.bus, robot._cycle)])
-    if brought:
-        from .cycle import BusCycle
-
-        bring_up(robot.bus, brought, BusCycle(robot.bus, brought, brought))
-        presence.snapshot([j.part_key for j in brought])

@@ -161,6 +161,17 @@ class DifferentialBase:
     def reset_odometry(self, x: float = 0.0, y: float = 0.0, yaw: float = 0.0) -> None:
         self._pose = Pose2D(float(x), float(y), float(yaw))
 
+    def saved_state(self) -> dict:
+        """The odometry's state, JSON-safe (trial/state/host.py): pose, twist and the wheel positions it
+        integrates from (None before the first update)."""
+        return {"pose": list(self._pose), "twist": list(self._twist),
+                "last": self._last.tolist() if self._last is not None else None}
+
+    def restore_state(self, saved: dict) -> None:
+        """Take up a :meth:`saved_state`: the next update integrates from the saved wheel positions."""
+        self._pose, self._twist = Pose2D(*saved["pose"]), Twist2D(*saved["twist"])
+        self._last = np.asarray(saved["last"], dtype=float) if saved["last"] is not None else None
+
     def update(self) -> None:
         """Integrate the wheel motion since the previous bus cycle (called by the robot after each read)."""
         positions = np.array([w.joint.position for w in self.wheels])

@@ -195,6 +195,28 @@ class Joint:
     def mark_written(self) -> None:
         self._written_raw = self._command_raw
 
+    @property
+    def command_raw(self) -> int | None:
+        """The raw register value of the target as last set (None before any), written or not."""
+        return self._command_raw
+
+    def replay_command(self, raw: int) -> None:
+        """Set the target as a recorded run had it, raw (trial/state/ resimulates cycles from its command
+        log), to be written on the next cycle as the original's was."""
+        self._command_raw = raw
+
+    def saved_state(self) -> tuple[float, float, float, int | None, int | None]:
+        """What a saved state keeps of this joint (trial/state/host.py): position and velocity as last read,
+        the target, its raw command and the raw command last written (so the cycle after a restore writes
+        exactly what the original's did)."""
+        return self._position, self._velocity, self._target, self._command_raw, self._written_raw
+
+    def restore_state(self, position: float, velocity: float, target: float, command_raw: int | None,
+                      written_raw: int | None) -> None:
+        """Take up a :meth:`saved_state`."""
+        self._position, self._velocity, self._target = position, velocity, target
+        self._command_raw, self._written_raw = command_raw, written_raw
+
     def hold_present(self) -> None:
         """Make the target the position just read (velocity 0 for a velocity-mode joint), to be written on the
         next cycle: switching torque on then holds the joint where it is instead of jumping to a stale goal."""

@@ -29,7 +29,7 @@ from .profile import Profile
 from .semantics import Semantics, load_semantics
 
 if TYPE_CHECKING:
-    from .robot import Robot
+    from .view import RobotView
 
 
 class ProfileScan(NamedTuple):
@@ -147,7 +147,7 @@ def _unresolved(spec: BusSpec, merged: VirtualRobot):
                       f"{hint}")
 
 
-def mirror_other_buses(robot: Robot) -> list[str]:
+def mirror_other_buses(robot: RobotView) -> list[str]:
     """Mirror every bus but the main one into the main bus's in-process world, if it has one (else nothing).
 
     Buses are mirrored in tree order, so a bus mounted on a part of another non-main bus finds its carrier already
@@ -172,7 +172,7 @@ def mirror_other_buses(robot: Robot) -> list[str]:
     if not joints:
         return names
 
-    def write_mirror(robot: Robot) -> None:
+    def write_mirror(robot: RobotView) -> None:
         positions = {(j.part_key, j.part_joint): j.position for j in joints if math.isfinite(j.position)}
         if positions:
             embodied.set_mirrored_positions(positions)

@@ -1,4 +1,4 @@
-"""Mixed trials (issue 8 a, DESIGN "What it is for" 3): a physical robot among virtual pedestrians.
+"""Mixed trials (DESIGN "What it is for" 3): a physical robot among virtual pedestrians.
 
 The controller runs unchanged on the real robot; the profile adds a crowd::
 
@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .crowd_spec import CrowdSpec
 
 if TYPE_CHECKING:
-    from .robot import Robot
+    from .view import RobotView
     from .sensors import RangeRing
 
 log = logging.getLogger("hil.mixed")
@@ -53,7 +53,7 @@ class CrowdOverlay:
     """The virtual people of a real-time crowd, overlaid on one range ring of an opened robot. Made by
     :func:`attach_crowd_overlay`; :meth:`after_cycle` runs after every bus cycle; :meth:`close` says bye."""
 
-    def __init__(self, robot: Robot, spec: CrowdSpec):
+    def __init__(self, robot: RobotView, spec: CrowdSpec):
         from hil.bridge.realtime import LinkError, RealtimeCrowdLink
         from hil.firmware_sim.shadow import ShadowWorld
 
@@ -110,7 +110,7 @@ class CrowdOverlay:
         self.ring.virtual_ranges = [None] * len(self.ring.angles)
         self._closed = False
 
-    def after_cycle(self, robot: Robot) -> None:
+    def after_cycle(self, robot: RobotView) -> None:
         """One exchange after a bus cycle: publish the pose, take the newest intents, cast when the ring would."""
         from hil.bridge.realtime import LOST
 
@@ -195,14 +195,14 @@ def zmq_errors() -> tuple[type[BaseException], ...]:
     return (zmq.ZMQError,)
 
 
-def attach_crowd_overlay(robot: Robot, spec: CrowdSpec) -> CrowdOverlay:
+def attach_crowd_overlay(robot: RobotView, spec: CrowdSpec) -> CrowdOverlay:
     """Overlay the crowd at ``spec.endpoint`` on the robot's ring, from the next bus cycle on."""
     overlay = CrowdOverlay(robot, spec)
     robot.after_cycle.append(overlay.after_cycle)
     return overlay
 
 
-def _ring(robot: Robot, name: str, ring_type: type) -> RangeRing:
+def _ring(robot: RobotView, name: str, ring_type: type) -> RangeRing:
     try:
         ring = robot.sensors[name]
     except KeyError as exc:
@@ -217,10 +217,10 @@ def _ring(robot: Robot, name: str, ring_type: type) -> RangeRing:
     return ring
 
 
-def twin_sensor(robot: Robot, ring: RangeRing, sensor):
+def twin_sensor(robot: RobotView, ring: RangeRing, sensor):
     """The shadow ring's sensor: the scanned descriptor's (which carries what the part stores, ``hil calibrate
     --write-parts``), with the profile's ``calibration:`` (CAL.yaml) on top where it names this part: the twin
-    measures with the real part's numbers (issue 25). An entry for another part changes nothing here."""
+    measures with the real part's numbers. An entry for another part changes nothing here."""
     path = getattr(robot.profile, "calibration", None)
     if path is None:
         return sensor
@@ -242,7 +242,7 @@ def twin_sensor(robot: Robot, ring: RangeRing, sensor):
     return replace(sensor, params=params)
 
 
-def ring_geometry(robot: Robot, ring: RangeRing):
+def ring_geometry(robot: RobotView, ring: RangeRing):
     """The ring part's descriptor Sensor and the ring body's frame in the base frame (model FK at q = 0)."""
     from ..model import create_data, forward_kinematics
 

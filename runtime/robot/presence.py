@@ -1,4 +1,4 @@
-"""Parts that come and go while the robot runs (issue 26): lost after K missed cycles, found again, re-armed.
+"""Parts that come and go while the robot runs: lost after K missed cycles, found again, re-armed.
 
 A loose connector, a brown-out or a servo that rebooted must not end the run. The bus cycle (cycle.py) asks
 this module to do its read (:meth:`BusWatch.read`): a part whose slot is missing counts one miss per cycle (after
@@ -39,8 +39,9 @@ from .part_events import BACK, EVENT_KINDS, LOST, PartEvent
 from .startup import MODE_FOR
 
 if TYPE_CHECKING:
+    from .assembly import Assembly
     from .cycle import BusCycle
-    from .robot import Robot
+    from .view import RobotView
 
 PING_FALLBACK_S = 1.0  # with no spare time in any tick, still one ping per this much clock time, at least
 PING_BUDGET = 0.02  # ... and per this share of clock time at most: on the real clock a ping that waits 0.225 s (a
@@ -92,7 +93,7 @@ class BusWatch:
 class Presence:
     """Which parts answer, for one opened robot (``robot.presence``); see the module docstring."""
 
-    def __init__(self, robot: Robot, *, misses_to_lose: int = 3, rescan_s: float = 2.0):
+    def __init__(self, robot: RobotView, *, misses_to_lose: int = 3, rescan_s: float = 2.0):
         if misses_to_lose < 1:
             raise ValueError(f"misses_to_lose must be >= 1, not {misses_to_lose}")
         self.robot = robot
@@ -105,7 +106,8 @@ class Presence:
         self.on_change: list[Callable[[PartEvent], None]] = []
         self.settings: dict[int, list[tuple[int, bytes]]] = {}  # part key -> (address, bytes) to re-arm with
         self.watches: dict[str, BusWatch] = {}
-        self.adopter: Callable[..., None] | None = None  # runtime.robot.adoption.adopt, given by Robot.open
+        self.adopter: Callable[..., bool] | None = None  # runtime.robot.adoption.adopt, given by Robot.open
+        self.refused: dict[int, str] = {}  # wire ID -> why a part found there is not adopted (not retried)
         self._held_noted: set[str] = set()
         self._next = 0  # round robin over the lost parts
         now = robot.clock.now()
@@ -113,14 +115,26 @@ class Presence:
         self._next_rescan_s = self._grid_after(now)
 
     # --- wiring ------------------------------------------------------------------------------------------------
-    def attach(self, cycles: Sequence[tuple[str, BusHost, BusCycle]]) -> None:
-        """Hook every bus's cycle (again after a rebuild: the lost IDs carry over)."""
-        for bus, host, cycle in cycles:
+    def attach(self, assembly: Assembly) -> None:
+        """Hook every bus's cycle of ``assembly`` (the robot's, or the one it is about to swap to: the lost IDs
+        carry over)."""
+        parts = assembly.virtual.parts
+        for group in assembly.groups():
+            bus, host, cycle = group.name, group.host, group.cycle
             watch = self.watches.setdefault(bus, BusWatch(self, bus, host))
             watch.host = host
             cycle.watch = watch
-            cycle.lost = {self.robot.virtual.parts[key].wire_id for key in self.lost
-                          if (self.robot.virtual.parts[key].bus or "main") == bus}
+            cycle.lost = {parts[key].wire_id for key in self.lost
+                          if key in parts and (parts[key].bus or "main") == bus}
+
+    def refuse(self, wire_ids: Sequence[int], why: str) -> None:
+        """Leave the parts at ``wire_ids`` alone from now on (adoption could not take them, for ``why``)."""
+        self.refused.update(dict.fromkeys(wire_ids, why))
+
+    def forget_lost(self, keys: Sequence[int] | set[int]) -> None:
+        """The parts at ``keys`` are no longer lost: another part there was adopted in their place."""
+        for key in keys:
+            self.lost.pop(key, None)
 
     def snapshot(self, keys: Sequence[int] | None = None) -> None:
         """Read what re-arming a servo writes back (REARM_REGISTERS of its control table), one read per part."""
@@ -155,12 +169,13 @@ class Presence:
             sensor.set_available(False)
         detail = f"id {wire} on bus {bus} stopped answering ({self.misses_to_lose} bus cycles without a reply)"
         wheels = [j for j in joints if j.mode == VELOCITY]
-        if wheels and robot._base is not None:
+        base = robot.assembly.base
+        if wheels and base is not None:
             why = (f"wheel {wheels[0].name} (id {wire}) is lost: the base is stopped (every wheel at 0) until it is "
                    "back")
-            robot._base.halt(why)
+            base.halt(why)
             detail += "; " + why
-        event = self._event(LOST, key, bus, detail)
+        event = self.event(LOST, key, bus, detail)
         self.lost[key] = event
 
     def note_held(self, writers: Sequence[Any]) -> None:
@@ -168,8 +183,8 @@ class Presence:
             name = getattr(writer, "name", str(writer.part_id))
             if name not in self._held_noted:
                 self._held_noted.add(name)
-                self.robot.notes.append(f"joint {name}: its part (id {writer.part_id}) is lost; the target is held, "
-                                        "not sent, until the part is back")
+                self.robot.note(f"joint {name}: its part (id {writer.part_id}) is lost; the target is held, "
+                                "not sent, until the part is back")
 
     @property
     def parts_lost(self) -> list[int]:
@@ -228,7 +243,7 @@ class Presence:
         for bus, host in robot.buses.items():
             replies = _quiet(host, lambda: host.ping_replies(quiet_s=0.005, max_wait_s=0.05)) or []
             known = {p.wire_id: k for k, p in robot.virtual.parts.items() if (p.bus or "main") == bus}
-            quarantined = set(robot.virtual.quarantined)
+            quarantined = set(robot.virtual.quarantined) | set(self.refused)
             fresh = sorted({i for i, _, _ in replies if i not in known and i not in quarantined})
             for wire, model, _ in replies:
                 key = known.get(wire)
@@ -245,15 +260,13 @@ class Presence:
         if same is None:
             return  # it answered the ping but not the header read: try again on a later cycle
         if not same:
-            if self.adopter is None:
-                return
-            del self.lost[key]
-            self.adopter(robot, self, part.bus or "main", [part.wire_id], changed=True)
+            if self.adopter is not None and part.wire_id not in self.refused:
+                self.adopter(robot, self, part.bus or "main", [part.wire_id])  # no longer lost once adopted
             return
         try:
             self._rearm(key)
         except (BusError, ProtocolError) as exc:
-            robot.notes.append(f"part id {part.wire_id} answered again but could not be re-armed ({exc}); still lost")
+            robot.note(f"part id {part.wire_id} answered again but could not be re-armed ({exc}); still lost")
             return
         self._back(key, "answered again with the same descriptor; re-armed (mode, limits, gains, watchdog, "
                         "held target, torque on)")
@@ -285,14 +298,15 @@ class Presence:
             self._held_noted.discard(joint.name)
         for sensor in sensors:
             sensor.set_available(True)
-        for group_cycle in _cycles(robot):
-            if group_cycle[0] == bus:
-                group_cycle[2].lost.discard(part.wire_id)
-        if robot._base is not None and robot._base.halted and not any(
+        for group in robot.assembly.groups():
+            if group.name == bus:
+                group.cycle.lost.discard(part.wire_id)
+        base = robot.assembly.base
+        if base is not None and base.halted and not any(
                 j.mode == VELOCITY and not j.available for j in robot.joints.values()):
-            robot._base.halt(None)
+            base.halt(None)
             detail += "; the base may drive again"
-        self._event(BACK, key, bus, detail)
+        self.event(BACK, key, bus, detail)
 
     # --- helpers -------------------------------------------------------------------------------------------------
     def _key(self, bus: str, wire: int) -> int | None:
@@ -306,7 +320,8 @@ class Presence:
         return ([j for j in robot.joints.values() if j.part_key == key],
                 [s for s in robot.sensors.values() if s.part_key == key])
 
-    def _event(self, kind: str, key: int, bus: str, detail: str) -> PartEvent:
+    def event(self, kind: str, key: int, bus: str, detail: str) -> PartEvent:
+        """Record a part event of ``kind`` for the part at ``key``, naming its handles."""
         joints, sensors = self._handles(key)
         names = tuple(h.name for h in (*joints, *sensors))
         event = PartEvent(kind, key, bus, self.robot.clock.now(), names, detail)
@@ -318,19 +333,9 @@ class Presence:
         self.events.append(event)
         self.counts[event.kind] += 1
         shown = f" ({', '.join(event.names)})" if event.names else ""
-        self.robot.notes.append(f"part {event.kind}: id {event.part_id}{shown}: {event.detail}")
+        self.robot.note(f"part {event.kind}: id {event.part_id}{shown}: {event.detail}")
         for callback in list(self.on_change):
             callback(event)
-
-
-def _cycles(robot: Robot) -> list[tuple[str, BusHost, BusCycle]]:
-    """(bus name, host, cycle) of every bus of the robot's cycle."""
-    from .cycle import MultiCycle
-
-    cycle = robot._cycle
-    if isinstance(cycle, MultiCycle):
-        return [(g.name, g.host, g.cycle) for g in cycle.groups]
-    return [("main", robot.bus, cycle)]
 
 
 def _quiet(host: BusHost, call: Callable[[], Any]) -> Any:
@@ -357,10 +362,10 @@ def _same_descriptor(host: BusHost, part: Any) -> bool | None:
     return header.descriptor_sha256.hex() == part.sha256
 
 
-def attach_presence(robot: Robot) -> Presence:
+def attach_presence(robot: RobotView) -> Presence:
     """Give an opened robot its presence watch (Robot.open calls it)."""
     prof = robot.profile
     presence = Presence(robot, misses_to_lose=prof.lost_after_misses, rescan_s=prof.rescan_s)
     presence.snapshot()
-    presence.attach(_cycles(robot))
+    presence.attach(robot.assembly)
     return presence

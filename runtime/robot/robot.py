@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -30,25 +30,25 @@ from typing import Any, NamedTuple
 from ..bus import BusHost
 from ..bus.stats import BusStats
 from ..clock.base import Clock
-from ..drivers import PartDriver, TrustStore, load_part_driver
-from ..model import Model, build_model, create_data, forward_kinematics
+from ..drivers import PartDriver, TrustStore
+from ..model import Model
 from ..scan import VirtualRobot
 from ..transports import Transport
-from .base import BaseGeometryError, DifferentialBase, wheel_geometry
-from .blueprint import Blueprint, resolve
+from .adoption import adopt
+from .assembly import Assembly, assemble
+from .base import BaseGeometryError, DifferentialBase
+from .blueprint import Blueprint
 from .camera import Camera, attach_camera_sources
-from .buses import MAIN_BUS
-from .cycle import BusCycle, BusGroup, MultiCycle
 from .dynamics import Dynamics
-from .joints import POSITION, VELOCITY, Joint
+from .joints import Joint
 from .multibus import mirror_other_buses, scan_profile
 from .names import NameMap
-from .adoption import adopt
 from .part_events import PartEvent
 from .presence import Presence, attach_presence
 from .params import checked_changes, declared_kinds
 from .profile import Profile, load_profile, profile_security
-from .sensors import SensorHandle, make_sensor, sensing_kind
+from .semantics import Semantics
+from .sensors import SensorHandle
 from .startup import bring_up, switch_mode, wind_down
 
 END_TOLERANCE_S = 1e-9  # a tick time within this of the end counts as the end (k / hz rounding)
@@ -62,21 +62,15 @@ class Tick(NamedTuple):
 class Robot:
     """An opened robot. Use :meth:`open`; close it (or use ``with``) to stop the wheels and release the bus."""
 
-    def __init__(self, *, profile: Profile, bus: BusHost, virtual: VirtualRobot, model: Model, clock: Clock,
-                 joints: NameMap[Joint], sensors: NameMap[SensorHandle], cycle: BusCycle,
-                 base: DifferentialBase | None, base_error: str, blueprint: Blueprint,
-                 drivers: dict[int, PartDriver], notes: list[str], buses: dict[str, BusHost] | None = None):
+    def __init__(self, *, profile: Profile, buses: Mapping[str, BusHost], assembly: Assembly, clock: Clock,
+                 notes: list[str], semantics: Semantics | None = None):
         self.profile = profile
-        self.bus = bus  # the main bus (the only one of a one-bus profile)
-        self.buses: dict[str, BusHost] = dict(buses) if buses else {MAIN_BUS: bus}  # name -> host, main first
-        self.virtual = virtual
-        self.model = model
+        self.buses: dict[str, BusHost] = dict(buses)  # name -> host, main first ("main" for a one-bus profile)
+        self.bus = next(iter(self.buses.values()))  # the main bus (the only one of a one-bus profile)
+        self._assembly = assembly  # model, drivers, names, joints, sensors, base, bus cycle: swapped whole
+        self._semantics = semantics  # the blueprint names file as loaded (names re-bind when parts are adopted)
         self.clock = clock
-        self.joints = joints
-        self.sensors = sensors
-        self.blueprint = blueprint
-        self.drivers = drivers
-        self.notes = notes  # what the robot noticed while opening: quarantined parts, missing names, mode changes
+        self.notes = notes  # what the robot noticed: quarantined parts, missing names, mode changes, part events
         self.ticks = 0  # bus cycles run by loop() / cycle()
         self.overruns = 0  # ticks skipped because the controller fell behind the clock (real time only)
         self.deadline_s: float | None = None  # clock time at which the run ends (its duration; a trial may bring
@@ -86,16 +80,12 @@ class Robot:
         self.changeable: dict[str, type] = {}  # the params the controller lets change while it runs (params.py)
         self.mode: str | None = None  # what the controller says it is doing ("route", "engage"...), free text:
         # trials record it with the robot's state and the viewer shows it; None: the controller says nothing
-        self._cycle = cycle
-        self._base = base
-        self._base_error = base_error
         self.after_cycle: list[Callable[[Robot], None]] = []  # run after each bus cycle, in order (runtime/robot/overlay.py)
         self.before_cycle: list[Callable[[Robot], None]] = []  # run before each bus cycle (a trial's saved states)
         self.resumed_from: dict[str, Any] | None = None  # {dir, t, state_t} when a trial started from a saved state
         self.overlay = None  # the crowd overlay of a mixed trial (runtime.robot.overlay.CrowdOverlay), None without crowd:
         self.mirrored: list[str] = []  # buses whose parts the main bus's world mirrors (runtime.robot.multibus)
         self.presence: Presence | None = None  # parts lost and found while running (runtime/robot/presence.py)
-        self.semantics = None  # the blueprint names file as loaded (re-bound when parts are adopted)
         self._next_due: float | None = None  # clock time of loop()'s next tick: what is left of it is spare time
         self._closed = False
 
@@ -110,35 +100,24 @@ class Robot:
         with ExitStack() as undo:
             hosts, virtual, semantics = scan_profile(prof, undo)  # every bus opened, scanned, merged
             host = next(iter(hosts.values()))  # the main bus: the clock's, and robot.bus
-            model = build_model(virtual)
-            trust = TrustStore.load(prof.trust_file)
-            drivers = {pid: load_part_driver(part.wire_id, part.descriptor, trust)
-                       for pid, part in virtual.parts.items()}
-            blueprint = resolve(semantics, virtual, lambda part: sensing_kind(part.descriptor) is not None)
-            joints = _make_joints(virtual, model, drivers, blueprint, hosts)
-            sensors = _make_sensors(virtual, model, drivers, blueprint, hosts)
-            base, base_error = _make_base(model, joints)
-            cycle = _make_cycle(hosts, joints, sensors)
+            assembly = assemble(virtual, semantics, TrustStore.load(prof.trust_file), hosts)
             if clock is None:
                 clock = _open_clock(prof, host)
             elif not isinstance(clock, Clock):
                 clock = clock(host.transport)
             undo.callback(clock.close)
-            notes = _notes(virtual, drivers, blueprint)
+            notes = list(assembly.notes)
             notes += [n for h in hosts.values() for n in getattr(h.transport, "notes", ())]  # e.g. the latency timer
-            for group in _groups(cycle, host, joints):
+            for group in assembly.groups():
                 notes += bring_up(group.host, group.joints, group.cycle)
-            if base is not None:
-                base.update()
-            robot = cls(profile=prof, bus=host, virtual=virtual, model=model, clock=clock, joints=joints,
-                        sensors=sensors, cycle=cycle, base=base, base_error=base_error, blueprint=blueprint,
-                        drivers=drivers, notes=notes, buses=hosts)
-            robot.semantics = semantics
+            if assembly.base is not None:
+                assembly.base.update()
+            robot = cls(profile=prof, buses=hosts, assembly=assembly, clock=clock, notes=notes, semantics=semantics)
             robot.presence = attach_presence(robot)
-            robot.presence.adopter = partial(adopt, builders=(_make_joints, _make_sensors, _make_base, _make_cycle))
+            robot.presence.adopter = adopt
             robot.mirrored = mirror_other_buses(robot)
             attach_camera_sources(robot, undo)
-            _start_mixed(robot, base, base_error, undo)
+            _start_mixed(robot, undo)
             undo.pop_all()
         return robot
 
@@ -188,23 +167,104 @@ class Robot:
         self._check_open()
         for hook in self.before_cycle:
             hook(self)
-        self._cycle.run()
+        self._assembly.cycle.run()
         if self.presence is not None:  # one ping at most, in what is left of the tick (presence.py)
             spare = None if self._next_due is None else self._next_due - self.clock.now()
-            self.presence.after_cycle(spare)
-        if self._base is not None:
-            self._base.update()
+            self.presence.after_cycle(spare)  # may adopt a part: the assembly is then another one
+        base = self._assembly.base
+        if base is not None:
+            base.update()
         for hook in self.after_cycle:
             hook(self)
         self.ticks += 1
 
-    # --- the rest of the API ---------------------------------------------------------------------------------
+    # --- the assembly: what the scanned parts make -----------------------------------------------------------
+    @property
+    def assembly(self) -> Assembly:
+        """Everything built from the scanned parts (runtime/robot/assembly.py), as one frozen record."""
+        return self._assembly
+
+    def swap_assembly(self, new: Assembly) -> None:
+        """Run on ``new`` from the next bus cycle on (adoption: a part plugged in while running). The swap is
+        whole: the handles take the names ``new`` binds them to, and the dynamics follow the new model."""
+        self._check_open()
+        new.bind_names()
+        self._assembly = new
+        self.__dict__.pop("dynamics", None)  # a cached_property of the old model
+
+    @property
+    def virtual(self) -> VirtualRobot:
+        """The scanned parts as one tree (runtime.scan)."""
+        return self._assembly.virtual
+
+    @property
+    def model(self) -> Model:
+        """The immutable model of the scanned tree (runtime.model)."""
+        return self._assembly.model
+
+    @property
+    def joints(self) -> NameMap[Joint]:
+        """Blueprint name (or tree path) -> joint handle."""
+        return self._assembly.joints
+
+    @property
+    def sensors(self) -> NameMap[SensorHandle]:
+        """Blueprint name (or tree path) -> sensor handle (range ring, contact, camera)."""
+        return self._assembly.sensors
+
+    @property
+    def blueprint(self) -> Blueprint:
+        return self._assembly.blueprint
+
+    @property
+    def drivers(self) -> Mapping[int, PartDriver]:
+        """Robot-wide part ID -> the part's driver (read-only)."""
+        return self._assembly.drivers
+
+    @property
+    def semantics(self) -> Semantics | None:
+        """The blueprint names file as loaded (None: the profile names none)."""
+        return self._semantics
+
     @property
     def base(self) -> DifferentialBase:
         """The differential-drive base made from the wheel parts (raises if the robot has none)."""
-        if self._base is None:
-            raise BaseGeometryError(f"this robot has no drivable base: {self._base_error}")
-        return self._base
+        base = self._assembly.base
+        if base is None:
+            raise BaseGeometryError(f"this robot has no drivable base: {self._assembly.base_error}")
+        return base
+
+    # --- the run around the controller (trials, runners, saved states) -------------------------------------
+    def note(self, text: str) -> None:
+        """Add one line to :attr:`notes` (what the robot noticed)."""
+        self.notes.append(text)
+
+    def set_deadline(self, t: float | None) -> None:
+        """End the run at clock time ``t`` (None: no end of its own); see :attr:`deadline_s`."""
+        self.deadline_s = t
+
+    def end_by(self, t: float) -> None:
+        """Bring the end of the run forward to clock time ``t`` (a later deadline already set stays earlier)."""
+        self.deadline_s = t if self.deadline_s is None else min(self.deadline_s, t)
+
+    def use_clock(self, clock: Clock) -> None:
+        """Read time from ``clock`` from now on (a runner's deadline clock wrapping the robot's own)."""
+        self.clock = clock
+
+    def set_run_params(self, params: Mapping[str, Any]) -> None:
+        """The run's controller parameters (a trial's ``params:``), read-only from here on."""
+        self.params = MappingProxyType(dict(params))
+
+    def restore_counters(self, *, ticks: int, overruns: int, mode: str | None) -> None:
+        """Take up the counters of a saved state (trial/state/): ticks and overruns go on counting from there, and
+        the mode shown is the saved one until the controller says otherwise."""
+        self.ticks, self.overruns, self.mode = ticks, overruns, mode
+
+    def mark_resumed(self, where: dict[str, Any]) -> None:
+        """Say where this run was resumed from ({dir, t, state_t}: :attr:`resumed_from`, for the controller)."""
+        self.resumed_from = where
+
+    # --- the rest of the API ---------------------------------------------------------------------------------
 
     @cached_property
     def dynamics(self) -> Dynamics:
@@ -285,12 +345,12 @@ class Robot:
             if self.overlay is not None:
                 self.overlay.close()  # says bye to the crowd first: it stops serving
         except Exception as exc:  # noqa: BLE001 - closing must go on
-            self.notes.append(f"close: the crowd overlay did not close cleanly: {exc}")
+            self.note(f"close: the crowd overlay did not close cleanly: {exc}")
         try:
-            for group in _groups(self._cycle, self.bus, self.joints):
+            for group in self._assembly.groups():
                 wind_down(group.host, group.joints, group.cycle)
         except Exception as exc:  # noqa: BLE001 - closing must go on: the parts' own watchdogs stop the wheels
-            self.notes.append(f"close: could not stop the wheels: {exc}")
+            self.note(f"close: could not stop the wheels: {exc}")
         finally:
             try:
                 self.clock.close()
@@ -315,83 +375,12 @@ class Robot:
             raise RuntimeError("the robot is closed")
 
 
-# --- assembly of the handles -----------------------------------------------------------------------------------
-def _make_joints(virtual: VirtualRobot, model: Model, drivers: dict[int, PartDriver],
-                 blueprint: Blueprint, hosts: dict[str, BusHost]) -> NameMap[Joint]:
-    joints: dict[str, Joint] = {}
-    for name, binding in blueprint.joints.items():
-        part = virtual.parts[binding.part_id]
-        desc_joint = next(j for j in part.descriptor.moving_joints if j.name == binding.joint)
-        registers = {role: part.descriptor.register(reg) for role, reg in desc_joint.registers.items()}
-        if "present_position" not in registers:
-            continue  # a joint the bus cannot report is not the controller's to drive
-        mode = VELOCITY if part.kind == "wheel" else POSITION
-        bus = part.bus or MAIN_BUS
-        joints[name] = Joint(name, part.wire_id, desc_joint.name, virtual.path(part.id), drivers[part.id], registers,
-                             desc_joint.limits, desc_joint.type, mode, part_key=part.id, bus=bus, host=hosts[bus])
-    return NameMap("joint", joints, blueprint.aliases("joints"), blueprint.missing_joints)
-
-
-def _make_sensors(virtual: VirtualRobot, model: Model, drivers: dict[int, PartDriver],
-                  blueprint: Blueprint, hosts: dict[str, BusHost]) -> NameMap[SensorHandle]:
-    placements = forward_kinematics(model, create_data(model), model.neutral())
-    sensors: dict[str, SensorHandle] = {}
-    for name, binding in blueprint.sensors.items():
-        part = virtual.parts[binding.part_id]
-        yaws = {}
-        for index, link in enumerate(model.links):
-            if link.bus_id == part.id:
-                rot = placements[index].rotation
-                yaws[link.body] = math.atan2(rot[1, 0], rot[0, 0])
-        sensor = make_sensor(name, part.wire_id, virtual.path(part.id), part.descriptor, drivers[part.id], yaws)
-        sensor.part_key, sensor.bus = part.id, part.bus or MAIN_BUS
-        sensor.host = hosts[sensor.bus]
-        sensors[name] = sensor
-    return NameMap("sensor", sensors, blueprint.aliases("sensors"), blueprint.missing_sensors)
-
-
-def _make_cycle(hosts: dict[str, BusHost], joints: NameMap[Joint],
-                sensors: NameMap[SensorHandle]) -> BusCycle | MultiCycle:
-    """One BusCycle for one bus (as always); a MultiCycle of one BusCycle per bus for several."""
-    if len(hosts) == 1:
-        host = next(iter(hosts.values()))
-        return BusCycle(host, [*joints.values(), *_on_bus(sensors)], list(joints.values()))
-    groups = []
-    for name, host in hosts.items():
-        on_bus = [j for j in joints.values() if j.bus == name]
-        readers = [*on_bus, *(s for s in _on_bus(sensors) if s.bus == name)]
-        groups.append(BusGroup(name, host, on_bus, BusCycle(host, readers, on_bus)))
-    return MultiCycle(groups)
-
-
-def _on_bus(sensors: NameMap[SensorHandle]) -> list[SensorHandle]:
-    """The sensors the bus cycle reads (a camera's pixels come beside the bus: runtime/robot/camera.py)."""
-    return [s for s in sensors.values() if not isinstance(s, Camera)]
-
-
-def _groups(cycle: BusCycle | MultiCycle, host: BusHost, joints: Mapping[str, Joint]) -> tuple[BusGroup, ...]:
-    """The per-bus groups of a cycle (a one-bus cycle is one group), for bring-up and wind-down per bus."""
-    if isinstance(cycle, MultiCycle):
-        return cycle.groups
-    return (BusGroup(MAIN_BUS, host, list(joints.values()), cycle),)
-
-
-def _make_base(model: Model, joints: NameMap[Joint]) -> tuple[DifferentialBase | None, str]:
-    wheels = [j for j in joints.values() if j.mode == VELOCITY]
-    if not wheels:
-        return None, "it has no wheel parts"
-    placements = forward_kinematics(model, create_data(model), model.neutral())
-    try:
-        return DifferentialBase([wheel_geometry(model, placements, j) for j in wheels]), ""
-    except BaseGeometryError as exc:
-        return None, str(exc)
-
-
-def _start_mixed(robot: Robot, base: DifferentialBase | None, base_error: str, undo: ExitStack) -> None:
+def _start_mixed(robot: Robot, undo: ExitStack) -> None:
     """``start_pose:`` (odometry in the map frame) and ``crowd:`` (the overlay of runtime/robot/overlay.py, imported only
     when a profile asks for it, since it brings the shadow world's pybullet)."""
     prof = robot.profile
     if prof.start_pose is not None:
+        base, base_error = robot.assembly.base, robot.assembly.base_error
         if base is None:
             raise BaseGeometryError(f"{prof.source}: start_pose: this robot has no drivable base: {base_error}")
         base.reset_odometry(*prof.start_pose)
@@ -409,11 +398,3 @@ def _open_clock(profile: Profile, host: BusHost) -> Clock:
     security = profile_security(profile) if profile.clock_endpoint else None
     return open_clock(profile.clock, transport=host.transport, endpoint=profile.clock_endpoint, name=profile.name,
                       security=security, **kwargs)
-
-
-def _notes(virtual: VirtualRobot, drivers: dict[int, PartDriver], blueprint: Blueprint) -> list[str]:
-    notes = [f"quarantined: {why}" for why in virtual.quarantined.values()]
-    notes += [f"scan: {problem}" for problem in virtual.problems]
-    notes += [d.message for d in drivers.values() if d.message]
-    notes += blueprint.problems
-    return notes

@@ -201,9 +201,9 @@ def arm_deadline(robot: Robot, duration_s: float | None) -> Clock:
         raise ValueError(f"the run's duration must be a number of seconds > 0, not {duration_s!r}")
     inner = robot.clock
     if duration_s is not None:
-        robot.deadline_s = inner.now() + duration_s
+        robot.set_deadline(inner.now() + duration_s)
     if not isinstance(inner, DeadlineClock):
-        robot.clock = DeadlineClock(inner, robot)
+        robot.use_clock(DeadlineClock(inner, robot))
     return inner
 
 

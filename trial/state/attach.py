@@ -37,7 +37,7 @@ def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, res
             raise ResumeError(f"--from {spec.resume_from}: this trial has no in-process world to restore into")
         check(resume, here)
         ticks = restore(resume, robot, embodied)
-        robot.resumed_from = resume.describe()
+        robot.mark_resumed(resume.describe())
         t_start = resume.t
     saver = None
     pipelined = getattr(spec, "crowd_pipeline", False)  # a tick in flight: the crowd cannot be asked for its state

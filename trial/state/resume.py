@@ -110,8 +110,8 @@ def _set_clock(robot: Any, embodied: Any, t: float) -> None:
     clock = robot.clock
     while hasattr(clock, "inner"):
         clock = clock.inner
-    if hasattr(clock, "_now"):
-        clock._now = t
+    if hasattr(clock, "resume_at"):
+        clock.resume_at(t)
 
 
 def resimulate(robot: Any, states: Path, from_s: float, to_s: float) -> int:
@@ -124,7 +124,7 @@ def resimulate(robot: Any, states: Path, from_s: float, to_s: float) -> int:
     for t, changes in cycles:
         robot.clock.sleep_until(t)
         for name, raw in changes.items():
-            robot.joints[name]._command_raw = raw
+            robot.joints[name].replay_command(raw)
         robot.cycle()
     robot.clock.sleep_until(to_s)
     return len(cycles)

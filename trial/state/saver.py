@@ -106,7 +106,7 @@ class StateSaver:
         if self.before_cycle in self.robot.before_cycle:
             self.robot.before_cycle.remove(self.before_cycle)
         self.stopped = f"no room for saved states in {self.dir} ({exc.strerror or exc}); no more states saved"
-        self.robot.notes.append(self.stopped)
+        self.robot.note(self.stopped)
 
     def _before_cycle(self, robot: Any) -> None:
         t = robot.clock.now()
@@ -119,8 +119,8 @@ class StateSaver:
         for why in self._pending:
             self.save(t, why)
         self._pending.clear()
-        changes = {name: joint._command_raw for name, joint in robot.joints.items()
-                   if joint._command_raw != self._last_raw.get(name, None)}
+        changes = {name: joint.command_raw for name, joint in robot.joints.items()
+                   if joint.command_raw != self._last_raw.get(name, None)}
         self._last_raw.update(changes)
         self.commands.append([t, changes])
         self._commands_total += 1

@@ -144,7 +144,7 @@ class WallWatch:
             self.t0 = now
         if self.fired_at is None and self.wall() >= self.deadline:
             self.fired_at = now - self.t0
-            robot.deadline_s = now if robot.deadline_s is None else min(robot.deadline_s, now)
+            robot.end_by(now)
 
 
 @contextmanager
