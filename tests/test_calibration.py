@@ -16,17 +16,11 @@ import numpy as np
 import pytest
 import yaml
 
+from calibration_helpers import RIG  # the wall rig (a corridor's two faces), shared with the stand's readings
 from hil.trial.calibrate.log import META, RING, CalibrationLogError, CalibrationWriter, read_log
 from hil.trial.calibrate.rig import load_rig
 
 HIDDEN = {"dropout_angle50_deg": 52.0, "dropout_width_deg": 4.0, "noise_sigma_m": [0.01, 0.02]}
-RIG = """\
-start: [0.0, 0.0, 0.0]
-walls:
-  - {name: front, from: [1.0, -4.0], to: [1.0, 4.0], surface: resin}
-  - {name: back, from: [-2.6, -4.0], to: [-2.6, 4.0], surface: resin}
-turn: {rate_deg_s: 15, turns: 1.0, step_deg: 6}
-"""
 
 
 def hil(*args: str, cwd: Path) -> subprocess.CompletedProcess:
