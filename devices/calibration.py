@@ -14,8 +14,9 @@ stores its own calibration would.
         params: {dropout_angle50_deg: 52.0, dropout_width_deg: 4.0, noise_sigma_m: [0.01, 0.02]}
         fit: {...}                # how the numbers were found (intervals, points); informative, not applied
 
-Only the params a calibration can measure may be set (:data:`CALIBRATED_PARAMS`); anything else is refused at
-file:line, so a typo cannot silently leave the catalog's number in place. Pure: no I/O but reading the file.
+Only the params a calibration can measure may be set (:data:`CALIBRATED_PARAMS`), each a finite number within
+:data:`PARAM_BOUNDS`; anything else is refused at file:line, so a typo cannot silently leave the catalog's number in
+place and a broken fit cannot blind the twin. The file must be a mapping of this shape, else one line says where. Pure: no I/O but reading the file.
 """
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ from .yaml_source import ConfigError, SourceDict, check_keys, load_yaml_mapping,
 
 SCHEMA = 1
 CALIBRATED_PARAMS = ("dropout_angle50_deg", "dropout_width_deg", "noise_sigma_m", "min_range_m", "max_range_m")
+# what a measured ring or depth camera can have (inclusive): a number outside these is a broken fit or a typo, and
+# would blind the twin (a noise of 1e308 m, a blind zone of 1e308 m) rather than calibrate it
+PARAM_BOUNDS = {"dropout_angle50_deg": (0.0, 180.0), "dropout_width_deg": (0.001, 90.0),
+                "noise_sigma_m": (0.0, 1.0), "min_range_m": (0.0, 100.0), "max_range_m": (0.001, 100.0)}
 ENTRY_KEYS = ("part", "serial", "sensor", "params", "fit")
 
 
@@ -92,16 +97,45 @@ def _entry(entry: Any, index: int, source: str, doc: SourceDict) -> SensorCalibr
     serial = entry.get("serial")
     if serial is not None and (isinstance(serial, bool) or not isinstance(serial, int) or not 0 <= serial < 2 ** 64):
         raise entry.error("serial", f"{what}: serial must be an integer of 64 bits, not {serial!r}")
+    if not isinstance(params, SourceDict):
+        raise entry.error("params", f"{what}: params must be a mapping")
     check_keys(params, CALIBRATED_PARAMS, f"{what} params", "param")
     for name, value in params.items():
-        values = value if name == "noise_sigma_m" else [value]
-        if name == "noise_sigma_m" and (not isinstance(value, list) or len(value) != 2):
-            raise params.error(name, f"{what}: noise_sigma_m must be [a, b] (sigma = a + b * range), not {value!r}")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-                   for v in values):
-            raise params.error(name, f"{what}: {name} must be finite numbers >= 0, not {value!r}")
+        why = param_error(name, value)
+        if why is not None:
+            raise params.error(name, f"{what}: {why}")
+    why = params_error(params)
+    if why is not None:
+        raise params.error("max_range_m", f"{what}: {why}")
     fit = entry.get("fit") or {}
     return SensorCalibration(part, sensor, _plain(params), serial, _plain(fit), entry.line)
+
+
+def param_error(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the calibrated param ``name`` (None: it can). The one check of a CAL.yaml's
+    numbers: the loader refuses with it at file:line, and ``hil calibrate fit`` never writes what it refuses."""
+    if name not in PARAM_BOUNDS:
+        return f"unknown param {name!r}; known: {', '.join(CALIBRATED_PARAMS)}"
+    low, high = PARAM_BOUNDS[name]
+    if name == "noise_sigma_m":
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            return f"noise_sigma_m must be [a, b] (sigma = a + b * range), not {value!r}"
+        values = value
+    else:
+        values = [value]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+               for v in values):
+        return f"{name} must be {'two ' if len(values) == 2 else ''}finite numbers within {low:g}..{high:g}, " \
+               f"not {value!r}"
+    return None
+
+
+def params_error(params: dict[str, Any]) -> str | None:
+    """Why the params together cannot be (each checked by :func:`param_error` first), else None."""
+    low, high = params.get("min_range_m"), params.get("max_range_m")
+    if low is not None and high is not None and not low < high:
+        return f"max_range_m ({high}) must exceed min_range_m ({low})"
+    return None
 
 
 def _plain(value: Any) -> Any:

@@ -23,8 +23,18 @@ from hil.crowd.agents import AgentSpec
 from hil.crowd.serve import serve
 from hil.crowd.sim import CrowdSim
 from crowd_helpers import hall_map
+from waiting import needs
 
-needs_curve = pytest.mark.skipif(not curve_available(), reason="this libzmq has no CURVE")
+
+@pytest.fixture
+def curve() -> None:
+    """CURVE in this libzmq (pyzmq's wheels bundle one built with libsodium): without it a test is skipped on a
+    developer's machine and fails under CI, as every test that needs what the machine lacks (waiting.needs)."""
+    if not curve_available():
+        needs("this libzmq has no CURVE: install pyzmq from its wheels (libzmq built with libsodium)")
+
+
+needs_curve = pytest.mark.usefixtures("curve")  # requested before the test's own fixtures (keys need CURVE)
 LOOPBACK = "tcp://127.0.0.1:*"
 ROBOT = {"x": 0.0, "y": -5.0, "yaw": 0.0, "vx": 0.0, "vy": 0.0, "radius": 0.3}
 REFUSED_WAIT_S = 2.0  # how long a refused client waits for an answer that never comes (it fails in milliseconds)

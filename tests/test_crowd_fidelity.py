@@ -280,18 +280,59 @@ def test_nobody_stands_still_without_a_reason_in_the_lab():
         assert watch.worst <= MAX_STILL_S, f"seed {seed}: stood {watch.worst:.1f} s at {watch.worst_at}"
 
 
-def test_nobody_stands_still_without_a_reason_in_the_station():
-    """The station (issue 24's scale scene, bench/loop.py): 600 people walking their lanes end to end in both
-    directions, head-on through each other, for 40 s; nobody still > 3 s without a reason."""
+MIN_PROGRESS = 0.3  # of preferred speed x time: in the station, each person's lane is clear at its far end
+
+
+def station(seconds: float, *, frozen: bool = False) -> tuple[StillWatch, dict[int, float], dict[int, float]]:
+    """The station's 600 people walked for ``seconds``: the stand-still watch, and per person the distance walked
+    and the distance their preferred speed would have taken them. ``frozen``: every preferred speed 0 (the
+    control: a crowd that never moves must fail the check)."""
     from bench.loop import HilCrowd, station_scene
 
     crowd = HilCrowd(station_scene(600, seed=4), dt=0.1)
+    agents = crowd.sim.agents
+    preferred = {int(i): float(v) * seconds for i, v in zip(agents.ids, agents.v0)}
+    if frozen:
+        agents.v0[:] = 0.0
+    ids, last, walked = agents.ids.copy(), agents.pos.copy(), np.zeros(len(agents.ids))
     watch = StillWatch()
-    while crowd.sim.time_s < 40:
+    while crowd.sim.time_s < seconds - 1e-9:
         crowd.step()
         watch(crowd.sim)
+        agents = crowd.sim.agents
+        assert np.array_equal(agents.ids, ids), "nobody leaves the station's lanes"
+        walked += np.hypot(*(agents.pos - last).T)
+        last = agents.pos.copy()
     assert crowd.count() == 600
-    assert watch.worst <= MAX_STILL_S, f"stood {watch.worst:.1f} s at {watch.worst_at}"
+    return watch, dict(zip(ids.tolist(), walked.tolist())), preferred
+
+
+def station_failures(watch: StillWatch, walked: dict[int, float], preferred: dict[int, float]) -> list[str]:
+    """Nobody still > 3 s without a reason, and the crowd gets somewhere: at least 95 % of the people walked 30 % of
+    what their preferred speed allows (measured: everyone over 60 %). "Blocked" excuses standing, so a crowd that
+    stands still with everybody in somebody's way would pass the first check alone."""
+    out = []
+    if watch.worst > MAX_STILL_S:
+        out.append(f"stood {watch.worst:.1f} s without a reason at {watch.worst_at}")
+    going = sum(walked[i] >= MIN_PROGRESS * preferred[i] for i in walked) / len(walked)
+    if going < 0.95:
+        out.append(f"only {going:.0%} of the people walked {MIN_PROGRESS:.0%} of their preferred speed's way")
+    return out
+
+
+def test_nobody_stands_still_without_a_reason_in_the_station():
+    """The station (the scale scene of bench/loop.py): 600 people walking their lanes end to end in both
+    directions, head-on through each other, for 40 s; nobody still > 3 s without a reason, and they get along."""
+    assert station_failures(*station(40.0)) == []
+
+
+def test_a_frozen_station_crowd_fails_the_check():
+    """The control: the same 600 people with preferred speed 0 stand where they are; everyone has someone within
+    0.6 m ahead there, so the stand-still watch excuses them all, and the progress check must not."""
+    watch, walked, preferred = station(3.0, frozen=True)
+    assert watch.worst <= MAX_STILL_S  # the excuse holds for all of them...
+    failures = station_failures(watch, walked, preferred)
+    assert any("walked" in f for f in failures), failures  # ...and the check still fails
 
 
 def test_every_shipped_map_is_covered():

@@ -23,28 +23,81 @@ def test_free_walking_reaches_the_intended_velocity_and_people_are_removed():
         assert [s.id for s in people.states()] == [2] and 1 not in people.bodies
 
 
-def test_a_wall_stops_a_person_who_intends_to_walk_through_it():
+WALL_FACE_X = 1.5 - 0.05  # the wall's face: a 0.1 m box centred at x = 1.5
+RADIUS_M = 0.25
+
+
+def walk_into_a_wall(speed: float) -> tuple:
+    """A person at the origin who intends ``speed`` m/s along +x, towards a wall 1.45 m away: their state after 4 s."""
     with World() as world:
-        wall = p.createMultiBody(0, p.createCollisionShape(p.GEOM_BOX, halfExtents=[0.05, 2, 1], physicsClientId=world.client),
-                                 basePosition=[1.5, 0, 1], physicsClientId=world.client)
+        p.createMultiBody(0, p.createCollisionShape(p.GEOM_BOX, halfExtents=[0.05, 2, 1], physicsClientId=world.client),
+                          basePosition=[1.5, 0, 1], physicsClientId=world.client)
         people = Pedestrians(world)
-        people.sync([PedestrianIntent(1, 0.0, 0.0, 1.0, 0.0, radius=0.25)])
+        people.sync([PedestrianIntent(1, 0.0, 0.0, speed, 0.0, radius=RADIUS_M)])
         world.advance_to(4.0)
         (state,) = people.states()
-        assert state.x <= 1.5 - 0.05 - 0.25 + 0.02 and abs(state.vx) < 0.05, "mechanics where bodies collide"
-        assert wall >= 0
+        return state
 
 
-def test_two_people_meeting_head_on_do_not_pass_through_each_other():
+def wall_failures(state) -> list[str]:
+    """What is wrong with a person who walked 4 s towards the wall: they must stand against its face (within
+    2 cm: they got there, and no further), stopped."""
+    out = []
+    against = WALL_FACE_X - RADIUS_M
+    if state.x < against - 0.02:
+        out.append(f"never reached the wall: x {state.x:.3f}, the face stops a body at {against:.3f}")
+    if state.x > against + 0.02:
+        out.append(f"went into the wall: x {state.x:.3f} past {against:.3f}")
+    if abs(state.vx) >= 0.05:
+        out.append(f"still moving: vx {state.vx:.3f}")
+    return out
+
+
+@pytest.mark.parametrize("speed, fails", [(1.0, False), (0.0, True)], ids=["walking", "frozen"])
+def test_a_wall_stops_a_person_who_intends_to_walk_through_it(speed, fails):
+    """The mechanics where bodies collide; a person frozen in place (intending 0 m/s) must fail the same check."""
+    failures = wall_failures(walk_into_a_wall(speed))
+    if fails:
+        assert any("never reached" in f for f in failures), failures
+    else:
+        assert failures == []
+
+
+def meet_head_on(speed: float) -> tuple[float, tuple, tuple]:
+    """Two people 4 m apart (0.05 m off each other's line) walking at each other at ``speed``: their closest
+    centre distance over 3 s and where each is at the end."""
     with World() as world:
         people = Pedestrians(world)
-        people.sync([PedestrianIntent(1, 0.0, 0.0, 1.2, 0.0), PedestrianIntent(2, 4.0, 0.05, -1.2, 0.0)])
+        people.sync([PedestrianIntent(1, 0.0, 0.0, speed, 0.0), PedestrianIntent(2, 4.0, 0.05, -speed, 0.0)])
         closest = 10.0
         for k in range(1, 300):
             world.advance_to(k / 100)
             a, b = people.states()
             closest = min(closest, ((a.x - b.x) ** 2 + (a.y - b.y) ** 2) ** 0.5)
-        assert closest >= 2 * 0.25 - 0.03
+        return closest, (a.x, a.y), (b.x, b.y)
+
+
+def head_on_failures(closest: float, a: tuple, b: tuple) -> list[str]:
+    """They must meet (bodies touching: centres 2 x 0.25 m apart, within 2 cm), never overlap by more than 3 cm,
+    and get by each other (each ends on the other's side, side by side at least a body's width apart)."""
+    out = []
+    if closest < 2 * RADIUS_M - 0.03:
+        out.append(f"passed through each other: centres {closest:.3f} m apart")
+    if closest > 2 * RADIUS_M + 0.02:
+        out.append(f"never met: centres at least {closest:.3f} m apart")
+    if not (a[0] > b[0] and abs(a[1] - b[1]) >= 2 * RADIUS_M - 0.03):
+        out.append(f"did not get by each other: {a} and {b}")
+    return out
+
+
+@pytest.mark.parametrize("speed, fails", [(1.2, False), (0.0, True)], ids=["walking", "frozen"])
+def test_two_people_meeting_head_on_do_not_pass_through_each_other(speed, fails):
+    """Measured: they touch (0.500 m), slide off each other and pass; two people frozen in place must fail."""
+    failures = head_on_failures(*meet_head_on(speed))
+    if fails:
+        assert any("never met" in f for f in failures), failures
+    else:
+        assert failures == []
 
 
 def test_the_robots_ring_sees_a_pedestrian():

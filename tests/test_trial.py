@@ -26,7 +26,7 @@ from mcap.reader import make_reader
 from hil.trial.record import TrialRecorder, read_log
 from hil.trial.report import topdown
 from hil.trial.record.log import parse_log
-from hil.trial.report.metrics import compute_metrics, metrics_json
+from hil.trial.report.metrics import compute_metrics
 from hil.trial.report.build import build_report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -373,12 +373,56 @@ def test_topdown_png_decodes_with_walls_robot_path_and_markers(tmp_path):
     assert topdown.TEXT in colours  # the header and the scale bar were written
 
 
+def assert_metrics_from_the_log(metrics: dict, log) -> None:
+    """metrics.json against numbers worked out here from the log's messages by brute force (positions sampled
+    every 0.1 ms along the linear motion between samples, as docs/METRICS.md defines it), not by the metrics
+    module: path, duration, samples, goal, nearest and closest distances, zone entries and person-seconds, the
+    ring's invalid readings per sensor."""
+    states, ticks = log.messages["/robot/state"], log.messages["/pedestrians"]
+    t_robot = np.array([m.t for m in states])
+    robot = np.array([[m.data["x"], m.data["y"]] for m in states])
+    assert metrics["duration_s"] == pytest.approx(t_robot[-1] - t_robot[0], abs=1e-4)
+    assert metrics["path_length_m"] == pytest.approx(np.hypot(*np.diff(robot, axis=0).T).sum(), abs=1e-4)
+    ids = sorted({p["id"] for m in ticks for p in m.data["people"]})
+    assert metrics["samples"] == {"robot_states": len(states), "pedestrian_ticks": len(ticks), "people_seen": len(ids)}
+    goal = np.array(log.messages["/map"][0].data["goal"])
+    reached = bool((np.hypot(*(robot - goal).T) <= 0.5).any())
+    assert metrics["goal"]["reached"] is reached and (metrics["time_to_goal_s"] is None) is not reached
+    nearest = []
+    for m in ticks:
+        rx, ry = np.interp(m.t, t_robot, robot[:, 0]), np.interp(m.t, t_robot, robot[:, 1])
+        nearest.append(min(math.hypot(p["x"] - rx, p["y"] - ry) for p in m.data["people"]))
+    assert metrics["mean_distance_m"] == pytest.approx(np.mean(nearest), abs=1e-4)
+    fine = np.arange(t_robot[0], t_robot[-1] + 1e-9, 1e-4)
+    here = np.column_stack([np.interp(fine, t_robot, robot[:, 0]), np.interp(fine, t_robot, robot[:, 1])])
+    closest, zones = math.inf, {name: [0, 0.0] for name in ("intimate", "personal", "social")}
+    for pid in ids:
+        t_person = np.array([m.t for m in ticks])
+        track = np.array([[p["x"], p["y"]] for m in ticks for p in m.data["people"] if p["id"] == pid])
+        there = np.column_stack([np.interp(fine, t_person, track[:, 0]), np.interp(fine, t_person, track[:, 1])])
+        distance = np.hypot(*(there - here).T)
+        closest = min(closest, float(distance.min()))
+        for name, radius in (("intimate", 0.45), ("personal", 1.2), ("social", 3.6)):
+            inside = distance < radius
+            zones[name][0] += int(inside[0]) + int(np.sum(inside[1:] & ~inside[:-1]))
+            zones[name][1] += float(inside.sum()) * 1e-4
+    assert metrics["min_distance_m"] == pytest.approx(closest, abs=1e-3)
+    for name, (entries, seconds) in zones.items():
+        assert metrics["intrusions"][name]["entries"] == entries, (name, metrics["intrusions"][name], entries)
+        assert metrics["intrusions"][name]["person_seconds"] == pytest.approx(seconds, abs=2e-3), name
+    rings = [m.data["ring"] for m in log.messages["/robot/sensors"]]
+    invalid = [sum(ring[k] is None for ring in rings) for k in range(len(rings[0]))]
+    assert metrics["sensors"]["ring"] == {"readings": len(rings), "invalid_per_sensor": invalid}
+
+
 def test_hil_report_rebuilds_identical_files(tmp_path):
     write_trial(tmp_path, lambda t: robot_state(0.5 * t, vx=0.5), chase, steps=101)
     built = build_report(tmp_path)
     metrics_bytes = (tmp_path / "metrics.json").read_bytes()
     png_bytes = (tmp_path / "topdown.png").read_bytes()
-    assert json.loads(metrics_bytes) == built and metrics_bytes.decode() == metrics_json(built)
+    written = json.loads(metrics_bytes)
+    assert written == built and list(written) == sorted(written)
+    assert_metrics_from_the_log(written, read_log(tmp_path / "trial.mcap"))
     (tmp_path / "metrics.json").unlink()
     (tmp_path / "topdown.png").unlink()
 

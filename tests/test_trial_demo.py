@@ -139,7 +139,10 @@ def test_the_guide_counts_what_is_in_its_way_not_what_is_beside_it():
     assert guide._clearance_ahead(ring()) is None
     assert guide._clearance_ahead(ring(a90=1.8, a270=1.8)) is None, "passage walls beside the robot"
     near_nose = guide._clearance_ahead(ring(a30=0.3))  # a child 30 degrees off the nose, 0.3 m from the sensor
-    assert near_nose is not None and near_nose < guide.STOP_M
+    # the sensor's face is 0.2 m from the ring's centre (the catalog ring's origin_radius_m): the child is
+    # (0.2 + 0.3) cos 30 deg ahead of the centre, 0.233 m ahead of the ring's front
+    assert near_nose == pytest.approx(0.5 * math.cos(math.radians(30)) - 0.2, abs=1e-6)
+    assert near_nose < guide.STOP_M
     assert guide._clearance_ahead(ring(a180=0.2)) is None, "behind is not ahead"
 
 
@@ -161,9 +164,22 @@ def test_the_guide_pulls_drifted_odometry_back_to_the_passage_centre_from_the_wa
         def reset_odometry(self, x, y, yaw):
             self.odometry = (x, y, yaw)
 
+    # the world's numbers, not the guide's: the arcade's middle passage at x = -14 lies between the walls nw1_s
+    # (y = 2) and sw_n (y = -2), 0.2 m thick, so their faces are 1.9 m from the centre line; the ring's sensors
+    # measure from 0.2 m out (the catalog ring's origin_radius_m)
+    from hil.devices.catalog import load_part
+    from hil.devices.yaml_source import load_yaml_file
+
+    arcade = load_yaml_file(Path(__file__).parent.parent / "config" / "maps" / "arcade.yaml")
+    walls = {w["name"]: w for w in arcade["walls"]}
+    assert walls["nw1_s"]["from"][1] == 2 and walls["sw_n"]["from"][1] == -2 and arcade["defaults"]["thickness"] == 0.2
+    faces_m = 2.0 - 0.2 / 2
+    sensor_m = next(s for s in load_part("range_ring").sensors if s.name == "ring").params["origin_radius_m"]
+    assert (faces_m, sensor_m) == (1.9, 0.2)
+
     def robot_at(true_y: float, believed_y: float, x: float = -14.0, person_left: bool = False):
-        left = guide_mod.PASSAGE_FACES_M - true_y - guide_mod.SENSOR_RADIUS_M  # echo from the left wall (+y)
-        right = guide_mod.PASSAGE_FACES_M + true_y - guide_mod.SENSOR_RADIUS_M
+        left = faces_m - true_y - sensor_m  # echo from the left wall (+y)
+        right = faces_m + true_y - sensor_m
         ranges = [None] * 12
         ranges[3], ranges[9] = (0.5 if person_left else left), right
         ring = SimpleNamespace(angles=angles, ranges=ranges)

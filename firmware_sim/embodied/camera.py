@@ -22,6 +22,8 @@ import numpy as np
 from hil.devices.descriptor.camera import CameraSpec, camera_spec
 
 from ..part import PartFirmware
+from .adopt import adopt
+from .sensing import part_seed
 from ..render.gl import RendererUnavailable, projection_matrix, view_matrix
 from ..render.scene import InstanceList, base_legend, people_scene, quat_matrix, robot_scene, static_scene
 from ..sensors.camera import DepthModel
@@ -61,6 +63,55 @@ class CameraFirmware(PartFirmware):
         except KeyError:
             raise CameraError(f"part {self.id} ({self.descriptor.name}) has no camera {name!r}; it has "
                               f"{', '.join(self.cameras)}") from None
+
+
+def silence(device: Any, part_id: int) -> str | None:
+    """Why the part at ``part_id`` gives nothing now (unplugged, rebooting), else None: a camera without power
+    gives no frames, as it answers nothing on the bus."""
+    until = device.silent_until.get(part_id)
+    if until is None:
+        return None
+    if math.isinf(until):
+        return "it is unplugged"
+    if device.clock() < until:
+        return f"it is rebooting (back at t={until:.3f} s)"
+    return None
+
+
+def follow_swap(embodied: Any, new: PartFirmware) -> None:
+    """The world's cameras after a swap put ``new`` at its ID (called under the device's lock, by the swap hook):
+    a camera swapped out gives no frames and says what replaced it; a camera part swapped in renders when the
+    world has a body for each of its cameras at that ID (the same shapes: a swapped part keeps the old part's),
+    else says why it cannot. The other cameras are left as they are."""
+    cameras = embodied.cameras if embodied.cameras is not None else {}
+    embodied.cameras = cameras
+    part_id, desc = new.id, getattr(new, "descriptor", None)
+    old = cameras.pop(part_id, None)
+    t = embodied.world.time_s
+    if desc is not None and any(s.kind == "camera" for s in desc.sensors):
+        if all(_has_body(embodied.robot, part_id, s.body) for s in desc.sensors if s.kind == "camera"):
+            gait = old.gait if old is not None else next((c.gait for c in cameras.values()), None)
+            cameras[part_id] = adopt(CameraFirmware, new).attach(
+                embodied.world, embodied.robot, part_seed(embodied.seed, new.serial_number),
+                lambda: embodied.crowd, gait if gait is not None else Gait(embodied.seed))
+            embodied.cameras_gone.pop(part_id, None)
+            return
+        embodied.cameras_gone[part_id] = (f"part {part_id} is a {desc.name} swapped in at t={t:.3f} s where the "
+                                          "world has no body for its camera (a swapped part keeps the old part's "
+                                          "shapes)")
+    elif old is not None:
+        names = ", ".join(repr(name) for name in old.cameras)
+        what = f"a {desc.name}" if desc is not None else "a part that does not describe itself"
+        embodied.cameras_gone[part_id] = (f"camera {names} of part {part_id} ({old.descriptor.name}) gives no "
+                                          f"frames: the part was replaced by {what} at t={t:.3f} s")
+
+
+def _has_body(robot: RobotBody, part_id: int, body: str) -> bool:
+    try:
+        robot.link(part_id, body)
+    except KeyError:
+        return False
+    return True
 
 
 class _Camera:

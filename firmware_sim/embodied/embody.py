@@ -22,7 +22,7 @@ import math
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pybullet as p
@@ -40,7 +40,7 @@ from ..world.world import STEP_EPSILON
 from ..world.mirror import MirrorBody, build_mirror
 from .adopt import adopt
 from .reembody import install as install_reembody
-from .camera import CameraError, CameraFirmware
+from .camera import CameraError, CameraFirmware, silence
 from .sensing import ContactFirmware, RangeRingFirmware, part_seed
 from .servo import Interlock, JointServo
 
@@ -88,17 +88,22 @@ class EmbodiedRobot:
     _lockstep: tuple | None = None
     crowd: object | None = None  # the CrowdBridge (crowd_bridge.attach_crowd) when a crowd is connected
     cameras: dict | None = None  # part ID -> CameraFirmware (camera.py): frames on demand, beside the bus
+    cameras_gone: dict[int, str] = field(default_factory=dict)  # part ID -> why its camera is gone (a swap)
+    seed: int = 0  # the world's seed (a camera swapped in draws its depth noise from it and its serial)
     watchdog_s: float = 0.5  # the servos' default Bus Watchdog (a swapped-in servo gets it too: reembody.py)
 
     # --- cameras (camera.py): pixels never go over the bus -------------------------------------------------------
     def camera_frame(self, part_id: int, name: str | None = None) -> dict:
         """The camera's frame of the current frame period (rendered now if none was yet), taken under the
         device's lock so no step runs mid-render. CameraError names the camera and why it cannot give one."""
-        camera = (self.cameras or {}).get(part_id)
-        if camera is None:
-            raise CameraError(f"part {part_id} is not a camera of this world (cameras: "
-                              f"{', '.join(map(str, sorted(self.cameras or {}))) or 'none'})")
         with self.device.lock:
+            camera = (self.cameras or {}).get(part_id)
+            if camera is None:
+                raise CameraError(self.cameras_gone.get(part_id) or f"part {part_id} is not a camera of this world "
+                                  f"(cameras: {', '.join(map(str, sorted(self.cameras or {}))) or 'none'})")
+            silent = silence(self.device, part_id)
+            if silent:
+                raise CameraError(f"{camera.camera(name).label} gives no frames: {silent}")
             return camera.frame(name)
 
     def lockstep(self, stall_timeout_s: float | None = None):
@@ -209,7 +214,7 @@ def embody(assembly: Assembly, *, clock: str = "real", gui: bool = False, map_na
     else:
         pacer = None
         device = VirtualBusDevice(parts, timing=timing, faults=faults, clock=lambda: world.time_s)
-    embodied = EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer, watchdog_s=watchdog_s)
+    embodied = EmbodiedRobot(world, robot, device, parts, interlock, clock, pacer, watchdog_s=watchdog_s, seed=seed)
     install_reembody(embodied)  # a part swapped on the bus (hotplug.swap) takes its physics in the world
     embodied.cameras = _attach_cameras(embodied, seed)
     if gui:  # the viewer's camera follows the robot (read between steps, in the stepping thread)

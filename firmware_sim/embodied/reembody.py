@@ -18,7 +18,9 @@ Departure: the old part's shapes stay (pybullet cannot change a multibody's link
 rebuilding the robot mid-run would drop every sensor's and the crowd's handle on it): a swapped part has the old
 one's geometry and joint axis with the new one's limits, torque and mass. A joint of another pybullet type
 (prismatic for revolute) keeps the old limits; a new part without a servo (a camera for a hand) leaves its
-joint released; sensor parts swapped in are served by their plain firmware.
+joint released; sensor parts swapped in are served by their plain firmware (a camera renders where the old
+shapes have its camera's body: embodied/camera.py ``follow_swap``). ``RobotBody.parts`` keeps the old descriptor:
+it names the shapes the links carry, which the cameras draw.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from ..part import PartFirmware
 from ..servo import ServoFirmware
 from ..world.builder import JOINT_TYPES, LIMITED, RobotJoint
 from .adopt import adopt
+from .camera import follow_swap as follow_cameras
 from .servo import JointServo
 
 
@@ -43,6 +46,7 @@ def reembody_swapped(embodied, old: PartFirmware, new: PartFirmware) -> PartFirm
     given a world joint); the world changed to the new part's limits and masses. Call under the device's lock."""
     robot, part_id = embodied.robot, new.id
     desc = getattr(new, "descriptor", None)
+    follow_cameras(embodied, new)
     if part_id not in robot.parts or desc is None:
         return new
     _detach(embodied, old)
@@ -59,7 +63,6 @@ def reembody_swapped(embodied, old: PartFirmware, new: PartFirmware) -> PartFirm
                 wheels = _wheels(embodied)
                 if wheels is not None:
                     wheels.append(served)
-    robot.parts[part_id] = desc
     embodied.parts = tuple(served if part.id == part_id else part for part in embodied.parts)
     return served
 

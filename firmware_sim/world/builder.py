@@ -100,7 +100,7 @@ class RobotBody:
     def __init__(self, world: World, body_id: int, root_id: int, parts: dict[int, PartDescriptor],
                  links: tuple[RobotLink, ...], joints: tuple[RobotJoint, ...]):
         self.world, self.client, self.body_id, self.root_id = world, world.client, body_id, root_id
-        self.parts = parts
+        self.parts = parts  # the descriptors whose bodies the links carry: the shapes (a swap keeps the old ones)
         self.links = links
         self.moving_joints = joints
         self._links = {(link.part_id, link.body): link for link in links}

@@ -148,7 +148,8 @@ class Camera:
         except CameraError:
             raise
         except Exception as exc:  # the renderer's or the device's own error, with the camera named
-            raise CameraError(f"camera {self.name!r} (part id {self.part_id} at {self.path}): {exc}") from exc
+            raise CameraError(f"camera {self.name!r} (part id {self.part_id} at {self.path}): "
+                              f"{str(exc) or type(exc).__name__}") from exc
         if self._last is not None and raw is self._last_raw:
             return self._last  # the source gave the same frame again: the same Frame object, no new wrapping
         self._last, self._last_raw = _frame(self.name, raw, self.intrinsics), raw

@@ -14,7 +14,7 @@ noise sigma = a + b r. Hence:
   (its dropout probability < 1 %), so the true range of the echo is known;
 - the minimum and maximum range seen; the valid fraction per 5-degree bin of the axis ray's incidence.
 
-Named, not fitted: too few readings (MIN_READINGS), a bin with too few points (reported as such), a pose that
+Named, not fitted: a reading that is not a finite pose and ranges within 0..MAX_READING_M, too few readings (MIN_READINGS), a bin with too few points (reported as such), a pose that
 drifts off the rig (odometry farther than MAX_DRIFT_M from the start while turning), readings that contradict the
 rig (a valid echo where no ray meets a face, more than MAX_CONTRADICTING of them).
 """
@@ -37,6 +37,8 @@ MAX_DRIFT_M = 0.05
 MAX_CONTRADICTING = 0.02
 SURE_INCIDENCE_DEG = 15.0  # ...or its incidence below this (a wide dropout transition leaves few sure rays)
 SURE_SURVIVAL = 0.01  # the nearest ray's dropout probability below this: its echo is the reading's true range
+MAX_READING_M = 100.0  # no range ring measures farther (devices/calibration.py PARAM_BOUNDS agrees)
+MAX_POSE = 1e4  # m, rad: an odometry pose beyond this is not a robot turning before a rig
 
 
 class FitError(ValueError):
@@ -88,9 +90,16 @@ class RingFit:
 def observations(log: CalibrationLog, rig: Rig) -> Observations:
     meta = log.meta["ring"]
     params = meta["params"]
-    origins, dirs, per = ray_pattern(params, meta.get("sensor", "ring"))
+    try:  # the ring's own model judges its params (a ValueError naming the param)
+        origins, dirs, per = ray_pattern(params, meta.get("sensor", "ring"))
+    except ValueError as exc:
+        raise FitError(f"the log's ring cannot be modelled: {exc}") from None
     n_sensors = len(params["yaw_deg"])
     min_r, max_r = float(params["min_range_m"]), float(params["max_range_m"])
+    if not 0.0 < max_r <= MAX_READING_M:
+        raise FitError(f"the log's ring has max_range_m {max_r}: a range ring measures within 0..{MAX_READING_M:g} m")
+    for k, sample in enumerate(log.samples):
+        _check_sample(sample, k, n_sensors)
     rows: dict[str, list] = {k: [] for k in ("sensor", "valid", "still", "measured", "ranges", "incidence", "axis")}
     drift = contradicting = no_face = 0
     for sample in log.samples:
@@ -100,8 +109,6 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
         t, inc = expected_rays(rig, (sample["x"], sample["y"], sample["yaw"]), meta["ring_in_base"], origins, dirs)
         t = np.where(t <= max_r, t, np.inf)
         ranges = sample["ranges"]
-        if len(ranges) != n_sensors:
-            raise FitError(f"a reading has {len(ranges)} ranges but the ring has {n_sensors} sensors")
         for k in range(n_sensors):
             rt, ri = t[k * per:(k + 1) * per], inc[k * per:(k + 1) * per]
             measured = ranges[k]
@@ -135,6 +142,29 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
                         np.array(rows["measured"]),
                         np.array(rows["ranges"]), np.array(rows["incidence"]), np.array(rows["axis"], dtype=float),
                         drift, contradicting, no_face)
+
+
+def _check_sample(sample: dict, index: int, n_sensors: int) -> None:
+    """One reading as the fit needs it: a finite pose and a range per sensor, each None (no echo) or a finite
+    number within 0..MAX_READING_M; else FitError naming the reading (a 1e308 m echo would make the noise fit
+    infinite and blind the twin built from it)."""
+    where = f"reading #{index + 1} (t={sample.get('t')!r:.20})"
+    for key in ("x", "y", "yaw"):
+        value = sample.get(key)
+        if not _number(value) or abs(value) > MAX_POSE:
+            raise FitError(f"{where}: {key} must be a finite number within +-{MAX_POSE:g}, not {value!r:.40}")
+    ranges = sample.get("ranges")
+    if not isinstance(ranges, list) or len(ranges) != n_sensors:
+        got = f"{len(ranges)} ranges" if isinstance(ranges, list) else f"ranges {ranges!r:.40}"
+        raise FitError(f"{where} has {got} but the ring has {n_sensors} sensors")
+    bad = [r for r in ranges if r is not None and not (_number(r) and 0.0 <= r <= MAX_READING_M)]
+    if bad:
+        raise FitError(f"{where}: a range of {bad[0]!r:.40}: a reading is null (no echo) or a finite number "
+                       f"within 0..{MAX_READING_M:g} m")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _p_valid(obs: Observations, angle50: float, width: float) -> np.ndarray:

@@ -69,15 +69,57 @@ def read_log(path: str | Path) -> CalibrationLog:
     if meta is None:
         raise CalibrationLogError(f"{path}: not a calibration log: no {META} message (record one with "
                                   "`hil calibrate ring`)")
+    _check_meta(meta, path)
     if not meta.get("ring"):
         raise CalibrationLogError(f"{path}: the log's robot ({meta.get('robot', '?')}) has no range ring: nothing "
                                   "to calibrate")
     if not samples:
         raise CalibrationLogError(f"{path}: no ring readings ({RING} is empty)")
+    bad = next((k for k, s in enumerate(samples) if not isinstance(s, dict)), None)
+    if bad is not None:
+        raise CalibrationLogError(f"{path}: {RING} message #{bad + 1} must be a JSON object, not "
+                                  f"{type(samples[bad]).__name__}")
     if any("yaw" not in s or s["yaw"] is None for s in samples):
         raise CalibrationLogError(f"{path}: ring readings without yaw (odometry or IMU): the fit needs the robot's "
                                   "heading of every reading")
     return CalibrationLog(meta, samples)
+
+
+def _check_meta(meta: Any, path: str | Path) -> None:
+    """The meta's shape, so that a wrong one is a line naming the field (not a traceback in the fit); the ring's
+    numbers are judged by the ring's own model when the fit builds its rays."""
+    where = f"{path}: {META}"
+    if not isinstance(meta, dict):
+        raise CalibrationLogError(f"{where} must be a JSON object, not {type(meta).__name__}")
+    ring = meta.get("ring")
+    if not ring:
+        return
+    if not isinstance(ring, dict):
+        raise CalibrationLogError(f"{where}: ring must be a JSON object, not {type(ring).__name__}")
+    for key, kinds in (("part", str), ("sensor", str), ("params", dict), ("ring_in_base", dict)):
+        if not isinstance(ring.get(key), kinds):
+            raise CalibrationLogError(f"{where}: ring.{key} must be {_KIND_NAMES[kinds]}, not {ring.get(key)!r:.60}")
+    serial = ring.get("serial")
+    if serial is not None and (isinstance(serial, bool) or not isinstance(serial, int) or not 0 <= serial < 2 ** 64):
+        raise CalibrationLogError(f"{where}: ring.serial must be an integer of 64 bits, not {serial!r:.60}")
+    placement = ring["ring_in_base"]
+    for key, shape in (("rotation", (3, 3)), ("translation", (3,))):
+        if not _finite_array(placement.get(key), shape):
+            raise CalibrationLogError(f"{where}: ring.ring_in_base.{key} must be {' x '.join(map(str, shape))} "
+                                      f"finite numbers, not {placement.get(key)!r:.80}")
+
+
+_KIND_NAMES = {str: "a string", dict: "a JSON object"}
+
+
+def _finite_array(value: Any, shape: tuple[int, ...]) -> bool:
+    import numpy as np
+
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return array.shape == shape and bool(np.isfinite(array).all())
 
 
 def is_calibration_log(path: str | Path) -> bool:

@@ -31,8 +31,33 @@ def write_cal(fit: RingFit, log: CalibrationLog, rig: Rig, path: Path, log_path:
     doc = {"schema": 1, "robot": log.meta.get("robot", ""), "rig": str(rig.source), "log": str(log_path),
            "parts": [entry]}
     doc = _python(doc)
-    path.write_text("# written by hil calibrate: the twin of this robot loads it through a profile's "
-                    "`calibration:`\n" + yaml.safe_dump(doc, sort_keys=False))
+    text = ("# written by hil calibrate: the twin of this robot loads it through a profile's `calibration:`\n"
+            + yaml.safe_dump(doc, sort_keys=False))
+    _write_checked(text, path)
+
+
+def _write_checked(text: str, path: Path) -> None:
+    """Write ``text`` to ``path`` only if the CAL.yaml loader takes it (devices/calibration.py: its own checks,
+    not a copy of them), through a file beside it and a rename: what a fit writes always loads, and a fit
+    refused leaves the file that was there."""
+    import os
+
+    from hil.devices.calibration import load_calibration
+    from hil.devices.yaml_source import ConfigError
+
+    from .fit import FitError
+
+    spare = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    spare.write_text(text)
+    try:
+        load_calibration(spare)
+    except BaseException as exc:
+        spare.unlink(missing_ok=True)
+        if isinstance(exc, ConfigError):
+            raise FitError(f"{path}: not written: the fit gave numbers a calibration file may not hold "
+                           f"({exc.message})") from None
+        raise
+    os.replace(spare, path)
 
 
 def _python(value: Any) -> Any:

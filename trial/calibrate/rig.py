@@ -9,7 +9,9 @@
 
 A wall is its face, a segment on the floor (its height is taken as above the ring). For a virtual run the rig
 becomes a map (:func:`rig_map_text`): each face is the front of a 0.1 m box standing behind it, seen from the
-start. Refused at file:line: a rig with no wall, a start on or behind a face, a turn rate outside 1..90 deg/s.
+start. Refused at file:line: a rig with no wall, a start on or behind a face, a turn or drive value that is not a
+finite number within its bounds (a turn rate within 1..90 deg/s, a drive speed within 0.02..1 m/s, at most 10
+times 3 m: the constants below).
 """
 from __future__ import annotations
 
@@ -22,6 +24,15 @@ from hil.devices.yaml_source import ConfigError, SourceDict, check_keys, load_ya
 WALL_THICKNESS_M = 0.1
 WALL_HEIGHT_M = 2.0
 MIN_CLEARANCE_M = 0.3  # the ring's outer face is ~0.2 m from the base frame: a face nearer than this is inside it
+# what a rig's turn and drive may ask (inclusive): slow and short enough to measure, long enough to mean something,
+# and never a run of days (the longest drive: 10 x 2 x 3 m at 0.02 m/s = 50 min)
+TURN_RATE_DEG_S = (1.0, 90.0)
+TURNS = (0.1, 10.0)
+STEP_DEG = (0.5, 45.0)
+DRIVE_TIMES = (0, 10)
+DRIVE_DISTANCE_M = (0.0, 3.0)
+DRIVE_SPEED_M_S = (0.02, 1.0)
+SECTIONS = {"turn": ("rate_deg_s", "turns", "step_deg"), "drive": ("distance_m", "speed_m_s", "times")}
 
 
 @dataclass(frozen=True)
@@ -61,27 +72,53 @@ def load_rig(path: str | Path) -> Rig:
     if not walls:
         raise doc.error("walls", "rig: walls is empty; a calibration needs at least one face to measure")
     faces = tuple(_face(w, k, doc) for k, w in enumerate(walls))
-    turn = doc.get("turn") or SourceDict()
-    check_keys(turn, ("rate_deg_s", "turns", "step_deg"), "rig turn")
-    rate = float(turn.get("rate_deg_s", 15.0))
-    if not 1.0 <= rate <= 90.0:
-        raise _error(doc, "turn", f"rig: turn rate_deg_s must be within 1..90 (slow enough for every sensor to see "
-                                  f"the face at every angle), not {rate}")
-    turns = float(turn.get("turns", 1.0))
-    if not 0.1 <= turns <= 10:
-        raise _error(doc, "turn", f"rig: turn turns must be within 0.1..10, not {turns}")
-    step = float(turn.get("step_deg", 6.0))
-    if not 0.5 <= step <= 45:
-        raise _error(doc, "turn", f"rig: turn step_deg must be within 0.5..45, not {step}")
-    drive = doc.get("drive") or SourceDict()
-    check_keys(drive, ("distance_m", "speed_m_s", "times"), "rig drive")
+    turn = _section(doc, "turn")
+    rate = _bounded(turn, "rate_deg_s", 15.0, TURN_RATE_DEG_S, "rig turn", "slow enough for every sensor to see "
+                    "the face at every angle")
+    turns = _bounded(turn, "turns", 1.0, TURNS, "rig turn")
+    step = _bounded(turn, "step_deg", 6.0, STEP_DEG, "rig turn")
+    drive = _section(doc, "drive")
+    times = _bounded(drive, "times", 0, DRIVE_TIMES, "rig drive", whole=True)
+    distance = _bounded(drive, "distance_m", 0.0 if not times else ..., DRIVE_DISTANCE_M, "rig drive")
+    speed = _bounded(drive, "speed_m_s", 0.1, DRIVE_SPEED_M_S, "rig drive")
     rig = Rig(str(path), (start[0], start[1], math.radians(start[2])), faces, math.radians(rate), turns, step,
-              float(drive.get("distance_m", 0.0)), float(drive.get("speed_m_s", 0.1)), int(drive.get("times", 0)))
+              distance, speed, int(times))
     for face in faces:
         if distance_to_segment(rig.start[:2], face) < MIN_CLEARANCE_M:
             raise _error(doc, "walls", f"rig: face {face.name!r} is within {MIN_CLEARANCE_M} m of the start: the "
                                        "robot would stand in it")
     return rig
+
+
+def _section(doc: SourceDict, key: str) -> SourceDict:
+    """``turn`` or ``drive``: a mapping of known keys (empty when absent)."""
+    section = doc.get(key)
+    if section is None:
+        return SourceDict()
+    if not isinstance(section, SourceDict):
+        raise doc.error(key, f"rig: {key} must be a mapping such as {{{', '.join(SECTIONS[key])}}}, not "
+                             f"{section!r}")
+    check_keys(section, SECTIONS[key], f"rig {key}")
+    return section
+
+
+def _bounded(section: SourceDict, key: str, default, bounds: tuple[float, float], what: str, why: str = "", *,
+             whole: bool = False) -> float:
+    """``section[key]`` (``default`` when absent; ``...``: required) as a finite number within ``bounds``, else a
+    ConfigError at the key's line: a rig's numbers decide how long the run is and how fast the robot moves."""
+    low, high = bounds
+    kind = "a whole number" if whole else "a number"
+    if key not in section:
+        if default is ...:
+            raise section.error(None, f"{what}: {key} is missing: give {kind} within {low:g}..{high:g}")
+        return default
+    value = section[key]
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and low <= value <= high and (not whole or float(value).is_integer())
+    if not ok:
+        because = f" ({why})" if why else ""
+        raise section.error(key, f"{what}: {key} must be {kind} within {low:g}..{high:g}{because}, not {value!r}")
+    return float(value)
 
 
 def _error(doc: SourceDict, key: str, message: str) -> ConfigError:

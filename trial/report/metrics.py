@@ -241,10 +241,19 @@ def disc_crossings(times: np.ndarray, rel: np.ndarray, radius: float, *,
     hi = np.where(still_inside, 1.0, hi)
     has = crosses | still_inside
     seconds = float(np.sum(np.where(has, (hi - lo) * dt, 0.0)))
-    # An entry starts a segment outside and gets inside in it; a segment that only touches the boundary at its
-    # end (inclusive mode) enters at u = 1.
-    new = ~inside[:-1] & (has | inside[1:])
-    entries.extend(float(t) for t in (times[:-1] + np.where(has, lo, 1.0) * dt)[new])
+    # Each segment's inside interval (a segment that only touches the boundary at its end, inclusive mode: that
+    # instant); an entry is the start of a run of intervals that meet. Not "the segment starts outside": a sample
+    # on the boundary may test outside while the quadratic puts the previous segment's interval up to it, and
+    # that one crossing would count twice.
+    starts = times[:-1] + np.where(has, lo, 1.0) * dt
+    ends = times[:-1] + np.where(has, hi, 1.0) * dt
+    reached = has | inside[1:]
+    end = times[0] if entries else -np.inf
+    tolerance = 1e-9 * max(1.0, float(times[-1] - times[0]))
+    for start, stop in zip(starts[reached].tolist(), ends[reached].tolist()):
+        if start > end + tolerance:
+            entries.append(float(start))
+        end = max(end, stop)
     return entries, seconds
 
 

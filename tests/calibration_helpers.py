@@ -1,0 +1,67 @@
+"""Shared by the calibration tests: ring readings with known (hidden) numbers, made by the ring firmware's own
+model (firmware_sim.sensors.RangeRingModel: its pybullet ray casts, its dropout and noise draws) standing at a
+rig's start and turning in place, without the robot, the bus or the logger: a fit is judged against numbers it
+never saw, in a fraction of a second per data set."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pybullet as pb
+
+from hil.devices.catalog import load_part
+from hil.devices.descriptor.schema import Sensor
+from hil.firmware_sim.sensors import RangeRingModel
+from hil.trial.calibrate.log import CalibrationLog
+from hil.trial.calibrate.rig import Rig, load_rig
+
+RIG = """\
+start: [0.0, 0.0, 0.0]
+walls:
+  - {name: front, from: [1.0, -4.0], to: [1.0, 4.0], surface: resin}
+  - {name: back, from: [-2.6, -4.0], to: [-2.6, 4.0], surface: resin}
+turn: {rate_deg_s: 15, turns: 1.0, step_deg: 6}
+"""
+RING_Z_M = 0.3  # the ring frame above the base frame (and the floor): the cone's rays stay off the floor
+
+
+class RingRig:
+    """The rig's faces as 0.1 m boxes behind them in a pybullet DIRECT world, and the catalog ring's params."""
+
+    def __init__(self, folder: Path):
+        (folder / "rig.yaml").write_text(RIG)
+        self.rig: Rig = load_rig(folder / "rig.yaml")
+        self.client = pb.connect(pb.DIRECT)
+        for face in self.rig.faces:
+            (ax, ay), (bx, by) = face.a, face.b
+            assert ax == bx, "the helper builds faces across x only"
+            behind = 0.05 if ax > 0 else -0.05  # the start (0, 0) is in front of every face
+            shape = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=[0.05, abs(by - ay) / 2, 1.0],
+                                            physicsClientId=self.client)
+            pb.createMultiBody(0, shape, basePosition=[ax + behind, (ay + by) / 2, 1.0], physicsClientId=self.client)
+        sensor = next(s for s in load_part("range_ring").sensors if s.name == "ring")
+        self.catalog_params = dict(sensor.params)
+
+    def readings(self, hidden: dict, seed: int, *, steps: int = 120, per_step: int = 1) -> CalibrationLog:
+        """A calibration log of the ring with ``hidden`` in place of the catalog's numbers, turned once in
+        ``steps`` steps, ``per_step`` readings at each, the pose exact (as a still robot's odometry)."""
+        params = {**self.catalog_params, **hidden}
+        model = RangeRingModel(Sensor("ring", "range_ring", "ring", params), seed)
+        samples = []
+        for k in range(steps):
+            yaw = 2 * math.pi * k / steps
+            orientation = pb.getQuaternionFromEuler([0.0, 0.0, yaw])
+            for _ in range(per_step):
+                reading = model.measure(self.client, (0.0, 0.0, RING_Z_M), orientation)
+                samples.append({"t": 0.1 * len(samples), "x": 0.0, "y": 0.0, "yaw": yaw,
+                                "ranges": list(reading.range_m), "still": True})
+        return CalibrationLog(self.meta(params), samples)
+
+    def meta(self, params: dict) -> dict:
+        return {"robot": "ring on a stand", "ring": {
+            "name": "ring", "part": "range_ring", "serial": 1, "sensor": "ring", "params": params,
+            "ring_in_base": {"rotation": np.eye(3).tolist(), "translation": [0.0, 0.0, RING_Z_M]}}}
+
+    def close(self) -> None:
+        pb.disconnect(self.client)
