@@ -51,11 +51,18 @@ def _leaves(doc, path=()):
         yield path
 
 
-def _edit_json(rng: random.Random, path: Path, forge: bool) -> str:
+def _edit_json(rng: random.Random, path: Path, forge: bool) -> str | None:
+    """A field of ``path`` set to a hostile value (None: it is no longer a JSON object with fields)."""
     from hil.trial.state.manifest import _checksum
 
-    doc = json.loads(path.read_text())
-    where = rng.choice([p for p in _leaves(doc) if p and p != ("checksum",)])
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError:
+        return None
+    leaves = [p for p in _leaves(doc) if p and p != ("checksum",)]
+    if not isinstance(doc, dict) or not leaves:
+        return None
+    where = rng.choice(leaves)
     parent = doc
     for key in where[:-1]:
         parent = parent[key]
@@ -68,13 +75,18 @@ def _edit_json(rng: random.Random, path: Path, forge: bool) -> str:
 
 def mutate(rng: random.Random, states: Path) -> tuple[str, bool]:
     """One mutation of ``states``; (what was done, whether the manifest was forged)."""
-    names = sorted(p.name for p in states.iterdir())
+    names = sorted(p.name for p in states.iterdir() if p.is_file() and not p.is_symlink())  # (not one made a device)
+    if not names:
+        return "nothing left to damage", False
     name = rng.choice(names)
     path = states / name
     kind = rng.choice(["flip", "cut", "swap", "delete", "append", "device", "json", "json", "forge"])
     if kind in ("json", "forge"):
-        target = states / ("manifest.json" if kind == "forge" or rng.random() < 0.5 else "index.json")
-        return _edit_json(rng, target, kind == "forge"), kind == "forge"
+        target = "manifest.json" if kind == "forge" or rng.random() < 0.5 else "index.json"
+        edited = _edit_json(rng, states / target, kind == "forge") if target in names else None
+        if edited is not None:
+            return edited, kind == "forge"
+        kind = "flip"
     data = bytearray(path.read_bytes())
     if kind == "flip" and data:
         for _ in range(rng.randint(1, 8)):
@@ -82,7 +94,7 @@ def mutate(rng: random.Random, states: Path) -> tuple[str, bool]:
         path.write_bytes(bytes(data))
     elif kind == "cut":
         path.write_bytes(bytes(data[:rng.randrange(len(data) + 1)]))
-    elif kind == "swap":
+    elif kind == "swap" and len(names) > 1:
         other = states / rng.choice([n for n in names if n != name])
         swap = states.parent / "swap"
         path.rename(swap)
@@ -116,6 +128,7 @@ def test_a_mutated_states_folder_resumes_right_or_is_refused_naming_the_file(ori
             done = [mutate(rng, states) for _ in range(rng.choice((1, 1, 2)))]
             forged = any(f for _, f in done)
             t = rng.choice(TIMES)
+            print(f"case {case}: {done} from {t:g} s", flush=True)  # (a crash of the process names its case)
             signal.alarm(CASE_HANG_S)
             try:
                 Trial(controller, **{**KEYS, "from": f"{here}@{t:g}"}).run(here / "r").raise_for_status()

@@ -109,8 +109,10 @@ class Manifest:
             if not (folder / files.INDEX).exists():
                 raise StatesError(f"no saved states in {folder.parent} ({path} is missing; a trial saves them when "
                                   "recorded, unless --state-every is 0 or the disk had no room)")
-            raise StatesError(f"{path} is missing: these states were saved without a manifest (by an older hil, or "
-                              f"the manifest was removed), so nothing vouches for them; {RECORD_AGAIN}")
+            raise StatesError(f"{path} is missing: these states were saved without a manifest (by a hil from before "
+                              "states carried one, or it was removed), so nothing vouches for them; record the trial "
+                              f"again with this hil (its hil trial or hil demo command, --out {folder.parent}) to "
+                              "resume from it")
         doc = files.read_json(path)
         if not isinstance(doc, dict):
             raise StatesError(f"{path}: expected a JSON object, not {type(doc).__name__}")

@@ -56,7 +56,8 @@ def parse(text: str) -> tuple[Path, float]:
     except ValueError:
         t = math.nan
     if not at or not folder or not math.isfinite(t):
-        raise ResumeError(f"--from {text}: expected DIR@SECONDS, a trial folder and a time of its log in seconds "
+        what = f"{seconds!r} is not a time in seconds; " if at and folder else ""
+        raise ResumeError(f"--from {text}: {what}expected DIR@SECONDS, a trial folder and a time of its log "
                           f"(e.g. {folder or 'trials/demo'}@7.5)")
     return Path(folder), t
 
