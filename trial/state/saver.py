@@ -113,10 +113,12 @@ class StateSaver:
         self._guarded(self._before_cycle, robot)
 
     def save_or_stop(self, t: float, why: str) -> None:
+        """A state now, unless saving has stopped; a full disk stops it (as in a cycle) rather than raising."""
         if self.stopped is None:
             self._guarded(self.save, t, why)
 
     def _guarded(self, write, *args: Any) -> None:
+        """``write(*args)``; a full disk or a file-size limit stops the saving (other errors are raised)."""
         try:
             write(*args)
         except OSError as exc:
@@ -126,7 +128,8 @@ class StateSaver:
 
     def _no_room(self, exc: OSError) -> None:
         """A full disk (or a file-size limit) stops the saving, not the trial: states are a help to retry, the
-        log and the controller's run matter more (issue 29's full disk: the log says for itself)."""
+        log and the controller's run matter more (a log that fills the disk says so for itself). Nothing more is
+        written into states/: its manifest stays that of the last whole state."""
         if self.before_cycle in self.robot.before_cycle:
             self.robot.before_cycle.remove(self.before_cycle)
         self.why_stopped = f"no room for saved states in {self.dir}: {exc.strerror or exc}"
