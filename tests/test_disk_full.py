@@ -75,6 +75,7 @@ def check_failed_demo(done: subprocess.CompletedProcess, log: Path, cause: str) 
                      r"bytes\), readable by any MCAP reader", summary)
     assert found, summary
     assert done.returncode == 1 and "hil: error" not in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]  # the summary says it all: no traceback follows
     assert f"wrote {log}" in done.stdout  # what could be written, said (and, on a full disk, what could not)
     assert log.stat().st_size == int(found.group(2).replace(",", "")) + 50  # the last whole chunk + the end marker
     return float(found.group(1))

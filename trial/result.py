@@ -76,6 +76,7 @@ class TrialResult:
     run_text: str = ""  # the run's summary (ticks, clock, bus statistics), as `hil run` prints it
     notes: list[str] = field(default_factory=list)
     report_error: str | None = None  # why metrics.json / topdown.png could not be built (a full disk), if so
+    states_lost: str | None = None  # the saved states the disk had no room for (trial/state/saver.py), if any
 
     @property
     def ok(self) -> bool:
@@ -90,9 +91,11 @@ class TrialResult:
         head = f"{self.label}: {self.status}{how} after {self.sim_s:.1f} s"
         if self.error:
             head += f": {self.error}"
+        tail = (f"; {self.states_lost}" if self.states_lost else "") + (f"; folder {self.folder}" if self.folder
+                                                                           else "")
         m = self.metrics
         if m is None:
-            return head + (f"; folder {self.folder}" if self.folder else "")
+            return head + tail
         goal = m.get("goal") or {}
         if goal.get("xy") is None:
             goal_text = "no goal"
@@ -107,7 +110,7 @@ class TrialResult:
         distance = m.get("min_distance_m")
         parts = [goal_text, f"min distance {distance:.2f} m" if distance is not None else "nobody near",
                  f"intrusions i/p/s {zones}" if zones else "", f"{hits} collision(s)"]
-        return f"{head}; " + ", ".join(p for p in parts if p) + (f"; folder {self.folder}" if self.folder else "")
+        return f"{head}; " + ", ".join(p for p in parts if p) + tail
 
     def raise_for_status(self) -> TrialResult:
         """Raise :class:`TrialFailed` (naming the folder and the error) unless the trial ran to its end."""

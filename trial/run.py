@@ -160,7 +160,7 @@ class _Run:
             if stopped == "duration" and self.reached_at is not None:
                 stopped = GOAL
         except Exception as exc:  # noqa: BLE001 - the controller's (or the world's) failure is the result
-            error, trace = f"{type(exc).__name__}: {exc}", traceback_mod.format_exc()
+            error, trace = f"{type(exc).__name__}: {exc}", _trace(exc)
             if saver is not None:
                 saver.failed()
         finally:
@@ -180,7 +180,8 @@ class _Run:
         run = summarize(controller, robot, inner.kind or type(inner).__name__, stopped, sim_s, wall_s)
         result = TrialResult(label=spec.label, folder=self.folder, status=status, stopped=run.stopped,
                              sim_s=sim_s, wall_s=wall_s, ticks=robot.ticks, error=error, traceback=trace,
-                             goal_reached_at_s=self.reached_at, notes=list(robot.notes))
+                             goal_reached_at_s=self.reached_at, notes=list(robot.notes),
+                             states_lost=saver.lost() if saver is not None else None)
         if self.folder is not None:
             result.metrics, report_error = _report(self.folder)
             result.report_error = report_error
@@ -309,6 +310,14 @@ class _Run:
         if self.crowd is not None:
             release(self.crowd, ended_well=ended_well)
             self.crowd = None
+
+
+def _trace(exc: Exception) -> str | None:
+    """The traceback a failed trial shows: none for a full disk (LogDiskFull's one line says which file, which disk
+    and what the log still holds: it is no bug to debug)."""
+    from .record.recorder import LogDiskFull
+
+    return None if isinstance(exc, LogDiskFull) else traceback_mod.format_exc()
 
 
 def _progress_line(robot: Any, probe: WorldProbe | None, t: float, duration: float | None, wall_s: float,

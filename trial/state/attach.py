@@ -23,6 +23,7 @@ def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, res
     """Restore ``resume`` into the opened robot and start saving into ``folder`` (when recorded, with an in-process
     world on the sim clock). Returns (the saver or None, the trial time the run starts at)."""
     from .files import fingerprint
+    from .manifest import trial_fingerprint
     from .saver import StateSaver
 
     embodied = probe.embodied if probe is not None else None
@@ -35,7 +36,7 @@ def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, res
     if resume is not None:
         if embodied is None:
             raise ResumeError(f"--from {spec.resume_from}: this trial has no in-process world to restore into")
-        check(resume, here)
+        check(resume, here, spec.seed)
         ticks = restore(resume, robot, embodied)
         robot.mark_resumed(resume.describe())
         t_start = resume.t
@@ -47,7 +48,8 @@ def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, res
 
         saver = StateSaver(folder, robot, embodied, here, every_s=spec.state_every, task_state=task_state,
                            resumed=robot.resumed_from,
-                           roundtrip_start=resume is None or abs(resume.t - resume.state_t) < 1e-9)
+                           roundtrip_start=resume is None or abs(resume.t - resume.state_t) < 1e-9,
+                           trial=trial_fingerprint(spec))
         if not callable(spec.controller) or isinstance(spec.controller, (str, Path)):
             saver.index["trial"] = trial_kwargs(spec)
         if resume is not None:
@@ -57,17 +59,19 @@ def start(spec: Any, task: Any, robot: Any, probe: Any, folder: Path | None, res
 
 
 def spec_from_state(controller: Any, **keys: Any) -> Any:
-    """``hil trial CONTROLLER --from DIR@S``: the trial DIR ran (its spec, saved with its states), with another
-    controller and the keys given on top."""
+    """``hil trial CONTROLLER --from DIR@S``: the trial DIR ran (its keys, from the folder's manifest), with
+    another controller and the keys given on top."""
     from ..spec import make_spec
     from . import files
+    from .manifest import Manifest
     from .resume import parse
 
-    folder, _ = parse(keys["resume_from"])
-    index_path = folder / files.STATES / files.INDEX
-    if not index_path.exists():
-        raise ResumeError(f"--from {keys['resume_from']}: {folder} has no saved states ({index_path} is missing)")
-    original = dict(files.read_index(folder / files.STATES).get("trial") or {})
+    text = keys["resume_from"]
+    folder, _ = parse(text)
+    try:
+        original = dict(Manifest.load(folder / files.STATES).doc.get("keys") or {})
+    except files.StatesError as exc:
+        raise ResumeError(f"--from {text}: {exc}") from None
     original.pop("controller", None)
     original.pop("resume_from", None)
     return make_spec(controller, source="hil trial", **{**original, **keys})
@@ -75,10 +79,7 @@ def spec_from_state(controller: Any, **keys: Any) -> Any:
 
 def _ticks_since(resume: Plan) -> list:
     """The crowd ticks the re-simulation sent after the state (journaled by the original, sent again here)."""
-    from . import files
-
-    all_ticks = files.read_stream(resume.folder / files.STATES / files.CROWD_TICKS)
-    return [tick for tick in all_ticks[resume.state["crowd_ticks"]:] if tick[0] < resume.t - 1e-9]
+    return [tick for tick in resume.ticks[resume.state["crowd_ticks"]:] if tick[0] < resume.t - 1e-9]
 
 
 __all__ = ["prepare", "start", "ResumeError"]
