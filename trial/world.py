@@ -75,6 +75,12 @@ def _sim_options(spec: TrialSpec, task: Task, clock: str, endpoint: str | None, 
     return options
 
 
+def profile_start_pose(spec: TrialSpec) -> tuple[float, float, float] | None:
+    """The ``start_pose`` of the spec's profile (where its robot stands in the map), None when it gives none."""
+    pose = _load(spec).start_pose
+    return tuple(pose) if pose is not None else None
+
+
 def _load(spec: TrialSpec):
     from hil.runtime.robot.profile import Profile, load_profile
 
