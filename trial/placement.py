@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.devices.map_format import Wall
+from hil.runtime.robot.crowd_spec import ROBOT_RADIUS_M  # the commbot's footprint, as the world and the crowd take it
 
-ROBOT_RADIUS_M = 0.3  # the commbot's footprint, as the world and the crowd take it
 MARGIN_M = 0.05  # a free pose keeps this much air between the robot's body and a wall
 GRID_M = 0.1  # the nearest free pose is searched on this grid
 SEARCH_M = (5.0, 25.0, 100.0)  # half-widths of the squares searched, one after the other
@@ -71,7 +71,8 @@ def blocked(walls: tuple[Wall, ...], x: float, y: float, radius: float = ROBOT_R
             f"{radius + wall.thickness / 2:.2f} m from the wall's centre line)")
 
 
-def nearest_free(walls: tuple[Wall, ...], x: float, y: float, radius: float = ROBOT_RADIUS_M) -> tuple[float, float] | None:
+def nearest_free(walls: tuple[Wall, ...], x: float, y: float,
+                 radius: float = ROBOT_RADIUS_M) -> tuple[float, float] | None:
     """The nearest point of the ``GRID_M`` grid where a robot of ``radius`` stands free (ties: the lower x, then
     y); None when there is none within the largest search square."""
     rings = obstacles(walls)

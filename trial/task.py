@@ -139,12 +139,19 @@ def _default_start(spec: TrialSpec, doc: Any) -> tuple[float, ...] | None:
     """The start of a trial that gives none: a profile's own ``start_pose`` (where its robot stands), else the
     map's ``start:``, else None (the robot's origin)."""
     if spec.profile is not None:
-        from .world import profile_start_pose
-
-        pose = profile_start_pose(spec)
+        pose = load_profile_of(spec).start_pose
         if pose is not None:
             return tuple(pose)
     return parse_map_task(doc).start if doc is not None else None
+
+
+def load_profile_of(spec: TrialSpec) -> Any:
+    """The spec's profile (a name, a file, a mapping or a Profile) loaded, with its bus override."""
+    from hil.runtime.robot.profile import Profile, load_profile
+
+    if isinstance(spec.profile, Profile):
+        return spec.profile.with_bus(spec.bus)
+    return load_profile(spec.profile, bus=spec.bus)
 
 
 def _check_start(spec: TrialSpec, start: tuple[float, float, float], doc: Any) -> None:
