@@ -108,7 +108,7 @@ class TrialResult:
         if self.error:
             head += f": {self.error}"
         elif verdict is not None and not verdict["passed"]:
-            head += f", not met: {'; '.join(verdict['failed'])}"
+            head += f", not met: {' and '.join(verdict['failed'])}"
         m = self.metrics
         if m is None:
             return head + (f"; folder {self.folder}" if self.folder else "")

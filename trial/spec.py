@@ -446,7 +446,7 @@ KEY_TABLE: dict[str, Key] = {
                       "a controller file (x.py), a module (package.module[:function]) or, from Python, a callable",
                       "my_controller.py"),
     "robot": Key("name or file", DEFAULT_ROBOT, "an assembly on the config search path (commbot) or its file: the "
-                 "virtual robot in this process", "commbot", _name_or_path),
+                 "virtual robot in this process", "servo_chain", _name_or_path),
     "profile": Key("name or file", "none", "a profile (virtual, config/profiles/x.yaml): its bus, clock and names; "
                    "instead of robot:", "virtual", _profile),
     "bus": Key("URL", "the profile's", "a bus URL replacing the profile's main bus (sim://..., /dev/ttyUSB0, "
@@ -491,7 +491,7 @@ KEY_TABLE: dict[str, Key] = {
                    "goal)", "what the trial must meet to pass (trial/verdict.py): COLUMN or COLUMN OP VALUE on the "
                    "metrics flattened (docs/METRICS.md), status or stopped; 'or none' lets a missing value pass",
                    ["goal.reached", "min_distance_m >= 0.5 or none"], _success),
-    "gui": Key("true or false", "false", "true: the pybullet viewer (needs a display)", False, _flag),
+    "gui": Key("true or false", "false", "true: the pybullet viewer (needs a display)", True, _flag),
     "camera_rate": Key("Hz", "5 (or $HIL_CAMERA_RATE)", "Hz (0..100) at which the log records each camera's "
                        "images; 0: none", 0, _number(0.0, 100.0)),
     "camera_depth": Key("true or false", "false", "true: the log also records each camera's depth image", True,

@@ -134,7 +134,7 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     if verdict is not None:
         judged = ", ".join(verdict["criteria"]) or "ran to its end"
         lines.append(f"verdict             passed ({judged})" if verdict["passed"] else
-                     f"verdict             failed, not met: {'; '.join(verdict['failed'])}")
+                     f"verdict             failed, not met: {' and '.join(verdict['failed'])}")
     return "\n".join(lines)
 
 
