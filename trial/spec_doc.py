@@ -33,8 +33,9 @@ def example_text(value: Any) -> str:
 
 def keys_text() -> str:
     """Every key: its name, type and default on one line, its meaning and an example below."""
-    out = ["The keys of a trial file (YAML; paths relative to the file). On the command line: --KEY with - for _ "
-           "(--crowd-scale), --param NAME=VALUE for params, --success once per criterion.", ""]
+    out = [*textwrap.wrap("The keys of a trial file (YAML; paths relative to the file; docs/TRIALS.md). On the "
+                          "command line: --KEY with - for _ (--crowd-scale), --param NAME=VALUE for params, "
+                          "--success once per criterion.", WIDTH), ""]
     for name, key in KEY_TABLE.items():
         out.append(f"{name}: {key.type}  (default: {key.default})")
         out.extend(textwrap.wrap(key.meaning, WIDTH, initial_indent="    ", subsequent_indent="    "))
