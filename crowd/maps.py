@@ -35,7 +35,16 @@ from pathlib import Path
 
 import numpy as np
 
-from hil.devices.map_format import MAX_COORDINATE_M, Wall, is_number, no_unknown, parse_walls, positive, resolve_map
+from hil.devices.map_format import (
+    MAX_COORDINATE_M,
+    TASK_SECTIONS,
+    Wall,
+    is_number,
+    no_unknown,
+    parse_walls,
+    positive,
+    resolve_map,
+)
 from hil.devices.yaml_source import ConfigError, SourceDict, load_yaml_file, require
 
 SECTIONS = ("name", "defaults", "walls", "places", "entrances", "graph", "plazas")
@@ -320,7 +329,7 @@ def parse_crowd_map(doc: object, source: str) -> CrowdMap:
     """A CrowdMap from a loaded YAML document (devices.yaml_source), checked whole."""
     if not isinstance(doc, SourceDict):
         raise ConfigError(source, getattr(doc, "line", None), "a map must be a mapping with 'name' and 'walls'")
-    no_unknown(doc, SECTIONS, "map")
+    no_unknown(doc, SECTIONS + TASK_SECTIONS, "map")  # start, goal: a trial's (trial/task.py)
     name = require(doc, "name", str, "map")
     walls = parse_walls(doc)
     names: dict[str, int] = {}  # every name -> its line, to refuse duplicates across sections

@@ -110,3 +110,36 @@ def parse_wall(walls: SourceList, k: int, defaults: dict[str, float]) -> Wall:
     height = positive(entry, "height", what) if "height" in entry else defaults["height"]
     name = require(entry, "name", str, what) if "name" in entry else ""
     return Wall(start, end, thickness, height, name, entry.line)
+
+
+# --- a map's default task: where a robot starts and where it goes when a trial does not say -----------------
+TASK_SECTIONS = ("start", "goal")  # read by the trial (trial/task.py); the world and the crowd accept and ignore them
+
+
+@dataclass(frozen=True)
+class MapTask:
+    """``start: [x, y, yaw]`` (m, m, rad) and ``goal: [x, y]`` (m) of a map file, each optional, with their lines."""
+
+    start: tuple[float, float, float] | None = None
+    goal: tuple[float, float] | None = None
+    start_line: int | None = None
+    goal_line: int | None = None
+
+
+def parse_map_task(doc: SourceDict) -> MapTask:
+    """The map's default start pose and goal (a trial that gives neither takes these); ConfigError at file:line."""
+    start = goal = None
+    if doc.get("start") is not None:
+        start = _numbers(doc, "start", (2, 3), "start must be [x, y] or [x, y, yaw] (m, m, rad)")
+        start = start if len(start) == 3 else (*start, 0.0)
+    if doc.get("goal") is not None:
+        goal = _numbers(doc, "goal", (2,), "goal must be [x, y] (m)")
+    return MapTask(start, goal, doc.line_of("start") if start else None, doc.line_of("goal") if goal else None)
+
+
+def _numbers(doc: SourceDict, key: str, sizes: tuple[int, ...], what: str) -> tuple[float, ...]:
+    value = doc[key]
+    if not isinstance(value, list) or len(value) not in sizes or not all(is_number(v) for v in value) or \
+            any(abs(v) > MAX_COORDINATE_M for v in value):
+        raise doc.error(key, f"map: {what}, not {value!r}")
+    return tuple(float(v) for v in value)

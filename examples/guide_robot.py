@@ -24,6 +24,12 @@ START = (-18.0, 0.0, 0.0)  # the west hall, facing east along the middle passage
 WAYPOINTS = ((-10.0, 0.0), (-4.2, 0.0), (-2.5, 3.0), (2.5, 3.0), (4.2, 0.0), (10.0, 0.0), (18.0, 0.0))
 REACHED_M = 0.4
 CRUISE_M_S = 0.45
+# the parameters a trial may set (--param NAME=VALUE, params: in a trial file); any other name is refused
+PARAMS = {
+    "start": START,  # [x, y, yaw]: where the odometry starts (the trial's start pose)
+    "waypoints": WAYPOINTS,  # [[x, y], ...]: the route, the last one the goal
+    "cruise_m_s": CRUISE_M_S,  # the speed on a free path
+}
 TURN_GAIN = 1.5
 MAX_TURN_RAD_S = 0.8
 SENSOR_RADIUS_M = 0.20  # the ring's sensor faces are this far from its centre (the range is measured from there)
@@ -262,13 +268,11 @@ def _nearest_in(ring, lo: float, hi: float) -> tuple[float, float] | None:
 
 
 def main(robot) -> None:
-    """Run the guide; ``robot.params`` may set ``start`` [x, y, yaw] (where the odometry starts, default START),
-    ``waypoints`` [[x, y], ...] (default WAYPOINTS) and ``cruise_m_s`` (default CRUISE_M_S). ``robot.mode`` says
-    what it is doing (trials record it)."""
-    params = getattr(robot, "params", {})
-    guide = Guide(robot, start=tuple(params.get("start", START)),
-                  waypoints=[tuple(w) for w in params.get("waypoints", WAYPOINTS)],
-                  cruise_m_s=float(params.get("cruise_m_s", CRUISE_M_S)))
+    """Run the guide with ``robot.params`` (PARAMS above: a trial gives their defaults for those it does not set).
+    ``robot.mode`` says what it is doing (trials record it)."""
+    params = {**PARAMS, **getattr(robot, "params", {})}  # hil run of an older hil, or a robot without params
+    guide = Guide(robot, start=tuple(params["start"]), waypoints=[tuple(w) for w in params["waypoints"]],
+                  cruise_m_s=float(params["cruise_m_s"]))
     robot.mode = guide.mode
     for tick in robot.loop(hz=HZ):
         guide.step(robot)

@@ -245,7 +245,7 @@ def test_hil_trial_foxglove_serves_a_paused_trial_that_plays_from_the_client(tmp
     finally:
         proc.kill()
         proc.wait()
-    assert "tuned: ok (duration) after 3.0 s" in rest
+    assert "tuned: passed (duration) after 3.0 s" in rest
 
 
 def test_hil_trial_foxglove_waits_for_the_trial_it_retried_from_foxglove(tmp_path):
@@ -285,7 +285,7 @@ def test_hil_trial_foxglove_waits_for_the_trial_it_retried_from_foxglove(tmp_pat
         proc.wait()
     retried_log = read_log(Path(running["out"]) / "trial.mcap")
     assert retried_log.complete and retried_log.messages["/clock"][-1].t >= 2.9
-    assert "tuned: ok (duration)" in Path(running["log"]).read_text()
+    assert "tuned: passed (duration)" in Path(running["log"]).read_text()
 
 
 def _service(client, name):

@@ -28,9 +28,9 @@ def _xvfb_run() -> list[str]:
 def test_demo_gui_runs_to_its_end(tmp_path):
     out = tmp_path / "gui"
     proc = subprocess.run([*_xvfb_run(), *hil_command(), "demo", "--gui", "--duration", "1", "--out", str(out),
-                           "--quiet"], capture_output=True, text=True, timeout=TIMEOUT_S)
+                           "--quiet", "--no-fail"], capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "demo: ok (duration) after 1.0 s" in proc.stdout
+    assert "demo: failed (duration) after 1.0 s, not met: goal.reached" in proc.stdout
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["duration_s"] >= 0.9
 

@@ -42,9 +42,9 @@ def test_a_controller_from_elsewhere_gets_people_contacts_and_metrics_that_see_t
     (tmp_path / "mine.py").write_text(EAST)
     proc = hil("trial", "mine.py", "--map", "arcade", "--crowd", "weekday", "--scenario", "guide_meets_child",
                "--start=-18,0,0", "--goal=-6,0", "--duration", "40", "--seed", "0", "--out", "t", "--quiet",
-               cwd=tmp_path)
+               "--no-fail", cwd=tmp_path)  # the verdict is not this test's: it may stop for the child
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "mine: ok" in proc.stdout and "min distance" in proc.stdout, proc.stdout
+    assert "mine: " in proc.stdout and "min distance" in proc.stdout, proc.stdout
     log = read_log(tmp_path / "t" / "trial.mcap").messages
     assert any(m.data["people"] for m in log["/pedestrians"]), "the crowd's people are in the log"
     assert "/world/contacts" in log and len(log["/world/contacts"]) == len(log["/pedestrians"])

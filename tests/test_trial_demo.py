@@ -22,9 +22,9 @@ def test_demo_trial_writes_log_metrics_picture_and_is_deterministic(tmp_path):
     runs = []
     for name in ("a", "b"):
         out = tmp_path / name
-        proc = _demo("--out", str(out), "--seed", "2", "--duration", "15")
+        proc = _demo("--out", str(out), "--seed", "2", "--duration", "15", "--no-fail")
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "demo: ok" in proc.stdout, proc.stdout[-2000:]
+        assert "demo: failed (duration) after 15.0 s, not met: goal.reached;" in proc.stdout, proc.stdout[-2000:]
         for f in ("trial.mcap", "metrics.json", "topdown.png"):
             assert (out / f).stat().st_size > 0, f
         runs.append(out)
@@ -83,7 +83,7 @@ def test_the_demo_stages_fig11_and_the_guide_goes_to_the_child_who_stopped(tmp_p
     from hil.trial.record.log import read_log
 
     out = tmp_path / "scene"
-    proc = _demo("--out", str(out), "--seed", "0", "--duration", "40")
+    proc = _demo("--out", str(out), "--seed", "0", "--duration", "40", "--no-fail")  # 40 s: the goal is further
     assert proc.returncode == 0, proc.stderr[-2000:]
     log = read_log(out / "trial.mcap").messages
     staged = [m.data["text"].split("#")[0].split() for m in log["/crowd/script"]]
@@ -202,7 +202,7 @@ def test_the_demo_logs_ground_truth_beside_what_the_robot_believed(tmp_path):
     from hil.trial.record.log import read_log
 
     out = tmp_path / "t"
-    proc = _demo("--out", str(out), "--seed", "1", "--duration", "30")
+    proc = _demo("--out", str(out), "--seed", "1", "--duration", "30", "--no-fail")  # 30 s: the goal is further
     assert proc.returncode == 0, proc.stderr[-2000:]
     states = read_log(out / "trial.mcap").messages["/robot/state"]
     drift = [((m.data["x"] - m.data["odometry"][0]) ** 2 + (m.data["y"] - m.data["odometry"][1]) ** 2) ** 0.5

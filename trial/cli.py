@@ -1,9 +1,12 @@
 """The trial layer's subcommands of ``hil``: ``trial``, ``demo``, ``run`` and ``report`` (all through trial.run.Trial),
 and ``log repair`` (trial/record/repair.py).
 
-Exit status: 0 the trial ran to its end (duration, goal, or the controller returned); 1 the controller raised or
-the world or crowd failed (the traceback or the reason is printed, and the folder keeps what was recorded); 2 the
-trial could not start (a bad spec, file, bus or controller: the message says where and what); 130 Ctrl-C.
+Exit status of ``hil trial`` and ``hil demo``: 0 the trial ran to its end (duration, goal, or the controller
+returned) and passed its verdict (trial/verdict.py); 1 it failed its verdict (the criteria not met are named on
+the summary line; ``--no-fail`` makes this 0), or the controller raised or the world or crowd failed (the
+traceback or the reason is printed, and the folder keeps what was recorded); 2 the trial could not start (a bad
+spec, file, bus or controller: the message says where and what); 130 Ctrl-C. ``hil run`` has no verdict: 0 when
+its controller ran to its end.
 """
 from __future__ import annotations
 
@@ -17,11 +20,19 @@ Run a controller in a trial: the virtual robot (or a profile's robot) in a map, 
 scenario, on the simulator's clock (as fast as the CPU allows, the same every time) or the real one. Writes
 OUT/trial.mcap, OUT/metrics.json and OUT/topdown.png and prints the metrics.
 
-  hil trial my_controller.py --map arcade --scenario child_interacts --seed 3 --out trials/mine
+  hil trial wander_avoid.py --map lab --duration 20 --out trials/mine
+  hil trial guide_robot.py --map arcade --scenario child_interacts --seed 3   # the map's start and goal
   hil trial my_trial.yaml --seed 4            # a trial file; options given here override its keys
+  hil trial --keys                            # every key of a trial file: type, default, meaning
 
 The controller is a file defining main(robot) (or a script using the global robot), or a module
-(package.module[:function]). Parameters given with --param reach it as robot.params."""
+(package.module[:function]); `hil examples --copy DIR` gives some to start from. Parameters given with --param
+reach it as robot.params; a controller that declares PARAMS = {name: default} refuses any other name.
+
+Without --start or --goal the map's own start: and goal: are used (the arcade: the west hall to the east hall).
+The trial passes when it ran to its end and met its success criteria (--success; default: the goal reached when
+there is a goal, and no robot-initiated collision); the summary line says passed or failed and which criteria
+were not met, and a failed trial exits 1 (--no-fail: 0)."""
 
 RUN_DESCRIPTION = """\
 Run a controller file on the robot a profile describes: real (serial port), virtual in this process
@@ -54,6 +65,8 @@ def register(sub) -> None:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     trial.add_argument("target", nargs="?", help="a controller (x.py, package.module[:function]) or a trial file "
                                                  "(x.yaml); none with --ros: ROS 2 nodes drive (/cmd_vel)")
+    trial.add_argument("--keys", action="store_true", help="list every key of a trial file (type, default, meaning) "
+                                                           "and exit")
     _add_trial_arguments(trial)
     add_view_arguments(trial)
     from .ros_link.cli import add_ros_arguments
@@ -79,6 +92,7 @@ def register(sub) -> None:
                       help="seconds of wall time the world waits for a crowd tick before failing (default 10)")
     demo.add_argument("--servo-chain", action="store_true", help="the bus-only demo: 17 servos, 100 Hz, 1 Mbaud")
     demo.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_no_fail(demo)
     add_view_arguments(demo)
     demo.set_defaults(func=cmd_demo)
 
@@ -177,6 +191,12 @@ def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
     agent.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                        help="a controller parameter (robot.params[KEY]; VALUE read as YAML: 0.4, true, [1, 2])")
     agent.add_argument("--name", help="a label for the summary")
+    verdict = parser.add_argument_group("the verdict")
+    verdict.add_argument("--success", action="append", metavar="CRITERION",
+                         help="what the trial must meet to pass, once per criterion: COLUMN or 'COLUMN OP VALUE' on "
+                              "the metrics ('min_distance_m >= 0.5 or none'); replaces the default goal.reached (with "
+                              "a goal) and collisions.robot_initiated == 0")
+    _add_no_fail(verdict)
     out = parser.add_argument_group("output")
     out.add_argument("--out", help="trial folder (default trials/NAME-SEED)")
     out.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -188,6 +208,11 @@ def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
                              "the original's unless given here)")
     states.add_argument("--state-every", type=float, dest="state_every", metavar="S",
                         help="seconds of trial time between saved states in OUT/states/ (default 5; 0: none)")
+
+
+def _add_no_fail(group) -> None:
+    group.add_argument("--no-fail", action="store_true",
+                       help="exit 0 when the trial ran to its end, passed or not (the summary still says)")
 
 
 def _add_camera_arguments(group, default: str = "5") -> None:
@@ -219,7 +244,14 @@ def cmd_trial(args: argparse.Namespace) -> int:
     from .ros_link.cli import open_ros
     from .run import Trial
 
+    if args.keys:
+        from .spec_doc import keys_text
+
+        print(keys_text())
+        return 0
     keys = {k: getattr(args, k) for k in _TRIAL_KEYS if getattr(args, k) is not None}
+    if args.success:
+        keys["success"] = args.success
     if args.param:
         keys["params"] = parse_params(args.param)
     for key in ("resume_from", "state_every"):
@@ -361,7 +393,9 @@ def _run_and_report(trial, out: Path, *, quiet: bool, args: argparse.Namespace |
 
         linger(viewer, args.view_linger)
         close_live(fox, args)
-    return {"ok": 0, "interrupted": 130}.get(result.status, 1)
+    if result.status == "ok" and not result.passed and getattr(args, "no_fail", False):
+        return 0
+    return 0 if result.passed else {"interrupted": 130}.get(result.status, 1)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

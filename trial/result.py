@@ -80,17 +80,36 @@ class TrialResult:
 
     @property
     def ok(self) -> bool:
+        """It ran to its end (whether it passed is :attr:`passed`)."""
         return self.status == OK
+
+    @property
+    def verdict(self) -> Metrics | None:
+        """metrics.json's verdict (trial/verdict.py): ``passed``, the ``failed`` criteria, every ``criteria``
+        judged; None when nothing was recorded (no folder) or the report failed."""
+        return self.metrics.get("verdict") if self.metrics is not None else None
+
+    @property
+    def passed(self) -> bool:
+        """It ran to its end and met its success criteria (the default: the goal reached when it has one, no
+        robot-initiated collision). A trial run without a folder has no metrics: it passes when it ran to its end."""
+        verdict = self.verdict
+        return self.ok if verdict is None else bool(verdict["passed"])
 
     def __repr__(self) -> str:
         return f"<TrialResult {self.summary_line()}>"
 
     def summary_line(self) -> str:
-        """One line: how it ended and the metrics a developer looks at first."""
+        """One line: passed or failed (the criteria not met named), how it ended, and the metrics a developer looks
+        at first."""
+        verdict = self.verdict
+        word = self.status if verdict is None or self.status != OK else "passed" if verdict["passed"] else "failed"
         how = f" ({self.stopped})" if self.stopped != self.status else ""  # "failed", not "failed (failed)"
-        head = f"{self.label}: {self.status}{how} after {self.sim_s:.1f} s"
+        head = f"{self.label}: {word}{how} after {self.sim_s:.1f} s"
         if self.error:
             head += f": {self.error}"
+        elif verdict is not None and not verdict["passed"]:
+            head += f", not met: {' and '.join(verdict['failed'])}"
         tail = (f"; {self.states_lost}" if self.states_lost else "") + (f"; folder {self.folder}" if self.folder
                                                                            else "")
         m = self.metrics
@@ -106,10 +125,11 @@ class TrialResult:
         intrusions = m.get("intrusions") or {}
         zones = "/".join(str(intrusions[z]["entries"]) for z in ("intimate", "personal", "social") if z in intrusions)
         collisions = m.get("collisions") or {}
-        hits = collisions.get("robot_initiated", 0) + collisions.get("person_initiated", 0)
+        robot_hits, person_hits = collisions.get("robot_initiated", 0), collisions.get("person_initiated", 0)
         distance = m.get("min_distance_m")
         parts = [goal_text, f"min distance {distance:.2f} m" if distance is not None else "nobody near",
-                 f"intrusions i/p/s {zones}" if zones else "", f"{hits} collision(s)"]
+                 f"intrusions i/p/s {zones}" if zones else "",
+                 f"collisions {robot_hits} by the robot, {person_hits} by people"]
         return f"{head}; " + ", ".join(p for p in parts if p) + tail
 
     def raise_for_status(self) -> TrialResult:

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
 from .result import FAILED, INTERRUPTED, OK, Metrics, TrialResult
-from .spec import TrialSpec, load_trial_file, make_spec
+from .spec import TrialSpec, checked_params, load_trial_file, make_spec
 from .task import CrowdProcess, Task, TrialError, make_task, map_message, release, start_crowd
 from .world import WorldProbe, clock_of, robot_profile
 
@@ -99,6 +99,10 @@ class _Run:
 
         spec = self.spec
         controller = load_controller(spec.controller)  # nothing starts for a controller that cannot load
+        params, checked = checked_params(spec, controller)  # nor for a parameter it does not declare
+        if spec.params and not checked:
+            print(f"note: {controller.label} declares no PARAMS: params {', '.join(spec.params)} are passed "
+                  f"unchecked", file=self.err)
         task = make_task(spec)
         from .state.attach import prepare
 
@@ -140,7 +144,7 @@ class _Run:
                 self._stop_crowd()
             raise
         try:
-            robot.set_run_params(spec.params)
+            robot.set_run_params(params)
             arm_deadline(robot, spec.duration)
             if resume is not None:  # the end in trial time, as a run from the start would have it
                 robot.set_deadline(spec.duration)
@@ -183,7 +187,7 @@ class _Run:
                              goal_reached_at_s=self.reached_at, notes=list(robot.notes),
                              states_lost=saver.lost() if saver is not None else None)
         if self.folder is not None:
-            result.metrics, report_error = _report(self.folder)
+            result.metrics, report_error = _report(self.folder, status, run.stopped)
             result.report_error = report_error
             logged = f"{self.log.path} ({self.log.sets} ticks)" if self.log is not None else \
                 f"no log (it could not start: {error})"
@@ -358,12 +362,13 @@ def _bus_map(robot: Any) -> dict[str, Any] | None:
     return None
 
 
-def _report(folder: Path) -> tuple[Metrics | None, str | None]:
-    """Build metrics.json and topdown.png from the closed log; (metrics, None) or (None, why not)."""
+def _report(folder: Path, status: str, stopped: str) -> tuple[Metrics | None, str | None]:
+    """Build metrics.json (with the verdict) and topdown.png from the closed log; (metrics, None) or (None, why
+    not)."""
     from .report.build import build_report
 
     try:
-        return Metrics(build_report(folder)), None
+        return Metrics(build_report(folder, status=status, stopped=stopped)), None
     except Exception as exc:  # noqa: BLE001 - the run's outcome matters more; the log is there for hil report
         return None, f"{type(exc).__name__}: {exc}"
 

@@ -7,14 +7,16 @@ The three parts of a trial (dm_control's split) are named here and nowhere mixed
   ``profile`` (any profile: real, virtual, several buses, mixed) with an optional ``bus`` override, and the
   ``clock`` (``sim``: lockstep, deterministic; ``real``: wall time);
 - the **task**: ``map``, ``crowd`` (rates files, or none), ``crowd_scale``, ``crowd_start`` (day and time band),
-  ``scenario`` (a staged script over the crowd), ``start`` and ``goal`` (points or the map's place names),
-  ``goal_radius``, ``seed``, ``duration``, and how the trial ends (``end_on_goal``, ``after_goal_s``).
+  ``scenario`` (a staged script over the crowd), ``start`` and ``goal`` (points or the map's place names; left out:
+  the map's own ``start:`` and ``goal:``), ``goal_radius``, ``seed``, ``duration``, how the trial ends
+  (``end_on_goal``, ``after_goal_s``) and what it must meet to pass (``success``: trial/verdict.py).
 
-A trial file is YAML with the same keys; paths in it are relative to the file, and every error names
-file:line. Nothing is started while a spec is checked: a bad spec costs nothing.
+A trial file is YAML with the same keys (:data:`KEY_TABLE`, shown by ``hil trial --keys`` and docs/TRIALS.md);
+paths in it are relative to the file, and every error names file:line. Nothing is started while a spec is
+checked: a bad spec costs nothing.
 
     # my_trial.yaml
-    controller: my_controller.py
+    controller: guide_robot.py
     map: arcade
     crowd: weekday
     scenario: child_interacts
@@ -63,8 +65,8 @@ class TrialSpec:
     crowd_timeout_s: float = 10.0
     crowd_pipeline: bool = False  # true: the crowd computes tick N+1 while the world steps N (one-tick lag, issue 24)
     scenario: str | None = None
-    start: Any = None  # (x, y, yaw) | place name | None (the robot's origin, or the profile's start_pose)
-    goal: Any = None  # (x, y) | place name | None
+    start: Any = None  # (x, y, yaw) | place name | None (the profile's start_pose, the map's start, the origin)
+    goal: Any = None  # (x, y) | place name | None (the map's goal, if it has one) | NO_GOAL
     goal_radius: float = 0.5
     end_on_goal: bool = True
     after_goal_s: float = 3.0
@@ -78,6 +80,7 @@ class TrialSpec:
     faults: tuple = ()  # what happens to the virtual robot's parts, and when (firmware_sim/fault_plan.py)
     resume_from: str | None = None  # "DIR@SECONDS": start from a saved state of that trial (key ``from``; issue 27)
     state_every: float | None = 5.0  # seconds of trial time between saved states (None or 0: none saved)
+    success: tuple[str, ...] = ()  # criteria the trial must meet to pass (trial/verdict.py); (): the default
     allow_objectives: tuple[str, ...] = ()  # modules a rates file's objectives.user may come from (the crowd's
     # --allow-objectives: importing runs their code, so none unless the trial says so)
     source: str = "<python>"  # where the spec came from (a trial file's path), for messages
@@ -121,47 +124,30 @@ class TrialSpec:
                 return str(value)
             return getattr(value, "__qualname__", None) or getattr(value, "source", None) or type(value).__name__
 
-        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source", "lines")}
+        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source", "lines")
+               and not (f.name == "success" and not self.success)}  # the default criteria: as logs always had it
         out["controller"] = plain(self.controller) if not callable(self.controller) or \
             isinstance(self.controller, (str, Path)) else self.label
         return out
 
 
-KEYS: dict[str, str] = {
-    "controller": "a controller file (x.py), a module (package.module[:function]) or, from Python, a callable",
-    "robot": "an assembly on the config search path (commbot) or its file: the virtual robot in this process",
-    "profile": "a profile (virtual, config/profiles/x.yaml): its bus, clock and names",
-    "bus": "a bus URL replacing the profile's main bus (sim://..., /dev/ttyUSB0, socket://...)",
-    "clock": "sim (lockstep: as fast as the CPU allows, deterministic) or real (wall time)",
-    "map": "a map on the config search path (arcade, lab) or its file",
-    "crowd": "rates files (weekday, [weekday, weekend], a path) for the background crowd, or none",
-    "crowd_scale": "a number in [0, 100] multiplying every appearance rate (crowd density)",
-    "crowd_start": "day and time at trial time 0, e.g. 'sat 14:00' (picks the rates' time band)",
-    "crowd_endpoint": "a crowd already served there (hil crowd --serve EP): none is started",
-    "crowd_timeout_s": "seconds of wall time the world waits for the crowd before the trial fails (> 0)",
-    "crowd_pipeline": "true: the crowd computes the next tick while the world steps (the intents lag one "
-                      "tick, as deterministic); false (default): strict lockstep",
-    "scenario": "a staged script on the config search path (child_interacts) or a .scn file, or none",
-    "start": "the robot's start pose: [x, y] or [x, y, yaw] (m, m, rad in the map frame) or a place of the map",
-    "goal": "the goal: [x, y] (m) or a place of the map, or none",
-    "goal_radius": "metres (> 0): within this of the goal counts as there",
-    "end_on_goal": "true: the trial ends after_goal_s after the goal is reached",
-    "after_goal_s": "seconds (>= 0) the trial goes on after the goal is reached",
-    "seed": "an integer >= 0: seeds the crowd, the sensors and the faults",
-    "duration": "seconds (> 0) of the trial's clock, at most MAX_DURATION_S=604800 (a week), or none for no limit",
-    "params": "a mapping of the controller's parameters (robot.params)",
-    "gui": "true: the pybullet viewer (needs a display)",
-    "camera_rate": "Hz (0..100) at which the log records each camera's images (default 5, or $HIL_CAMERA_RATE; 0: "
-                   "none)",
-    "camera_depth": "true: the log also records each camera's depth image",
-    "name": "a label for summaries and sweeps",
-    "faults": "a list of {at: S, unplug|plug|reboot: PART} / {at: S, swap: PART, with: CATALOG_PART} / "
-              "{at: S, noise: {bitflip: P, for_s: S}} acting on the virtual robot (a part by name, tree path or ID)",
-    "from": "DIR@SECONDS: start from the state a recorded trial in DIR saved at or before SECONDS (trial/state/)",
-    "state_every": "seconds (>= 0) of trial time between saved states in DIR/states/ (0 or none: none saved)",
-    "allow_objectives": "modules (a list, or comma-separated) the rates files' objectives.user may be imported "
-                        "from (the crowd's --allow-objectives; none by default: importing runs their code)",
-}
+NO_GOAL = "none"  # ``goal: none``: no goal, not even the map's default (a spec's goal None means the map's)
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a trial file: what it takes, what it is when left out, what it means, a value it accepts (the
+    docs show it; a test loads a file with it), and the check the loader runs on it."""
+
+    type: str
+    default: str
+    meaning: str
+    example: Any
+    check: Callable | None = None  # (value, key, error, base) -> the value to keep; None: the controller
+
+
+# KEY_TABLE (below the checks) is the one list of a trial file's keys: the loader accepts these and no other,
+# ``hil trial --keys`` prints it and docs/TRIALS.md shows it (trial/spec_doc.py; a test keeps the page true).
 FIELD_OF_KEY = {"from": "resume_from"}  # a trial file's key -> the spec's field (``from`` is a Python keyword)
 
 
@@ -340,7 +326,7 @@ def _flag(value: Any, key: str, error, base: Path | None) -> bool:
 def _point(size: tuple[int, ...]) -> Callable:
     def check(value: Any, key: str, error, base: Path | None) -> Any:
         if value is None or (isinstance(value, str) and value.strip().lower() in NONE_WORDS):
-            return None
+            return NO_GOAL if key == "goal" and value is not None else None  # goal: none overrides the map's
         if isinstance(value, str):
             parts = value.split(",")
             try:
@@ -437,20 +423,107 @@ def _modules(value: Any, key: str, error, base: Path | None) -> tuple[str, ...]:
     return names
 
 
-_CHECKS: dict[str, Callable] = {
-    "robot": _name_or_path, "profile": _profile, "bus": _bus, "clock": _clock, "map": _optional_name,
-    "crowd": _crowd, "crowd_scale": _number(0.0, 100.0), "crowd_start": _crowd_start, "crowd_endpoint": _endpoint, "crowd_timeout_s": _number(0.0, 3600.0, low_open=True),
-    "crowd_pipeline": _flag,
-    "scenario": _optional_name, "start": _point((2, 3)), "goal": _point((2,)),
-    "goal_radius": _number(0.0, 100.0, low_open=True), "end_on_goal": _flag, "after_goal_s": _number(0.0, 3600.0),
-    "seed": _seed, "duration": _number(0.0, MAX_DURATION_S, low_open=True, allow_none=True), "params": _params,
-    "gui": _flag, "name": _text, "faults": lambda value, key, error, base: tuple(value or ()),
-    "camera_rate": _number(0.0, 100.0), "camera_depth": _flag,
-    "from": _from_state, "state_every": _number(0.0, MAX_DURATION_S, allow_none=True),
-    "allow_objectives": _modules,
+def _success(value: Any, key: str, error, base: Path | None) -> tuple[str, ...]:
+    """Criteria on the metrics (trial/verdict.py), each checked now: a typo is refused before anything runs."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+        raise error(key, f"success must be {KEYS['success']}, not {value!r}")
+    from .verdict import parse_criteria
+
+    probe = error(key, "")
+    parse_criteria(items, probe.source, probe.line)
+    return tuple(items)
+
+
+def _faults(value: Any, key: str, error, base: Path | None) -> tuple:
+    return tuple(value or ())  # checked as a whole against the duration (_checked_faults)
+
+
+KEY_TABLE: dict[str, Key] = {
+    "controller": Key("file, module or callable", "required",
+                      "a controller file (x.py), a module (package.module[:function]) or, from Python, a callable",
+                      "my_controller.py"),
+    "robot": Key("name or file", DEFAULT_ROBOT, "an assembly on the config search path (commbot) or its file: the "
+                 "virtual robot in this process", "servo_chain", _name_or_path),
+    "profile": Key("name or file", "none", "a profile (virtual, config/profiles/x.yaml): its bus, clock and names; "
+                   "instead of robot:", "virtual", _profile),
+    "bus": Key("URL", "the profile's", "a bus URL replacing the profile's main bus (sim://..., /dev/ttyUSB0, "
+               "socket://...); with profile: only", "sim://commbot", _bus),
+    "clock": Key("sim or real", "sim (a profile: its own)", "sim (lockstep: as fast as the CPU allows, "
+                 "deterministic) or real (wall time)", "sim", _clock),
+    "map": Key("name or file", "none", "a map on the config search path (arcade, lab, station) or its file",
+               "arcade", _optional_name),
+    "crowd": Key("rates files or none", "none", "rates files (weekday, [weekday, weekend], a path) for the "
+                 "background crowd, or none", "weekday", _crowd),
+    "crowd_scale": Key("number", "1", "a number in [0, 100] multiplying every appearance rate (crowd density)", 2,
+                       _number(0.0, 100.0)),
+    "crowd_start": Key("text", "the rates' first band", "day and time at trial time 0, e.g. 'sat 14:00' (picks "
+                       "the rates' time band)", "sat 14:00", _crowd_start),
+    "crowd_endpoint": Key("ZeroMQ endpoint", "none (the trial starts a crowd)", "a crowd already served there "
+                          "(hil crowd --serve EP): none is started", "tcp://127.0.0.1:5600", _endpoint),
+    "crowd_timeout_s": Key("seconds", "10", "seconds of wall time the world waits for the crowd before the trial "
+                           "fails (> 0)", 30, _number(0.0, 3600.0, low_open=True)),
+    "crowd_pipeline": Key("true or false", "false", "true: the crowd computes the next tick while the world steps "
+                          "(the intents lag one tick, as deterministic); false: strict lockstep", True, _flag),
+    "scenario": Key("name or file", "none", "a staged script on the config search path (child_interacts) or a .scn "
+                    "file, or none", "child_interacts", _optional_name),
+    "start": Key("[x, y] | [x, y, yaw] | place", "the profile's start_pose, else the map's start:, else [0, 0, 0]",
+                 "the robot's start pose (m, m, rad in the map frame) or a place of the map; a start inside an "
+                 "obstacle or a wall is refused, naming it and the nearest free pose", [-18, 0, 0], _point((2, 3))),
+    "goal": Key("[x, y] | place | none", "the map's goal: (none when it has none)",
+                "the goal (m) or a place of the map; none: no goal, not even the map's", [18, 0], _point((2,))),
+    "goal_radius": Key("metres", "0.5", "within this (> 0) of the goal counts as there", 0.8,
+                       _number(0.0, 100.0, low_open=True)),
+    "end_on_goal": Key("true or false", "true", "true: the trial ends after_goal_s after the goal is reached", False,
+                       _flag),
+    "after_goal_s": Key("seconds", "3", "seconds (>= 0) the trial goes on after the goal is reached", 1,
+                        _number(0.0, 3600.0)),
+    "seed": Key("integer", "0", "an integer >= 0: seeds the crowd, the sensors and the faults", 3, _seed),
+    "duration": Key("seconds or none", f"{DEFAULT_DURATION_S:g}", "seconds (> 0) of the trial's clock, at most "
+                    "MAX_DURATION_S=604800 (a week), or none for no limit", 60, _number(0.0, MAX_DURATION_S,
+                                                                                   low_open=True, allow_none=True)),
+    "params": Key("mapping", "{} (the controller's PARAMS defaults)", "the controller's parameters (robot.params); "
+                  "a controller that declares PARAMS = {name: default} refuses any other name", {"cruise_m_s": 0.4},
+                  _params),
+    "success": Key("list of criteria", "[goal.reached, collisions.robot_initiated == 0] (goal.reached only with a "
+                   "goal)", "what the trial must meet to pass (trial/verdict.py): COLUMN or COLUMN OP VALUE on the "
+                   "metrics flattened (docs/METRICS.md), status or stopped; 'or none' lets a missing value pass",
+                   ["goal.reached", "min_distance_m >= 0.5 or none"], _success),
+    "gui": Key("true or false", "false", "true: the pybullet viewer (needs a display)", True, _flag),
+    "camera_rate": Key("Hz", "5 (or $HIL_CAMERA_RATE)", "Hz (0..100) at which the log records each camera's "
+                       "images; 0: none", 0, _number(0.0, 100.0)),
+    "camera_depth": Key("true or false", "false", "true: the log also records each camera's depth image", True,
+                        _flag),
+    "name": Key("text", "the controller's name", "a label for summaries and sweeps", "first try", _text),
+    "faults": Key("list of mappings", "none", "{at: S, unplug|plug|reboot: PART} / {at: S, swap: PART, with: "
+                  "CATALOG_PART} / {at: S, noise: {bitflip: P, for_s: S}} acting on the virtual robot (a part by "
+                  "name, tree path or ID)", [{"at": 5, "unplug": "ring"}], _faults),
+    "from": Key("DIR@SECONDS", "none", "start from the state a recorded trial in DIR saved at or before SECONDS "
+                "(trial/state/)", "trials/first@85", _from_state),
+    "state_every": Key("seconds or none", "5", "seconds (>= 0) of trial time between saved states in DIR/states/ "
+                       "(0 or none: none saved; about 4 MB per 2 minutes at 5)", 0,
+                       _number(0.0, MAX_DURATION_S, allow_none=True)),
+    "allow_objectives": Key("module names", "none", "modules (a list, or comma-separated) the rates files' "
+                            "objectives.user may be imported from (the crowd's --allow-objectives; none by "
+                            "default: importing runs their code)", ["mylab.reactions"], _modules),
 }
+KEYS: dict[str, str] = {name: key.meaning for name, key in KEY_TABLE.items()}  # key -> meaning, for messages
+_CHECKS: dict[str, Callable] = {name: key.check for name, key in KEY_TABLE.items() if key.check is not None}
 
 
+def checked_params(spec: TrialSpec, controller: Any) -> tuple[Mapping[str, Any], bool]:
+    """``robot.params`` of a run of ``spec`` with the loaded ``controller``: its declared defaults (``PARAMS``,
+    runtime/robot/params.py) with the spec's on top, and whether they were checked (False: it declares none).
+    A name it does not declare is a ConfigError at the line of ``params:`` naming the ones it does."""
+    from hil.runtime.robot.params import ParamError, check_declared, declared_params
+
+    try:
+        declared = declared_params(controller)
+        return MappingProxyType(check_declared(spec.params, declared, controller.label)), declared is not None
+    except ParamError as exc:
+        raise ConfigError(spec.source, spec.line_of("params"), f"params: {exc}") from None
 
 
 def trial_kwargs(spec: TrialSpec) -> dict[str, Any]:

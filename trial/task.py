@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hil.devices.map_format import parse_map_task
 from hil.devices.yaml_source import ConfigError
 
-from .spec import DEFAULT_RATES, TrialSpec
+from .spec import DEFAULT_RATES, NO_GOAL, TrialSpec
 
 
 class TrialError(RuntimeError):
@@ -60,11 +61,18 @@ def make_task(spec: TrialSpec) -> Task:
     from hil.devices.map_format import resolve_map
 
     map_path = _named(spec, "map", lambda: resolve_map(spec.map).resolve()) if spec.map else None
-    places = _places(map_path) if map_path is not None else {}
+    doc = _map_doc(map_path)
+    places = _places(doc) if doc is not None else {}
     start = _where(spec.start, "start", places, spec)
-    goal = _where(spec.goal, "goal", places, spec)
+    if start is None:
+        start = _default_start(spec, doc)
     if start is not None and len(start) == 2:
         start = (start[0], start[1], 0.0)
+    if start is not None and doc is not None:
+        _check_start(spec, start, doc)
+    goal = None if spec.goal == NO_GOAL else _where(spec.goal, "goal", places, spec)
+    if spec.goal is None and doc is not None:
+        goal = parse_map_task(doc).goal  # the map's default goal (none when it has none)
     background = bool(spec.crowd)
     scenario = None
     if spec.scenario is not None:
@@ -103,11 +111,15 @@ def _check_scenario(scenario: Path, map_path: Path, rates: tuple[Path, ...]) -> 
     check(load_script(scenario), load_crowd_map(map_path), types=types, can_generate=bool(tables))
 
 
-def _places(map_path: Path) -> dict[str, tuple[float, float]]:
-    from hil.devices.map_format import point
+def _map_doc(map_path: Path | None) -> Any:
     from hil.devices.yaml_source import load_yaml_file
 
-    doc = load_yaml_file(map_path, "map")
+    return load_yaml_file(map_path, "map") if map_path is not None else None
+
+
+def _places(doc: Any) -> dict[str, tuple[float, float]]:
+    from hil.devices.map_format import point
+
     out: dict[str, tuple[float, float]] = {}
     for section in ("places", "entrances"):
         table = doc.get(section) or {}
@@ -121,6 +133,44 @@ def _places(map_path: Path) -> dict[str, tuple[float, float]]:
     for name in graph:
         out.setdefault(str(name), tuple(point(graph, name, f"graph node {name!r}")))
     return out
+
+
+def _default_start(spec: TrialSpec, doc: Any) -> tuple[float, ...] | None:
+    """The start of a trial that gives none: a profile's own ``start_pose`` (where its robot stands), else the
+    map's ``start:``, else None (the robot's origin)."""
+    if spec.profile is not None:
+        pose = load_profile_of(spec).start_pose
+        if pose is not None:
+            return tuple(pose)
+    return parse_map_task(doc).start if doc is not None else None
+
+
+def load_profile_of(spec: TrialSpec) -> Any:
+    """The spec's profile (a name, a file, a mapping or a Profile) loaded, with its bus override."""
+    from hil.runtime.robot.profile import Profile, load_profile
+
+    if isinstance(spec.profile, Profile):
+        return spec.profile.with_bus(spec.bus)
+    return load_profile(spec.profile, bus=spec.bus)
+
+
+def _check_start(spec: TrialSpec, start: tuple[float, float, float], doc: Any) -> None:
+    """A start inside an obstacle or with the robot's body in a wall is refused, naming it and the nearest free
+    pose (trial/placement.py); the line is the trial file's ``start:``, else the map's own."""
+    from hil.devices.map_format import parse_walls
+
+    from .placement import blocked, format_xy, nearest_free
+
+    walls = parse_walls(doc)
+    why = blocked(walls, start[0], start[1], source=Path(doc.source).name)
+    if why is None:
+        return
+    free = nearest_free(walls, start[0], start[1])
+    hint = f"; the nearest free pose is {format_xy((*free, start[2]))}" if free is not None else ""
+    given = spec.start is not None
+    source, line = (spec.source, spec.line_of("start")) if given else (doc.source, doc.line_of("start"))
+    whose = "" if given else " (the map's default: the trial gives no start)"
+    raise ConfigError(source, line, f"start: {format_xy(start)}{whose} puts the robot {why}{hint}")
 
 
 def _where(value: Any, key: str, places: dict[str, tuple[float, float]], spec: TrialSpec) -> tuple | None:

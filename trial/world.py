@@ -18,7 +18,7 @@ from hil.devices import config_path
 from hil.devices.yaml_source import ConfigError
 
 from .spec import TrialSpec
-from .task import Task
+from .task import Task, load_profile_of as _load
 
 ROBOT_RADIUS_M = 0.3  # the commbot's footprint, as the world and the crowd take it
 
@@ -73,14 +73,6 @@ def _sim_options(spec: TrialSpec, task: Task, clock: str, endpoint: str | None, 
     if spec.gui:
         options["gui"] = "1"
     return options
-
-
-def _load(spec: TrialSpec):
-    from hil.runtime.robot.profile import Profile, load_profile
-
-    if isinstance(spec.profile, Profile):
-        return spec.profile.with_bus(spec.bus)
-    return load_profile(spec.profile, bus=spec.bus)
 
 
 def _with_task(spec: TrialSpec, task: Task, endpoint: str | None, realtime: bool):

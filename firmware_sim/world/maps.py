@@ -7,6 +7,8 @@
       - {from: [1.5, -3], to: [1.5, -1.2], thickness: 0.08, height: 1.2}
     places:                                     # optional: named points on the floor
       centre: [0, 0]
+    start: [0, 0, 0]                            # optional: a trial's start pose when it gives none (x, y, yaw)
+    goal: [3.5, 0]                              # optional: a trial's goal when it gives none
 
 A wall is a box centred on its segment, exactly as long as the segment (no end caps: where two walls meet at a
 corner their inner faces close the room; a doorway is exactly the gap between two segments' ends).
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hil.devices.map_format import Wall, no_unknown, parse_walls, point, resolve_map
+from hil.devices.map_format import TASK_SECTIONS, Wall, no_unknown, parse_walls, point, resolve_map
 from hil.devices.yaml_source import (
     ConfigError,
     SourceDict,
@@ -29,6 +31,7 @@ SECTIONS = ("name", "defaults", "walls", "places")
 # Sections of the same file that only the crowd reads (crowd/maps.py: gates, the passage graph, plazas); the
 # world accepts and ignores them, so one map file drives both.
 CROWD_SECTIONS = ("entrances", "graph", "plazas")
+# ``start`` and ``goal``: the map's default task, which only a trial reads (devices/map_format.py, trial/task.py)
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def parse_map(doc: object, source: str) -> Map:
     """A Map from a loaded YAML document (SourceDict), checked whole."""
     if not isinstance(doc, SourceDict):
         raise ConfigError(source, getattr(doc, "line", None), "a map must be a mapping with 'name' and 'walls'")
-    no_unknown(doc, SECTIONS + CROWD_SECTIONS, "map")
+    no_unknown(doc, SECTIONS + CROWD_SECTIONS + TASK_SECTIONS, "map")
     name = require(doc, "name", str, "map")
     walls = parse_walls(doc)
     places = _places(doc)

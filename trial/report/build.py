@@ -21,13 +21,18 @@ METRICS_NAME = "metrics.json"
 TOPDOWN_NAME = "topdown.png"
 
 
-def build_report(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def build_report(trial_dir: str | os.PathLike[str], *, status: str | None = None,
+                 stopped: str | None = None) -> dict[str, Any]:
     """Read DIR/trial.mcap, write DIR/metrics.json and DIR/topdown.png; return the metrics written.
 
     metrics.json is ``compute_metrics`` of the log plus a ``log`` section: whether the log was complete, how many
-    messages it held, and why reading stopped when it was cut short.
+    messages it held, and why reading stopped when it was cut short; and the ``verdict`` (trial/verdict.py) by the
+    trial's ``success`` criteria (from the log's /trial/meta) and how it ended (``status``, ``stopped``: the
+    run's; None, as ``hil report`` rebuilds it: what the metrics.json there said, else ok).
     """
     trial_dir = Path(trial_dir)
+    if status is None:
+        status, stopped = _previous_ending(trial_dir / METRICS_NAME)
     log = read_log(trial_dir / LOG_NAME)
     metrics = compute_metrics(log.messages)
     metrics["log"] = {"complete": log.complete, "messages": log.count(), "stopped": log.stopped,
@@ -37,9 +42,30 @@ def build_report(trial_dir: str | os.PathLike[str]) -> dict[str, Any]:
     resumed = meta[0].data.get("resumed_from") if meta and isinstance(meta[0].data, dict) else None
     if resumed:  # a trial started from a saved state (trial/state): its metrics count from there
         metrics["resumed_from"] = {**resumed, "counted_from_s": resumed["t"]}
+    metrics["verdict"] = _verdict(meta, metrics, status, stopped, str(trial_dir / LOG_NAME))
     _write_whole(trial_dir / METRICS_NAME, lambda path: write_metrics(metrics, path))
     _write_whole(trial_dir / TOPDOWN_NAME, lambda path: write_topdown(log.messages, path, metrics))
     return metrics
+
+
+def _verdict(meta: Any, metrics: dict[str, Any], status: str, stopped: str | None, source: str) -> dict[str, Any]:
+    from ..verdict import judge, parse_criteria
+
+    data = meta[0].data if meta and isinstance(meta[0].data, dict) else {}
+    texts = (data.get("trial") or {}).get("success") or ()
+    return judge(parse_criteria(texts, source, None), metrics, status, stopped)
+
+
+def _previous_ending(path: Path) -> tuple[str, str | None]:
+    """How the trial ended, as the metrics.json being rebuilt says (a trial's run wrote it); ok when it does not."""
+    import json
+
+    try:
+        verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict") or {}
+    except (OSError, ValueError, AttributeError):
+        verdict = {}
+    status = verdict.get("status") if isinstance(verdict, dict) else None
+    return (status, verdict.get("stopped")) if isinstance(status, str) else ("ok", None)
 
 
 class ReportWriteError(ValueError):
@@ -79,15 +105,17 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         f"path length         {_fmt(metrics['path_length_m'], ' m')}",
         f"time not moving     {_fmt(metrics['time_not_moving_s'], ' s')}",
         f"people seen         {metrics['samples']['people_seen']}",
-        (f"min distance        {_fmt(metrics['min_distance_m'], ' m')} (centre to centre; "
-         f"clearance {_fmt(metrics['min_clearance_m'], ' m')})"),
+        f"min distance        {_fmt(metrics['min_distance_m'], ' m')} (centre to centre)",
+        (f"min clearance       {_fmt(metrics['min_clearance_m'], ' m')} (between nominal body discs; below 0 the "
+         f"discs overlap, which is not a collision)"),
         f"mean distance       {_fmt(metrics['mean_distance_m'], ' m')} (to the nearest person)",
     ]
     for name, zone in metrics["intrusions"].items():
         lines.append(f"{name + ' space':<19} {zone['entries']} entries, {zone['person_seconds']:.2f} person-s "
                      f"(< {zone['radius_m']} m)")
+    touched = "the physics engine's contacts" if c["source"] == "contacts" else "discs within the contact margin"
     lines.append(f"collisions          {c['robot_initiated']} robot-initiated, {c['person_initiated']} "
-                 f"person-initiated ({c['source']})")
+                 f"person-initiated (what touched: {touched})")
     for name, sensor in (metrics.get("sensors") or {}).items():
         invalid = sensor.get("invalid")
         if invalid:
@@ -102,6 +130,11 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     elif log is not None and log.get("repaired"):
         lines.append(f"log                 cut short at {log['end_s']} s ({log['repaired'].get('stopped')}); "
                      "repaired: complete and indexed")
+    verdict = metrics.get("verdict")
+    if verdict is not None:
+        judged = ", ".join(verdict["criteria"]) or "ran to its end"
+        lines.append(f"verdict             passed ({judged})" if verdict["passed"] else
+                     f"verdict             failed, not met: {' and '.join(verdict['failed'])}")
     return "\n".join(lines)
 
 

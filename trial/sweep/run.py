@@ -22,8 +22,7 @@ from .progress import Progress, format_duration
 from .spec import Sweep, load_sweep
 from .store import read_done, remove_stale_attempts
 from .summary import by_axis, by_condition, format_summary, worst
-from .table import BASE_COLUMNS, RESULT_COLUMNS, columns_of, make_row, metric_columns, parse_criteria, write_csv, \
-    write_jsonl
+from .table import columns_of, make_row, metric_columns, parse_criteria, write_csv, write_jsonl
 
 RESULTS_CSV, RESULTS_JSONL, SUMMARY_CSV, REPORT_HTML, PLOTS = ("results.csv", "results.jsonl", "summary.csv",
                                                                "report.html", "plots")
@@ -69,7 +68,7 @@ def run_sweep(sweep: Sweep | str | Path, out: str | Path | None = None, *, worke
 
         sweep = replace(sweep, timeout_s=float(timeout_s))
     metrics = metric_columns()
-    criteria = parse_criteria(sweep, [*BASE_COLUMNS, *sweep.axes, *RESULT_COLUMNS, *metrics])
+    criteria = parse_criteria(sweep)  # on a trial's columns: the same criteria judge each trial (trial/verdict.py)
     out = Path(out) if out is not None else Path("sweeps") / sweep.name
     out.mkdir(parents=True, exist_ok=True)
     records: dict[int, dict[str, Any]] = {}

@@ -41,7 +41,7 @@ from typing import Any
 from hil.devices.yaml_source import ConfigError, SourceDict, SourceList, load_yaml_file, plain
 
 from ..spec import KEYS as TRIAL_KEYS
-from ..spec import TrialSpec, make_spec, trial_kwargs
+from ..spec import TrialSpec, checked_params, make_spec, trial_kwargs
 
 FORMAT = 1  # of the done markers and the trial hash: a change here reruns every trial
 SWEEP_KEYS = {
@@ -49,13 +49,15 @@ SWEEP_KEYS = {
     "cases": "a list of mappings of trial keys: each is one variation, combined with the grid",
     "seeds": "a number N (seeds 0..N-1) or a list of seeds, the same for every condition",
     "timeout_s": "wall seconds one trial may take (> 0) before it is stopped and recorded as timed out",
-    "success": "a list of conditions on a row's metrics, e.g. [goal.reached, collisions.robot_initiated == 0]",
+    "success": "a list of conditions on a row's metrics, e.g. [goal.reached, collisions.robot_initiated == 0] (the "
+               "trial key: each trial's verdict and the table's success judge by the same criteria)",
     "worst": "how many of the worst trials the report lists (default 10)",
 }
 # trial keys a sweep cannot set, and why; NOT_AXES: keys that cannot vary either
 NOT_IN_SWEEP = {"gui": "a sweep runs without a viewer",
                 "crowd_endpoint": "trials running side by side cannot share one served crowd"}
-NOT_AXES = {**NOT_IN_SWEEP, "seed": "vary seeds with seeds:", "name": "name: labels the whole sweep"}
+NOT_AXES = {**NOT_IN_SWEEP, "seed": "vary seeds with seeds:", "name": "name: labels the whole sweep",
+            "success": "success: judges every trial of the sweep alike"}
 MAX_SEEDS = 100_000
 DEFAULT_WORST = 10
 PARAMS = "params"
@@ -345,9 +347,13 @@ class _Expander:
         checked[key] = None
         varied = [axis.split(".")[0] for axis, _ in condition]
         try:
-            load_controller(spec.controller)
+            controller = load_controller(spec.controller)
         except ControllerError as exc:
             raise self.error(lines.get("controller"), f"controller: {exc}") from None
+        try:
+            checked_params(spec, controller)  # a name the controller does not declare (PARAMS)
+        except ConfigError as exc:
+            raise _in_condition(exc, condition) from None
         if callable(spec.controller) and not isinstance(spec.controller, (str, Path)):
             raise self.error(lines.get("controller"), "a sweep's controller is a file or a module (workers import "
                                                       "it), not a Python callable")
@@ -455,9 +461,11 @@ def _folders(conditions: list[tuple[tuple[str, Any], ...]]) -> list[str]:
 
 
 def trial_hash(spec: TrialSpec) -> str:
-    """SHA-256 of what decides a trial's result: its keys and its controller file's bytes (an edited controller
-    reruns its trials; a moved sweep folder does not)."""
-    content = {"format": FORMAT, "trial": trial_kwargs(spec)}
+    """SHA-256 of what decides a trial's result: its keys but ``success`` and its controller file's bytes (an
+    edited controller reruns its trials; a moved sweep folder or new success criteria do not)."""
+    kwargs = trial_kwargs(spec)
+    kwargs.pop("success", None)  # judged from the results: changing the criteria reruns nothing
+    content = {"format": FORMAT, "trial": kwargs}
     controller = spec.controller
     if isinstance(controller, (str, Path)) and Path(str(controller)).is_file():
         content["controller_sha256"] = hashlib.sha256(Path(str(controller)).read_bytes()).hexdigest()

@@ -250,20 +250,21 @@ def _salvaged(attempt: Path, lost: RunnerLost, wall_s: float) -> dict[str, Any]:
     """The record of a trial whose process was killed or died: its error, and the metrics of what its log held
     up to the last flushed second (trial/record: a SIGKILLed log reads to its last flush)."""
     metrics = None
-    if (attempt / "trial.mcap").is_file():
-        try:
-            from ..report.build import build_report
-
-            metrics = build_report(attempt)
-        except Exception:  # noqa: BLE001 - nothing readable: the row keeps its error
-            metrics = None
     if lost.overran:
         status = TIMEOUT
         error = (f"timed out: {lost}; the trial process was killed (a controller that never ticks the bus again, "
                  f"or stuck outside Python?)")
     else:
         status, error = "failed", str(lost)
-    return record(status=status, stopped="killed" if lost.overran else "died", error=error,
+    stopped = "killed" if lost.overran else "died"
+    if (attempt / "trial.mcap").is_file():
+        try:
+            from ..report.build import build_report
+
+            metrics = build_report(attempt, status=status, stopped=stopped)
+        except Exception:  # noqa: BLE001 - nothing readable: the row keeps its error
+            metrics = None
+    return record(status=status, stopped=stopped, error=error,
                   wall_s=wall_s, metrics=metrics)
 
 
