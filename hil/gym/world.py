@@ -108,16 +108,19 @@ class EpisodeWorld:
         import pybullet as p
 
         from hil.firmware_sim.embodied.sensing import RangeRingFirmware, part_seed
+        from hil.firmware_sim.embodied.servo import PositionDrives
         from hil.firmware_sim.embodied.state import restore_parts
         from hil.trial.state.host import restore_host
         from hil.trial.state.resume import _set_clock
 
         start, robot, embodied = self._start, self.robot, self.probe.embodied
         with embodied.device.lock:
+            _drop_contacts(embodied)
             p.restoreState(fileName=start["bullet"], physicsClientId=embodied.world.client)
             embodied.world.steps = int(start["world"]["steps"])
             embodied.robot._contacts_at = -1  # the contact cache is keyed by step: the steps start over
             restore_parts(embodied, start["world"]["parts"])
+            PositionDrives.of(embodied.world, embodied.robot).due()  # its cached deadline and batch are of the past
             for part in embodied.parts:  # the episode's own noise (trial seeds: firmware_sim/embodied/embody.py)
                 if isinstance(part, RangeRingFirmware):
                     part.model.rng = np.random.Generator(np.random.PCG64(part_seed(seed, part.serial_number)))
@@ -178,6 +181,17 @@ class EpisodeWorld:
                 release(crowd, ended_well=robot is not None)
             if not keep_dir:
                 self._dir.cleanup()
+
+
+def _drop_contacts(embodied: Any) -> None:
+    """Forget the robot's contact manifolds: the start state was saved before any contact was found, and
+    restoreState keeps manifolds it has no record of, whose warm start would make an episode depend on how the
+    one before it ended. The robot is lifted far away and one collision pass drops every pair it was in."""
+    import pybullet as p
+
+    client, body = embodied.world.client, embodied.robot.body_id
+    p.resetBasePositionAndOrientation(body, (1e4, 1e4, 1e4), (0.0, 0.0, 0.0, 1.0), physicsClientId=client)
+    p.performCollisionDetection(physicsClientId=client)
 
 
 def trial_error(spec: EnvSpec, message: str) -> Exception:
