@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CrowdNavEnv", "ENVS", "EnvSpec", "load_env_file", "make_env_spec", "policy_controller", "register"]
+__all__ = ["CrowdNavEnv", "ENVS", "EnvSpec", "load_env_file", "make_env_spec", "policy_controller", "policy_trial",
+           "register"]
 
 LAB = {"map": "lab", "start": [-2.5, 0.0, 0.0], "goal": [2.5, 0.0], "duration": 25.0}
 ENVS: dict[str, dict[str, Any]] = {
@@ -35,7 +36,7 @@ ENVS: dict[str, dict[str, Any]] = {
 }
 
 _WHERE = {"CrowdNavEnv": "env", "EnvSpec": "spec", "load_env_file": "spec", "make_env_spec": "spec",
-          "policy_controller": "controller"}
+          "policy_controller": "controller", "policy_trial": "controller"}
 
 
 def register() -> None:

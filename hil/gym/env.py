@@ -103,8 +103,8 @@ class CrowdNavEnv(gym.Env):
         return self.observer.observe(self.world.robot, self.world.people)
 
     def _ring_causes(self) -> Counter:
-        ring = self.observer.ring
-        return Counter(c for c in ring.causes if c) if ring is not None else Counter()
+        name = self.env_spec.observation.ring
+        return Counter(c for c in self.world.robot.sensors[name].causes if c) if name is not None else Counter()
 
 
 __all__ = ["CrowdNavEnv"]

@@ -85,7 +85,7 @@ class Observer:
         (required when the spec observes them)."""
         out: dict[str, np.ndarray] = {}
         if self.ring is not None:
-            ranges = self.ring.ranges
+            ranges = robot.sensors[self.want.ring].ranges  # this robot's (a reopened world has a new one)
             valid = np.array([r is not None for r in ranges], np.float32)
             out["ring"] = np.clip(np.array([self.max_range if r is None else r for r in ranges], np.float32),
                                   0.0, self.max_range)
