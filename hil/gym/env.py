@@ -54,15 +54,12 @@ class CrowdNavEnv(gym.Env):
         self.action_space = self.actions.space()
         self.metadata = {**self.metadata, "render_fps": spec.control_hz}
         self._episode: Episode | None = None
-        self._fresh = True  # the world is at its start already (just opened): the first reset needs no rewind
 
     # --- the gymnasium API ---------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2 ** 31 - 1))
-        if not (self._fresh and episode_seed == self.env_spec.trial.seed):
-            self.world.start(episode_seed)
-        self._fresh = False
+        self.world.start(episode_seed)  # a no-op when the world is at this seed's start already
         self._episode = Episode(self.env_spec, self.world.pose(), seed=episode_seed)
         return self._observe(), self._episode.info(self.world, self._ring_causes())
 

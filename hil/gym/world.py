@@ -35,6 +35,7 @@ class EpisodeWorld:
         self._dir = tempfile.TemporaryDirectory(prefix="hil-gym-")
         self.touched: set[str] = set()  # what touched the robot since the last take_touched(): wall:NAME, person:ID
         self.rewinds = 0
+        self._at_start_of: int | None = None  # the seed of the start the world is at, untouched since
         self.reopens = 0
 
     @property
@@ -45,6 +46,8 @@ class EpisodeWorld:
     # --- episodes ----------------------------------------------------------------------------------------------
     def start(self, seed: int) -> None:
         """The world at its start with ``seed``: opened the first time, rewound or reopened after."""
+        if self.robot is not None and self._at_start_of == seed:
+            return  # nothing has run since this very start (a learner's or a checker's reset after reset)
         if self.robot is not None and self.rewindable:
             self._rewind(seed)
             self.rewinds += 1
@@ -54,9 +57,11 @@ class EpisodeWorld:
         self.touched.clear()
         self.robot.clock.sleep_until(0.0)
         self.robot.cycle()  # the first readings, as robot.loop's first tick has them
+        self._at_start_of = seed
 
     def advance(self, t_s: float) -> None:
         """The world to ``t_s`` (the commands set since the last cycle acting meanwhile), then one bus cycle."""
+        self._at_start_of = None
         self.robot.clock.sleep_until(t_s)
         self.robot.cycle()
 
