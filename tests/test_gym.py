@@ -59,6 +59,24 @@ def test_check_env_passes_for_each_registered_env(env_id):
         env.close()
 
 
+def test_check_env_passes_for_a_flat_observation_and_discrete_actions():
+    from gymnasium.utils.env_checker import check_env
+
+    env = CrowdNavEnv(**ENVS["hil/CrowdNavLabEmpty-v0"], observation={"flat": True},
+                      action={"kind": "discrete", "speeds": 2, "turns": 3})
+    try:
+        assert env.observation_space.shape == (12 + 12 + 2 + 2,)
+        assert env.action_space.n == 1 + 2 * 3
+        check_env(env, skip_render_check=True)
+        obs, _ = env.reset(seed=1)
+        for _ in range(10):
+            obs, *_ = env.step(np.int64(6))  # the last action: the fastest speed, turning left at w_max
+        # flat: ring (12), ring_valid (12), goal (2), velocity (2): turning left, the goal ahead comes to lie right
+        assert obs[25] < 0 and obs[27] > 0
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("env_id", ["hil/CrowdNavLabEmpty-v0", "hil/CrowdNavLab-v0"])
 def test_the_same_seed_gives_the_same_episode_twice_and_in_another_process(env_id):
     env = gym.make(env_id).unwrapped

@@ -37,7 +37,7 @@ def top_view(walls: list[Any], pose: tuple[float, float, float], people: list[di
     canvas.disc(float(col), float(row), robot_radius * scale, ROBOT)
     tip = view.to_px(x + 1.5 * robot_radius * math.cos(yaw), y + 1.5 * robot_radius * math.sin(yaw))
     canvas.polyline([float(col), float(tip[0])], [float(row), float(tip[1])], WALL, thickness=3)
-    return canvas.rgb
+    return canvas.rgb[HEADER_PX:]  # the trial picture's title band: none here
 
 
 __all__ = ["top_view"]
