@@ -10,7 +10,7 @@ SocNavGym (``pip install socnavgym``, gym 0.26: in a venv of its own, ``--socnav
 default environment (a room with 1-5 humans and objects, discs with perfect sensing, no physics) with random
 actions in a subprocess, on the same machine in the same run.
 
-    .venv/bin/python -m bench.gym [--steps 300] [--vector 2] [--socnavgym .venv-socnav/bin/python]
+    .venv/bin/python -m bench.gym [--steps 300] [--vector 2] [--envs ID,ID] [--socnavgym PYTHON] [--smoke]
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ import textwrap
 import time
 
 import numpy as np
+
+from bench._smoke import parse_with_smoke
 
 ENV_IDS = ("hil/CrowdNavLabEmpty-v0", "hil/CrowdNavLab-v0", "hil/CrowdNav-v0")
 
@@ -103,14 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vector", type=int, default=2, help="AsyncVectorEnv size (0: none)")
     parser.add_argument("--socnavgym", default=os.environ.get("SOCNAVGYM_PYTHON"),
                         help="a Python with socnavgym installed (its own venv)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--envs", default=",".join(ENV_IDS), help="the hil envs to step, comma-separated")
+    args = parse_with_smoke(parser, argv, steps=20, vector=0, envs=ENV_IDS[0])
     print(f"{'env':28s} {'steps/s':>8s} {'reset s':>8s} {'episodes':>8s}  (cores: {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f})")
-    for env_id in ENV_IDS:
+    env_ids = [e for e in args.envs.split(",") if e]
+    for env_id in env_ids:
         rate, reset, episodes = one_env(env_id, args.steps)
         print(f"{env_id:28s} {rate:8.1f} {reset:8.3f} {episodes:8d}")
     if args.vector:
-        for env_id in ENV_IDS[:2]:
+        for env_id in env_ids[:2]:
             rate = vector(env_id, args.vector, args.steps // args.vector)
             print(f"AsyncVectorEnv({args.vector}) {env_id:24s} {rate:8.1f} steps/s, all envs together")
     if args.socnavgym:
