@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socnavgym", default=os.environ.get("SOCNAVGYM_PYTHON"),
                         help="a Python with socnavgym installed (its own venv)")
     parser.add_argument("--envs", default=",".join(ENV_IDS), help="the hil envs to step, comma-separated")
-    args = parse_with_smoke(parser, argv, steps=20, vector=0, envs=ENV_IDS[0])
+    args = parse_with_smoke(parser, argv, steps=20, vector=2, envs=ENV_IDS[0])
     print(f"{'env':28s} {'steps/s':>8s} {'reset s':>8s} {'episodes':>8s}  (cores: {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f})")
     env_ids = [e for e in args.envs.split(",") if e]
