@@ -41,7 +41,10 @@ _WHERE = {"CrowdNavEnv": "env", "EnvSpec": "spec", "load_env_file": "spec", "mak
 
 def register() -> None:
     """Register :data:`ENVS` with gymnasium (done on import; again is harmless)."""
-    import gymnasium
+    try:
+        import gymnasium
+    except ImportError as exc:
+        raise ImportError(f"hil.gym needs gymnasium ({exc}): pip install 'hil[gym]'") from None
 
     for env_id, keys in ENVS.items():
         if env_id not in gymnasium.registry:
