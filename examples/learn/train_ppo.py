@@ -2,7 +2,7 @@
 the goal beside a random policy.
 
     pip install -e '.[learn]'          # gymnasium, stable-baselines3 and torch's CPU build (a venv of its own)
-    python examples/learn/train_ppo.py --env hil/CrowdNavLab-v0 --timesteps 20000 --out ppo_lab.zip
+    python examples/learn/train_ppo.py --env hil/CrowdNavLab-v0 --timesteps 40960 --envs 2 --out ppo_lab.zip
     hil trial examples/learn/lab_trial.yaml --out trials/ppo     # the saved policy as a controller
     hil view trials/ppo
 
@@ -39,12 +39,12 @@ def success_rate(env_id: str, act, episodes: int, seed: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="hil/CrowdNavLab-v0")
-    parser.add_argument("--timesteps", type=int, default=20000)
+    parser.add_argument("--timesteps", type=int, default=40960)
     parser.add_argument("--envs", type=int, default=1, help="environments in parallel (processes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="ppo_lab.zip")
     parser.add_argument("--eval", type=int, default=10, help="episodes to compare with a random policy (0: none)")
-    parser.add_argument("--progress", type=float, default=1.0,
+    parser.add_argument("--progress", type=float, default=0.3,
                         help="the reward per metre the goal came closer while training (the env's default: 0.1; "
                              "a denser signal learns in fewer steps; success is judged apart from the reward)")
     args = parser.parse_args(argv)
