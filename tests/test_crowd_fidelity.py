@@ -258,7 +258,7 @@ def test_nobody_stands_still_without_a_reason_in_the_lab():
             ids.append(sim.add_agent(AgentSpec("adult", 0.22, float(rng.normal(1.2, 0.15)), xy,
                                                exit_on_arrival=False)))
         def send(aid: int) -> None:
-            for _ in range(20):  # the lab has no passage graph: only places a straight route reaches
+            for _ in range(20):  # the lab's passage graph is a small loop: only places a route reaches
                 try:
                     sim.move(aid, places[int(sim.rng.integers(len(places)))])
                     return

@@ -5,10 +5,11 @@ only closes at run time is still a circle), and so does an import under ``if TYP
 needs only a type of a higher one names it by a small Protocol instead, as runtime/robot/view.py does). The
 layers, lowest first:
 
-    devices -> bridge -> firmware_sim, crowd -> runtime -> trial -> hil (the command line)
+    devices -> bridge -> firmware_sim, crowd -> runtime -> trial -> hil (the command line), hil.gym
 
 Every module is named as it is imported, hil.runtime.robot.robot; a layer is the name after ``hil.`` (``hil``
-itself for hil/cli.py and hil/__init__.py). An import of a bare old name (``runtime.x``) is no module of ours and
+itself for hil/cli.py and hil/__init__.py; ``gym`` for hil/gym/, the Gymnasium environment, which sits on top
+beside the command line and which nothing imports). An import of a bare old name (``runtime.x``) is no module of ours and
 is reported too.
 
 with the departures docs/ARCHITECTURE.md records: crowd reads devices' YAML loader, map format and config search
@@ -32,6 +33,7 @@ ALLOWED = {
     "runtime": {"runtime", "devices", "bridge", "firmware_sim"},
     "trial": {"trial", "runtime", "firmware_sim", "crowd", "bridge", "devices", "hil"},
     "hil": set(PACKAGES),
+    "gym": {"gym", *PACKAGES},  # hil/gym: the environment over trials; no layer (nor the command line) imports it
 }
 # where a lower layer may reach a higher one, and why (each is lazy, inside a function)
 EXCEPTIONS = {
@@ -52,12 +54,17 @@ def _modules(root: Path = ROOT) -> dict[str, Path]:
             found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     for path in (root / "hil").glob("*.py"):
         found["hil" if path.stem == "__init__" else f"hil.{path.stem}"] = path
+    for path in (ROOT / "hil" / "gym").rglob("*.py"):
+        parts = ("hil",) + path.relative_to(ROOT / "hil").with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
 
 def _layer(name: str) -> str:
-    """hil.runtime.robot -> runtime; hil.cli and hil -> hil."""
+    """hil.runtime.robot -> runtime; hil.gym.env -> gym; hil.cli and hil -> hil."""
     parts = name.split(".")
+    if len(parts) > 1 and parts[1] == "gym":
+        return "gym"
     return parts[1] if len(parts) > 1 and parts[1] in SUBPACKAGES else "hil"
 
 

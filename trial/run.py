@@ -61,6 +61,24 @@ class Trial:
                     hooks, listeners, taps).go()
 
 
+def arm_faults(spec: TrialSpec, robot: Any) -> Any:
+    """``faults:`` bound to the opened robot's parts (a name it lacks: ConfigError at its line, before the first
+    tick) and run at their times in its world (firmware_sim/fault_plan.py); the plan, or None without faults."""
+    if not spec.faults:
+        return None
+    from hil.devices.yaml_source import ConfigError
+    from hil.firmware_sim.fault_plan import FaultPlan, parse_faults
+
+    embodied = getattr(robot.bus.transport, "embodied", None)
+    if embodied is None:
+        raise ConfigError(spec.source, None, "faults: act on the virtual robot in this process (robot:, or a "
+                                             "sim:// bus); this trial's bus is " + robot.bus.transport.url)
+    plan = FaultPlan(parse_faults(spec.faults, spec.source, None, spec.duration))
+    plan.bind(lambda name: _part_id(robot, name))
+    plan.attach(embodied.world, embodied.device, spec.seed)
+    return plan
+
+
 def _part_id(robot: Any, name: Any) -> int | None:
     """The bus ID of a part named by blueprint joint or sensor name, tree path or ID; None if there is none."""
     if isinstance(name, int):
@@ -198,22 +216,9 @@ class _Run:
 
     # --- pieces -----------------------------------------------------------------------------------------------
     def _arm_faults(self, robot: Any) -> None:
-        """``faults:`` bound to the opened robot's parts (a name it lacks: ConfigError at its line, before the first
-        tick) and run at their times in its world (firmware_sim/fault_plan.py)."""
-        spec = self.spec
-        if not spec.faults:
-            return
-        from hil.devices.yaml_source import ConfigError
-        from hil.firmware_sim.fault_plan import FaultPlan, parse_faults
-
-        embodied = getattr(robot.bus.transport, "embodied", None)
-        if embodied is None:
-            raise ConfigError(spec.source, None, "faults: act on the virtual robot in this process (robot:, or a "
-                                                 "sim:// bus); this trial's bus is " + robot.bus.transport.url)
-        plan = FaultPlan(parse_faults(spec.faults, spec.source, None, spec.duration))
-        plan.bind(lambda name: _part_id(robot, name))
-        plan.attach(embodied.world, embodied.device, spec.seed)
-        self.faults = plan
+        plan = arm_faults(self.spec, robot)
+        if plan is not None:
+            self.faults = plan
 
     def _states(self, task: Task, probe: WorldProbe | None, resume) -> Any:
         """A saved state put back (``from:``), and states saved as the trial runs (trial/state/)."""
@@ -373,7 +378,7 @@ def _report(folder: Path, status: str, stopped: str) -> tuple[Metrics | None, st
         return None, f"{type(exc).__name__}: {exc}"
 
 
-__all__ = ["Trial", "TrialError", "TrialResult"]
+__all__ = ["Trial", "TrialError", "TrialResult", "arm_faults"]
 
 
 def _effective_seed(trial_seed: int, robot: Any) -> int:
