@@ -54,8 +54,8 @@ def _modules(root: Path = ROOT) -> dict[str, Path]:
             found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     for path in (root / "hil").glob("*.py"):
         found["hil" if path.stem == "__init__" else f"hil.{path.stem}"] = path
-    for path in (ROOT / "hil" / "gym").rglob("*.py"):
-        parts = ("hil",) + path.relative_to(ROOT / "hil").with_suffix("").parts
+    for path in (root / "hil" / "gym").rglob("*.py"):
+        parts = ("hil",) + path.relative_to(root / "hil").with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
