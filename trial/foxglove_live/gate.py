@@ -31,9 +31,10 @@ import socket
 import struct
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from hil.runtime.clock.base import WALL, WALL_SLEEP  # the wall clock: a trial on the sim clock patches time
 
 FOXGLOVE_APP = "https://app.foxglove.dev"
 VIEW_PAGES = ("http://127.0.0.1:8080", "http://localhost:8080")  # hil view's page on its default port
@@ -133,7 +134,7 @@ class OriginGate:
             except OSError:
                 if self._closed.is_set():
                     return
-                time.sleep(0.05)  # e.g. out of file descriptors: try again shortly
+                WALL_SLEEP(0.05)  # e.g. out of file descriptors: try again shortly
                 continue
             with self._lock:
                 busy = len(self._pairs) >= MAX_CONNECTIONS
@@ -162,13 +163,13 @@ class OriginGate:
 
     def _connect(self, pair: _Pair) -> None:
         """The upgrade request checked and passed on, the SDK's answer passed back (subprotocols renamed)."""
-        head, rest = _read_head(pair.client, time.monotonic() + HANDSHAKE_S)
+        head, rest = _read_head(pair.client, WALL() + HANDSHAKE_S)
         forward, legacy = self.check(head)
         pair.upstream = upstream = socket.create_connection(self.upstream, timeout=HANDSHAKE_S)
         if self._closed.is_set():
             raise OSError("the gate is closed")
         upstream.sendall(forward + rest)
-        answer, more = _read_head(upstream, time.monotonic() + HANDSHAKE_S)
+        answer, more = _read_head(upstream, WALL() + HANDSHAKE_S)
         if legacy:
             answer = _renamed(answer, LEGACY_SUBPROTOCOL)
         pair.client.settimeout(STALL_S)
@@ -236,12 +237,12 @@ class OriginGate:
         self._closed.set()
         self._thread.join(timeout=2.0)
         self._listener.close()
-        end = time.monotonic() + CLOSE_S  # connections the SDK closed finish passing on its last bytes
-        while time.monotonic() < end:
+        end = WALL() + CLOSE_S  # connections the SDK closed finish passing on its last bytes
+        while WALL() < end:
             with self._lock:
                 if not self._pairs:
                     break
-            time.sleep(0.02)
+            WALL_SLEEP(0.02)
         self.abort_all()
 
 
@@ -317,7 +318,7 @@ def _read_head(sock: socket.socket, deadline: float) -> tuple[bytes, bytes]:
             return bytes(buf[:end + 4]), bytes(buf[end + 4:])
         if len(buf) > MAX_HEAD_BYTES:
             raise Refused(431, f"the request's head is over {MAX_HEAD_BYTES} bytes")
-        left = deadline - time.monotonic()
+        left = deadline - WALL()
         if left <= 0:
             raise Refused(400, f"no complete upgrade request within {HANDSHAKE_S:g} s")
         sock.settimeout(left)

@@ -28,15 +28,15 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hil.bridge.process import spawn
+from hil.runtime.clock.base import WALL, WALL_SLEEP  # the wall clock: a trial on the sim clock patches time
 
 RETRY_SERVICE = "hil/retry"
-START_S = 60.0  # wall seconds a retried trial may take to say where it serves (imports and its world)
+START_S = 60.0  # wall seconds a retried trial may take to serve and run its first cycle (imports, its world)
 STOP_S = 30.0  # wall seconds a retried trial has to end its log after Ctrl-C (SIGINT) when its server closes
 SETTLE_S = 0.3  # wall seconds a server closing gives the answers of retries that just started to be sent
 MAX_RUNNING = 4  # retried trials running (or starting) at once from one server
@@ -215,7 +215,7 @@ class RetryRunner:
             if not self._starting:
                 return False
             self._settled.wait_for(lambda: not self._starting, timeout_s)
-        time.sleep(SETTLE_S)
+        WALL_SLEEP(SETTLE_S)
         return True
 
     def wait(self) -> None:
@@ -296,10 +296,10 @@ def _ready_url(proc: subprocess.Popen, log: Path, begun: threading.Event) -> str
 
     threading.Thread(target=pump, name="hil-retry-output", daemon=True).start()
     url = None
-    deadline = time.monotonic() + START_S
+    deadline = WALL() + START_S
     while True:
         try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            line = lines.get(timeout=max(0.0, deadline - WALL()))
         except queue.Empty:
             proc.kill()
             proc.wait()
