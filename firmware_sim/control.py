@@ -20,6 +20,7 @@ import logging
 import math
 import re
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 
 MAX_BUS_ID = 252  # Dynamixel IDs 0..252 (253 is reserved, 254 broadcast)
 MAX_FAULT_S = 3600.0  # a noise burst or a boot longer than an hour is a typo
+KEPT_DONE = 100  # the latest applied requests ``status`` lists; all of them are counted
 BusId = Annotated[int, Meta(ge=0, le=MAX_BUS_ID)]
 Name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
 PartName = Union[BusId, Name]  # a bus ID, a tree path (port names from the root) or a blueprint name
@@ -109,7 +111,9 @@ class FaultControl:
                  world: Any = None, seed: int = 0, security: Security | None = None):
         self.device, self._resolve, self.world, self.seed = device, resolve, world, seed
         check_loopback_unless_secured(endpoint, security, "hil sim --control", "the control")
-        self.done: list[dict] = []  # {t, did} of every applied request
+        self.done: deque[dict] = deque(maxlen=KEPT_DONE)  # {t, did} of the latest applied requests
+        self.applied = 0  # all of them
+        self.applied_by_kind: dict[str, int] = {}
         self.refused = 0
         self.rejected: list[str] = []  # the latest refusal reasons
         self._noise_end: float | None = None
@@ -234,19 +238,29 @@ class FaultControl:
             with self.device.lock:
                 self._noise_end = None
                 self.device.faults.bit_flip_rate = 0.0
-                self.done.append({"t": now, "did": "noise off"})
+                self._record(now, "noise off")
 
     def _did(self, what: str) -> dict:
         t = self.world.time_s if self.world is not None else self.device.clock()
-        self.done.append({"t": t, "did": what})
+        self._record(t, what)
         return {"did": what, "t": t}
 
+    def _record(self, t: float, what: str) -> None:
+        self.done.append({"t": t, "did": what})
+        self.applied += 1
+        kind = what.split(" ", 1)[0]
+        self.applied_by_kind[kind] = self.applied_by_kind.get(kind, 0) + 1
+
     def status(self) -> dict:
+        """What the device is like now, the latest :data:`KEPT_DONE` applied requests (``done``, oldest first) and
+        how many there were in all and of each kind (``applied``, ``applied_by_kind``): a bounded answer however
+        long the device has served."""
         device = self.device
         silent = {pid: until for pid, until in device.silent_until.items()}
         return {"did": "status", "t": self.world.time_s if self.world is not None else device.clock(),
                 "unplugged": sorted(pid for pid, until in silent.items() if math.isinf(until)),
-                "parts": sorted(p.id for p in device.parts), "done": list(self.done), "refused": self.refused,
+                "parts": sorted(p.id for p in device.parts), "done": list(self.done), "applied": self.applied,
+                "applied_by_kind": dict(self.applied_by_kind), "refused": self.refused,
                 "faults": device.faults.status() if device.faults is not None else None}
 
     def close(self) -> None:

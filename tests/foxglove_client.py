@@ -1,5 +1,6 @@
 """A Foxglove WebSocket client for the tests: the real protocol over a real socket (the ``websockets`` package),
-the subprotocol the installed foxglove-sdk advertises (``foxglove.sdk.v1``), only what the tests need.
+the subprotocol the installed foxglove-sdk advertises (``foxglove.sdk.v1``) unless told another (the protocol's
+original name ``foxglove.websocket.v1``), a browser's ``Origin`` if given; only what the tests need.
 
 A reader thread keeps everything the server sends: JSON ops by kind, message data by subscription, the Time
 messages, playback states, service responses. Binary layouts are the protocol's (little endian):
@@ -26,8 +27,8 @@ STATUS = {0: "playing", 1: "paused", 2: "buffering", 3: "ended"}
 
 
 class FoxgloveClient:
-    def __init__(self, url: str):
-        self.ws = connect(url, subprotocols=[SUBPROTOCOL], max_size=None, open_timeout=30)
+    def __init__(self, url: str, *, subprotocols: tuple[str, ...] = (SUBPROTOCOL,), origin: str | None = None):
+        self.ws = connect(url, subprotocols=list(subprotocols), origin=origin, max_size=None, open_timeout=30)
         self.ops: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.data: dict[int, list[tuple[int, bytes]]] = defaultdict(list)  # subscription -> (log time, payload)
         self.times: list[int] = []

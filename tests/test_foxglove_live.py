@@ -446,8 +446,9 @@ def test_off_loopback_a_client_may_not_name_the_controller_a_retry_runs(tmp_path
 
     (tmp_path / "tuned.py").write_text(TUNED)
     assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=1.0).run(tmp_path / "t").ok
-    with pytest.raises(ValueError, match="only on a loopback server"):
-        retry_from_here(tmp_path / "t", 0.0, b'{"run": true, "controller": "/tmp/other.py"}', RetryRunner("0.0.0.0"))
+    with pytest.raises(ValueError, match="only on a loopback server"):  # even when the server allows it
+        retry_from_here(tmp_path / "t", 0.0, b'{"run": true, "controller": "/tmp/other.py"}',
+                        RetryRunner("0.0.0.0", allow_controller=True))
     with pytest.raises(ValueError, match="cannot run a retried trial"):  # a sweep's server runs none
         retry_from_here(tmp_path / "t", 0.0, b'{"run": true}', None)
     assert not list(tmp_path.glob("t-from-*")), "nothing started"

@@ -196,3 +196,32 @@ def test_the_control_binds_loopback_unless_secured_and_a_secured_one_admits_only
         assert control.status()["unplugged"] == [3], "the plain client changed nothing"
     finally:
         control.close()
+
+
+def test_status_lists_the_latest_requests_and_counts_them_all():
+    """``status`` answers the latest KEPT_DONE applied requests and how many there were of each kind: 300 unplug /
+    plug rounds over the real socket leave an answer of 100 entries, the newest last, and the counts of all."""
+    from hil.firmware_sim.assembly import load_assembly
+    from hil.firmware_sim.bus_device import VirtualBusDevice
+    from hil.firmware_sim.control import KEPT_DONE, FaultControl
+    from hil.firmware_sim.fault_plan import assembly_resolver
+
+    device = VirtualBusDevice(load_assembly("servo_chain").parts)
+    control = FaultControl(device, "tcp://127.0.0.1:*", assembly_resolver)
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(control.endpoint)
+    try:
+        rounds = 150
+        for k in range(rounds):
+            part = 3 + k % 5
+            assert _raw(sock, envelope("unplug", {"part": part}))["type"] == "done"
+            assert _raw(sock, envelope("plug", {"part": part}))["type"] == "done"
+        status = _raw(sock, envelope("status", {}))["payload"]
+    finally:
+        sock.close(0)
+        control.close()
+    assert KEPT_DONE == 100 and len(status["done"]) == KEPT_DONE, len(status["done"])
+    assert status["applied"] == 2 * rounds and status["applied_by_kind"] == {"unplug": rounds, "plug": rounds}
+    last = 3 + (rounds - 1) % 5
+    assert status["done"][-1]["did"] == f"plug {last} (id {last})" and status["done"][-2]["did"].startswith("unplug")

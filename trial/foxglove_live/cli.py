@@ -16,6 +16,15 @@ def add_foxglove_arguments(parser: argparse.ArgumentParser, *, replay: bool = Fa
     group.add_argument("--foxglove", nargs="?", const="", default=None, metavar="[HOST:]PORT",
                        help=f"{what}: a foxglove-sdk WebSocket server on loopback port {DEFAULT_PORT} unless "
                             "given (0: any free port); open it in Foxglove: Open connection -> Foxglove WebSocket")
+    group.add_argument("--foxglove-origin", action="append", default=[], metavar="ORIGIN",
+                       help="also admit web pages from ORIGIN (e.g. https://lichtblick.example.org; repeat for more). "
+                            "Admitted by default: Foxglove's app (https://app.foxglove.dev), the desktop apps "
+                            "(file://) and hil view's page (http://127.0.0.1:8080, http://localhost:8080); clients "
+                            "that are not web pages send no origin and are admitted")
+    group.add_argument("--foxglove-allow-controller", action="store_true",
+                       help="let a client name the controller a retry runs (hil/retry {\"controller\": ..., "
+                            "\"run\": true}; loopback only): it runs that file as you. Default: a retry runs the "
+                            "trial's own controller")
     if not replay:
         group.add_argument("--foxglove-paused", action="store_true",
                            help="start paused (sim clock): press play in Foxglove's playback bar")
@@ -36,10 +45,16 @@ def open_live(args: argparse.Namespace, label: str = "", duration_s: float | Non
 
     host, port = parse_address(args.foxglove)
     server = LiveServer(host, port, label=label, start_paused=getattr(args, "foxglove_paused", False),
-                        duration_s=duration_s)
+                        duration_s=duration_s, **gate_options(args))
     print(f"foxglove: serving {server.url} (Foxglove: Open connection -> Foxglove WebSocket -> {server.url}"
           f"{'; paused: press play' if getattr(args, 'foxglove_paused', False) else ''})", flush=True)
     return server
+
+
+def gate_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The web origins admitted besides the default ones, and whether a client may name a retry's controller."""
+    return {"origins": tuple(getattr(args, "foxglove_origin", None) or ()),
+            "allow_controller": bool(getattr(args, "foxglove_allow_controller", False))}
 
 
 def close_live(server: Any, args: argparse.Namespace) -> None:
@@ -59,7 +74,10 @@ def close_live(server: Any, args: argparse.Namespace) -> None:
 
 
 def _wait_for_retries(server: Any) -> None:
-    """A trial retried from Foxglove ("run": true) is the user's to finish: wait for it, Ctrl-C stops it."""
+    """A trial retried from Foxglove ("run": true) is the user's to finish: wait for it, Ctrl-C stops it. A retry
+    asked for just before the trial ended is answered first (bounded: retry.START_S)."""
+    if server.retries is not None:
+        server.retries.settle()
     running = server.retries.running() if server.retries is not None else []
     if not running:
         return

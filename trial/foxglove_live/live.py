@@ -50,6 +50,7 @@ from hil.runtime.clock.base import WALL
 from ..record.live_tap import LiveTap
 from ..view.live import SimControl
 from .channels import ServedChannels
+from .gate import start_behind_gate, stop_bounded
 
 TIME_EVERY_S = 0.02  # wall seconds between two Time messages while the trial runs
 PAUSED_TIME_EVERY_S = 0.5  # and while it is paused (for a client that connects then)
@@ -68,7 +69,8 @@ class LiveServer(LiveTap):
     """Serve one trial to Foxglove. ``Trial.run(out, taps=server.taps, hooks=server.hooks)``; ``close()`` after."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8765, *, label: str = "", start_paused: bool = False,
-                 duration_s: float | None = None, err: Any = None, run_retries: bool = True):
+                 duration_s: float | None = None, err: Any = None, run_retries: bool = True,
+                 origins: tuple[str, ...] = (), allow_controller: bool = False):
         import foxglove
         from foxglove.websocket import ServerListener
 
@@ -92,15 +94,16 @@ class LiveServer(LiveTap):
 
         # the trials {"run": true} retries start, served on ports of their own (None: a sweep's, whose trial
         # process ends with its trial)
-        self.retries = RetryRunner(host) if run_retries else None
+        self.retries = RetryRunner(host, allow_controller=allow_controller, origins=origins) if run_retries \
+            else None
         listener = type("HilListener", (_Listener, ServerListener), {})(self)
-        self.server = foxglove.start_server(
-            name=f"hil {label}".strip(), host=host, port=port, capabilities=_capabilities(),
-            server_listener=listener, context=self.context, services=[_mark_service(self), self._retry_service()],
-            supported_encodings=["json"],
+        services = [_mark_service(self), self._retry_service()]
+        self.server, self.gate = start_behind_gate(lambda private_host, private_port: foxglove.start_server(
+            name=f"hil {label}".strip(), host=private_host, port=private_port, capabilities=_capabilities(),
+            server_listener=listener, context=self.context, services=services, supported_encodings=["json"],
             # PlaybackControl needs a range: the trial's, 0 to its duration (the bar shows how far it has come)
-            playback_time_range=(0, round((duration_s or LONGEST_S) * 1e9)))
-        self.host, self.port = host, self.server.port
+            playback_time_range=(0, round((duration_s or LONGEST_S) * 1e9))), host, port, origins, self.err)
+        self.host, self.port = host, self.gate.port
         self._closed = threading.Event()
         threading.Thread(target=self._paused_time, name="hil-foxglove-paused-time", daemon=True).start()
 
@@ -185,12 +188,16 @@ class LiveServer(LiveTap):
             self.write(REFUSED, t, {**payload, "by": by})
 
     def close(self) -> None:
-        """Take the server down (the trial's log is complete without it)."""
+        """Take the server down (the trial's log is complete without it) within a bounded time, whatever its
+        clients do (gate.py: a client that stopped reading cannot hold it); a retry being started is answered
+        first."""
         self._closed.set()
         self.control.resume()  # never leave a trial paused behind a closed server
         self.flush()  # what the trial wrote after its last cycle (its end)
         self._send_time()
-        self.server.stop()
+        if self.retries is not None:
+            self.retries.settle()
+        stop_bounded(self.server, self.gate, self.err)
         self.channels.close()
         if self.retries is not None:  # a retry still running ends its log as on Ctrl-C (close_live waits first)
             self.retries.close()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .channels import ServedChannels
+from .gate import start_behind_gate, stop_bounded
 
 TICK_S = 0.01  # the player's period (wall time)
 
@@ -43,7 +44,8 @@ def read_messages(path: Path) -> tuple[list[tuple[int, str, bytes]], dict[str, t
 class ReplayServer:
     """Serve ``DIR/trial.mcap`` (or a .mcap file) to Foxglove; starts paused at the log's start."""
 
-    def __init__(self, log: str | Path, host: str = "127.0.0.1", port: int = 8765, *, err: Any = None):
+    def __init__(self, log: str | Path, host: str = "127.0.0.1", port: int = 8765, *, err: Any = None,
+                 origins: tuple[str, ...] = (), allow_controller: bool = False):
         import foxglove
         from foxglove.websocket import Capability, ServerListener
 
@@ -67,14 +69,16 @@ class ReplayServer:
         self._stop = threading.Event()
         from .retry import RetryRunner
 
-        self.retries = RetryRunner(host)  # the trials {"run": true} retries start, served on ports of their own
+        # the trials {"run": true} retries start, served on ports of their own
+        self.retries = RetryRunner(host, allow_controller=allow_controller, origins=origins)
         listener = type("HilReplayListener", (_ReplayListener, ServerListener), {})(self)
-        self.server = foxglove.start_server(
-            name=f"hil replay {self.path.parent.name}", host=host, port=port,
+        services = [self._retry_service()]
+        self.server, self.gate = start_behind_gate(lambda private_host, private_port: foxglove.start_server(
+            name=f"hil replay {self.path.parent.name}", host=private_host, port=private_port,
             capabilities=[Capability.Time, Capability.PlaybackControl, Capability.Services], server_listener=listener,
             context=self.context, playback_time_range=(self.start_ns, self.end_ns), supported_encodings=["json"],
-            services=[self._retry_service()])
-        self.host, self.port = host, self.server.port
+            services=services), host, port, origins, self.err)
+        self.host, self.port = host, self.gate.port
         self._thread = threading.Thread(target=self._play, name="hil-foxglove-replay", daemon=True)
         self._thread.start()
 
@@ -154,9 +158,11 @@ class ReplayServer:
         self.server.broadcast_time(seek_ns)
 
     def close(self) -> None:
+        """Within a bounded time whatever clients do (gate.py); a retry being started is answered first."""
         self._stop.set()
         self._thread.join(timeout=5)
-        self.server.stop()
+        self.retries.settle()
+        stop_bounded(self.server, self.gate, self.err)
         self.channels.close()
         self.retries.close()  # a retry still running ends its log as on Ctrl-C
 

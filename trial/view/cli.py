@@ -81,6 +81,7 @@ def cmd_view(args: argparse.Namespace) -> int:
 def _serve_foxglove(args: argparse.Namespace) -> int:
     """``hil view DIR --foxglove``: the recorded trial served to Foxglove (seek, play, speed), no page."""
     from hil.trial.foxglove_live.address import parse_address
+    from hil.trial.foxglove_live.cli import gate_options
     from hil.trial.foxglove_live.replay import ReplayServer
 
     if not args.log:
@@ -89,7 +90,7 @@ def _serve_foxglove(args: argparse.Namespace) -> int:
     if not path.exists():
         raise ValueError(f"{path}: no such trial folder or log")
     host, port = parse_address(args.foxglove)
-    server = ReplayServer(path, host, port)
+    server = ReplayServer(path, host, port, **gate_options(args))
     print(f"foxglove: replaying {server.path} ({(server.end_ns - server.start_ns) / 1e9:.1f} s) at {server.url} "
           f"(Foxglove: Open connection -> Foxglove WebSocket; Ctrl-C to stop)", flush=True)
     return _serve(server, None)
