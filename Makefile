@@ -56,7 +56,8 @@ bench: $(VENV)/.installed-bench-$(SUM)
 fuzz: $(VENV)/.installed-test-$(SUM)
 	HIL_TEST_HANG_S=$${HIL_TEST_HANG_S:-0} FUZZ_N=$${FUZZ_N:-1000000} FUZZ_YAML_N=$${FUZZ_YAML_N:-5000} \
 		FUZZ_STATES_N=$${FUZZ_STATES_N:-300} FUZZ_DECODER_N=$${FUZZ_DECODER_N:-1000000} $(BIN)/python -m pytest \
-		tests/test_fuzz_servers.py tests/test_fuzz_yaml.py tests/test_fuzz_states.py tests/test_decoder_fuzz.py -q --durations=0
+		tests/test_fuzz_servers.py tests/test_fuzz_yaml.py tests/test_fuzz_states.py tests/test_decoder_fuzz.py \
+		-q --durations=0
 
 wheel-smoke:
 	bash .ci/wheel_smoke

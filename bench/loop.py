@@ -19,8 +19,9 @@
 
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
 
---smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial; a section's trials in one child), 400 people in the station, 1 s trials at crowd_scale 1 and 3 (exits
-0, prints the tables; its figures mean nothing). Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
+--smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 400 people in the station, 1 s trials at
+crowd_scale 1 and 3, a section's trials in one child process (exits 0, prints the tables; its figures mean nothing).
+Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
 """
 from __future__ import annotations
 
@@ -107,7 +108,8 @@ def one(duration, extra, warm):
         kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (time.process_time() - cpu0) + (kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) \\
             + max(0.0, crowd_cpu() - crowd0)
-        counts = [len(m.data["people"]) for m in read_log(Path(tmp) / "t" / "trial.mcap").messages.get("/pedestrians", [])]
+        log = read_log(Path(tmp) / "t" / "trial.mcap")
+        counts = [len(m.data["people"]) for m in log.messages.get("/pedestrians", [])]
     return {"wall_s": wall, "cpu_s": cpu, "mean_people": statistics.fmean(counts) if counts else 0.0,
             "max_people": max(counts, default=0)}
 

@@ -112,10 +112,11 @@ class MixedRun:
 def record_runs(root: Path) -> None:
     """The three runs the tests check, side by side (each mostly waits for the real clock): root/twin (the twin
     given the hidden numbers), root/catalog (the catalog twin) calibrating, root/trial the mixed trial."""
-    runs = [MixedRun(root / "twin", "hidden.yaml", "calibrate", "ring", "--rig", "rig.yaml", "--out", "twin"),
-            MixedRun(root / "catalog", None, "calibrate", "ring", "--rig", "rig.yaml", "--out", "catalog"),
-            MixedRun(root / "trial", "hidden.yaml", "run", str(EXAMPLE), "--record", "trial")]
+    runs: list[MixedRun] = []
     try:
+        runs.append(MixedRun(root / "twin", "hidden.yaml", "calibrate", "ring", "--rig", "rig.yaml", "--out", "twin"))
+        runs.append(MixedRun(root / "catalog", None, "calibrate", "ring", "--rig", "rig.yaml", "--out", "catalog"))
+        runs.append(MixedRun(root / "trial", "hidden.yaml", "run", str(EXAMPLE), "--record", "trial"))
         for run in runs:
             run.wait()
     finally:

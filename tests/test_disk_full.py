@@ -110,7 +110,8 @@ def test_a_file_size_limit_ends_the_trial_the_same_way(tmp_path):
     out = tmp_path / "demo"
     done = hil("demo", "--duration", DEMO_S, "--out", str(out), cwd=tmp_path, limit=DISK_BYTES)
     log = out / "trial.mcap"
-    through_s = check_failed_demo(done, log, f"the file-size limit \\(RLIMIT_FSIZE, ulimit -f\\) of {DISK_BYTES:,} bytes")
+    through_s = check_failed_demo(done, log,
+                                  f"the file-size limit \\(RLIMIT_FSIZE, ulimit -f\\) of {DISK_BYTES:,} bytes")
     count, last_s, indexed = default_reader_messages(log)
     assert count > 100 and last_s < through_s and not indexed
     metrics = (out / "metrics.json").read_text()
