@@ -3,8 +3,8 @@
 #   make test    the whole suite (hil + the test extra: only what the tests import; + view: the viewer they drive),
 #                and .venv-ros: the ros extra's ROS 2 wheels alone, in a venv of their own (the ROS tests' nodes)
 #   make bench   side-by-side benchmarks (+ the bench extra: the peers, JuPedSim and pysocialforce among them)
-#   make fuzz    the long fuzz run against every server (1M messages each), every config kind (5,000 files) and a
-#                trial's saved states (300 damaged states/ folders resumed from)
+#   make fuzz    the long fuzz run against every server (1M messages each), every config kind (5,000 files), a
+#                trial's saved states (300 damaged states/ folders resumed from) and the bus decoder (1M streams)
 #   make wheel-smoke   the wheel installed in a fresh venv outside the checkout, used from another folder
 PYTHON ?= python3
 VENV := .venv
@@ -55,8 +55,9 @@ bench: $(VENV)/.installed-bench-$(SUM)
 
 fuzz: $(VENV)/.installed-test-$(SUM)
 	HIL_TEST_HANG_S=$${HIL_TEST_HANG_S:-0} FUZZ_N=$${FUZZ_N:-1000000} FUZZ_YAML_N=$${FUZZ_YAML_N:-5000} \
-		FUZZ_STATES_N=$${FUZZ_STATES_N:-300} $(BIN)/python -m pytest tests/test_fuzz_servers.py tests/test_fuzz_yaml.py \
-		tests/test_fuzz_states.py -q --durations=0
+		FUZZ_STATES_N=$${FUZZ_STATES_N:-300} FUZZ_DECODER_N=$${FUZZ_DECODER_N:-1000000} $(BIN)/python -m pytest \
+		tests/test_fuzz_servers.py tests/test_fuzz_yaml.py tests/test_fuzz_states.py tests/test_decoder_fuzz.py \
+		-q --durations=0
 
 wheel-smoke:
 	bash .ci/wheel_smoke

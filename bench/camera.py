@@ -78,7 +78,7 @@ def _time(fn, frames: int) -> float:
     return statistics.median(times)
 
 
-def render_costs(frames: int) -> list[tuple[str, str, str]]:
+def render_costs(frames: int, sizes: tuple[tuple[int, int], ...] = SIZES) -> list[tuple[str, str, str]]:
     from hil.devices.descriptor.camera import DepthFailure
     from hil.firmware_sim.embodied.camera import _gl_renderer
     from hil.firmware_sim.render.gl import RendererUnavailable
@@ -91,7 +91,7 @@ def render_costs(frames: int) -> list[tuple[str, str, str]]:
     rows = []
     gait = Gait(0)
     robot_cache: dict = {}  # as a camera keeps it (the robot's shapes made once)
-    for width, height in SIZES:
+    for width, height in sizes:
         view, projection, fx = _matrices(width, height, robot)
         depth = DepthModel(DepthFailure(), fx, 0)
         size = f"{width}x{height}"
@@ -131,7 +131,7 @@ def _pybullet_egl_child(width: int, height: int, frames: int) -> str:
     import subprocess
 
     code = ("import sys; from bench.camera import _egl_in_child; "
-            f"print('RESULT', _egl_in_child({width}, {height}), flush=True)")
+            f"print('RESULT', _egl_in_child({width}, {height}, {frames}), flush=True)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     found = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     return found[0] if found else f"failed (exit {done.returncode})"
@@ -232,15 +232,16 @@ def served_costs(frames: int) -> list[tuple[str, float, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.camera", description=__doc__.split("\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="the smallest settings (a few frames, a 3 s trial)")
+    parser.add_argument("--smoke", action="store_true", help="the smallest settings (a few frames at "
+                        "320x240 only, a 1 s trial)")
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--duration", type=float, default=30.0, help="simulated seconds of the demo per trial")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     if args.smoke:
-        args.frames, args.duration, args.rounds = 3, 3.0, 1
+        args.frames, args.duration, args.rounds = 3, 1.0, 1
     print(f"render cost per frame, {PEOPLE} people in view (median of {args.frames}; machine shared, loaded)")
-    for name, size, cost in render_costs(args.frames):
+    for name, size, cost in render_costs(args.frames, SIZES[:1] if args.smoke else SIZES):
         print(f"  {name:<26} {size:>8}  {cost}")
     rtf = realtime_factors(args.duration, args.rounds)
     plain, camera = statistics.median(rtf["plain"]), statistics.median(rtf["camera 10 Hz"])

@@ -19,8 +19,9 @@
 
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
 
---smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 400 people in the station, 1 s trials at crowd_scale 1 and 3 (exits
-0, prints the tables; its figures mean nothing). Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
+--smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 400 people in the station, 1 s trials at
+crowd_scale 1 and 3, a section's trials in one child process (exits 0, prints the tables; its figures mean nothing).
+Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
 """
 from __future__ import annotations
 
@@ -78,7 +79,6 @@ from pathlib import Path
 from hil.trial import Trial
 from hil.trial.presets import demo_spec
 from hil.trial.record.log import read_log
-duration, extra, warm = float(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "1"
 
 def crowd_cpu():
     # the CPU of a crowd process kept idle across trials (trial/task.py's pool, where the checkout has one)
@@ -96,33 +96,46 @@ def crowd_cpu():
             pass
     return total
 
-with tempfile.TemporaryDirectory(prefix="hil-bench-loop-") as tmp:
-    if warm:
-        Trial(spec=demo_spec(duration=1.0, **extra)).run(Path(tmp) / "warm").raise_for_status()  # imports, caches
-    gc.collect()
-    cpu0, kids0, crowd0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN), crowd_cpu()
-    start = time.perf_counter()
-    Trial(spec=demo_spec(duration=duration, **extra)).run(Path(tmp) / "t").raise_for_status()
-    wall = time.perf_counter() - start
-    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (time.process_time() - cpu0) + (kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) \
-        + max(0.0, crowd_cpu() - crowd0)
-    counts = [len(m.data["people"]) for m in read_log(Path(tmp) / "t" / "trial.mcap").messages.get("/pedestrians", [])]
-print(json.dumps({"wall_s": wall, "cpu_s": cpu, "mean_people": statistics.fmean(counts) if counts else 0.0,
-                  "max_people": max(counts, default=0)}))
+def one(duration, extra, warm):
+    with tempfile.TemporaryDirectory(prefix="hil-bench-loop-") as tmp:
+        if warm:
+            Trial(spec=demo_spec(duration=1.0, **extra)).run(Path(tmp) / "warm").raise_for_status()  # imports, caches
+        gc.collect()
+        cpu0, kids0, crowd0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN), crowd_cpu()
+        start = time.perf_counter()
+        Trial(spec=demo_spec(duration=duration, **extra)).run(Path(tmp) / "t").raise_for_status()
+        wall = time.perf_counter() - start
+        kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (time.process_time() - cpu0) + (kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) \\
+            + max(0.0, crowd_cpu() - crowd0)
+        log = read_log(Path(tmp) / "t" / "trial.mcap")
+        counts = [len(m.data["people"]) for m in log.messages.get("/pedestrians", [])]
+    return {"wall_s": wall, "cpu_s": cpu, "mean_people": statistics.fmean(counts) if counts else 0.0,
+            "max_people": max(counts, default=0)}
+
+for duration, extra, warm in json.loads(sys.argv[1]):  # [[duration s, demo_spec extras, warm-up first], ...]
+    print(json.dumps(one(float(duration), extra, bool(warm))), flush=True)
 """
 
 
 def trial_wall(root: Path, duration_s: float, extra: dict | None = None, warm: bool = True) -> dict:
     """One demo trial of ``duration_s`` simulated seconds in a child process running checkout ``root`` (after a
     1 s warm-up trial unless ``warm`` is False): its wall time and the CPU time of it and its crowd."""
+    return trial_walls(root, [(duration_s, extra or {}, warm)])[0]
+
+
+def trial_walls(root: Path, jobs: list[tuple[float, dict, bool]], one_process: bool = False) -> list[dict]:
+    """:func:`trial_wall` of each (duration_s, extra, warm) in ``jobs``, each in a child process of its own, or
+    with ``one_process`` all in one (the smoke run: a child's start-up and first trial cost more than a short
+    trial; later trials in it find imports and the crowd process warm, so its figures mean nothing)."""
+    if not one_process:
+        return [got for job in jobs for got in trial_walls(root, [job], one_process=True)]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, "-c", _TRIAL_CHILD, repr(duration_s), json.dumps(extra or {}),
-                           "1" if warm else "0"],
+    proc = subprocess.run([sys.executable, "-c", _TRIAL_CHILD, json.dumps([list(job) for job in jobs])],
                           cwd=str(root), env=env, capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"the trial in {root} failed: {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in proc.stdout.strip().splitlines()[-len(jobs):]]
 
 
 class BareMerged:
@@ -191,7 +204,7 @@ SIDES = {  # name: (label, demo_spec extras, this checkout?)
 
 
 def loop_section(long_s: float, short_s: float, against: Path | None, rounds: int, sides=("this", "cameras",
-                 "pipelined"), warm: bool = True, out=print) -> dict:
+                 "pipelined"), warm: bool = True, out=print, one_process: bool = False) -> dict:
     """(a): every side's loop cost per simulated second (LONG - SHORT), by wall and by CPU (the trial's process
     and its crowd's: what the load of other processes moves least), beside bare pybullet of the merged world."""
     names = [n for n in sides if n != "other"] + (["other"] if against is not None else [])
@@ -203,8 +216,9 @@ def loop_section(long_s: float, short_s: float, against: Path | None, rounds: in
         for r in range(rounds):
             order = names if r % 2 == 0 else names[::-1]
             for name in order:
-                for duration in (long_s, short_s) if r % 2 == 0 else (short_s, long_s):
-                    got = trial_wall(roots[name], duration, SIDES[name][1], warm)
+                durations = (long_s, short_s) if r % 2 == 0 else (short_s, long_s)
+                gots = trial_walls(roots[name], [(d, SIDES[name][1], warm) for d in durations], one_process)
+                for duration, got in zip(durations, gots):
                     walls[name][duration].append(got["wall_s"])
                     cpus[name][duration].append(got.get("cpu_s", float("nan")))
                     if name == names[0] and duration == long_s:
@@ -217,7 +231,8 @@ def loop_section(long_s: float, short_s: float, against: Path | None, rounds: in
             info = (bare.walls, bare.capsules, bare.links)
         finally:
             bare.close()
-    out(f"(a) the demo trial's loop, {long_s:g} s - {short_s:g} s trials, each in its own process"
+    out(f"(a) the demo trial's loop, {long_s:g} s - {short_s:g} s trials, "
+        f"{'both in one process' if one_process else 'each in its own process'}"
         f"{' (a 1 s warm-up trial first)' if warm else ''}, {rounds} alternating round(s), medians; bare pybullet: "
         f"merged commbot ({info[2]} links), {info[0]} walls, {info[1]} capsules (the trial's mean people)")
     out(f"  {'side':<46} {'loop wall':>9} {'of bare':>8} {'loop CPU':>9} {'of bare':>8} {'whole RTF':>10}")
@@ -364,12 +379,13 @@ def crowd_section(sizes: list[int], seconds: float, dt: float = 0.1, out=print) 
 
 
 # --- (c) a trial with many people --------------------------------------------------------------------------------
-def people_section(duration_s: float, scales: tuple[float, float], warm: bool = True, out=print) -> dict:
+def people_section(duration_s: float, scales: tuple[float, float], warm: bool = True, out=print,
+                   one_process: bool = False) -> dict:
     rows = {}
     with CpuMeter() as cpu:
-        for scale in scales:
-            extra = {"crowd_scale": scale, "crowd_start": "sat 14:00", "scenario": None}
-            got = trial_wall(ROOT, duration_s, extra, warm)
+        jobs = [(duration_s, {"crowd_scale": scale, "crowd_start": "sat 14:00", "scenario": None}, warm)
+                for scale in scales]
+        for scale, got in zip(scales, trial_walls(ROOT, jobs, one_process)):
             rows[scale] = {"rtf": duration_s / got["wall_s"], **got}
     low, high = (rows[s] for s in scales)
     out(f"(c) the demo trial in the arcade ({duration_s:g} s, background crowd only, Saturday 14:00) at two crowd "
@@ -407,11 +423,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.only in (None, "loop"):
         results["loop"] = loop_section(args.long, args.short, against, args.rounds,
                                        sides=("this",) if args.smoke else ("this", "cameras", "pipelined"),
-                                       warm=not args.smoke)
+                                       warm=not args.smoke, one_process=args.smoke)
     if args.only in (None, "crowd"):
         results["crowd"] = crowd_section(sizes, args.crowd_seconds)
     if args.only in (None, "people"):
-        results["people"] = people_section(args.people_duration, scales, warm=not args.smoke)
+        results["people"] = people_section(args.people_duration, scales, warm=not args.smoke, one_process=args.smoke)
     return results
 
 

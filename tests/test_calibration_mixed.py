@@ -7,6 +7,11 @@ The "real" robot is the commbot served by another process on a real pty, on the 
 descriptor still says the catalog's, as a real part whose catalog numbers are off does. The crowd is a real
 `hil crowd --serve EP --realtime` process with nobody in it. The twin given the hidden numbers (the profile's
 `calibration:`) passes; the catalog twin fails. No timing assertions.
+
+The three runs the tests check (the twin's and the catalog's calibration, a mixed trial) are recorded once per run
+of the suite, two side by side: on the real clock each mostly waits for its turn's ~55 s, so two take about as
+long as one (three at once starved a loaded 2-core machine's bus). A turn cannot be shortened: a 5-degree bin of
+one sensor is judged from 20 readings, and half a turn fills only ~10 % of the bins that far.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from hil.trial.calibrate.log import CalibrationLogError, mixed_sides, read_log
 from hil.trial.calibrate.rig import load_rig, rig_map_text
 
 HIDDEN = {"dropout_angle50_deg": 40.0, "dropout_width_deg": 4.0, "noise_sigma_m": [0.01, 0.02]}
+RUN_HANG_S = 600.0
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "calibration_turn.py"
 
 
 def assert_agrees(run: subprocess.CompletedProcess) -> None:
@@ -42,14 +49,11 @@ def assert_agrees(run: subprocess.CompletedProcess) -> None:
         "\n".join(failed) or run.stdout[-3000:]
 
 
-def mixed_run(folder: Path, name: str, bus: str, crowd: str, calibration: str | None) -> subprocess.CompletedProcess:
-    text = (f"bus: {bus}\nclock: real\nsemantics: commbot\ncache_dir: {folder / ('cache-' + name)}\n"
+def profile_text(folder: Path, sim: SimProcess, crowd: CrowdProcess, calibration: str | None) -> str:
+    text = (f"bus: {sim.where}\nclock: real\nsemantics: commbot\ncache_dir: {folder / 'cache'}\n"
             f"start_pose: [0.0, 0.0, 0.0]\n"
-            f"crowd: {{endpoint: '{crowd}', mode: realtime, seed: 5, map: rig_map.yaml, walls: echo}}\n")
-    if calibration:
-        text += f"calibration: {calibration}\n"
-    (folder / f"{name}.yaml").write_text(text)
-    return hil("calibrate", "ring", "--profile", f"{name}.yaml", "--rig", "rig.yaml", "--out", name, cwd=folder)
+            f"crowd: {{endpoint: '{crowd.endpoint}', mode: realtime, seed: 5, map: rig_map.yaml, walls: echo}}\n")
+    return text + (f"calibration: {calibration}\n" if calibration else "")
 
 
 def write_rig(folder: Path) -> None:
@@ -61,27 +65,88 @@ def write_rig(folder: Path) -> None:
     (folder / "empty.scn").write_text("run 30min\n")
 
 
-def mixed_calibration(folder: Path, name: str, calibration: str | None) -> Path:
-    """One mixed calibration run in ``folder`` (its log in ``folder/name``), with a robot of its own: one that has
-    turned once no longer stands on the rig's start. The twin's and the catalog's runs are two tests, not one
-    fixture, so that the suite's two workers can run them at the same time (a module fixture both tests used was
-    built by both workers when they took one test each)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    write_rig(folder)
-    sim = SimProcess("--pty", "--clock", "real", "--map", str(folder / "rig_map.yaml"), "--pose=0,0,0",
-                     "--hidden", str(folder / "hidden.yaml"), assembly="commbot")
-    crowd = CrowdProcess(free_endpoint(), "--script", str(folder / "empty.scn"))
-    try:
-        run = mixed_run(folder, name, sim.where, crowd.endpoint, calibration)
-    finally:
-        crowd.stop()
-        sim.stop()
-    assert run.returncode == 0, run.stderr[-3000:]
+class MixedRun:
+    """One mixed run started in ``folder``: a "real" robot of its own (one that has turned once no longer stands on
+    the rig's start), served on a pty on the real clock, an empty real-time crowd, and ``hil ARGV`` on them with
+    the profile mixed.yaml (the twin's numbers from ``calibration``); :meth:`wait` ends it."""
+
+    def __init__(self, folder: Path, calibration: str | None, *argv: str):
+        from hil.bridge.process import spawn
+
+        folder.mkdir(parents=True)
+        write_rig(folder)
+        self.folder = folder
+        self.sim = SimProcess("--pty", "--clock", "real", "--map", str(folder / "rig_map.yaml"), "--pose=0,0,0",
+                              "--hidden", str(folder / "hidden.yaml"), assembly="commbot")
+        self.crowd = self.proc = None
+        try:
+            self.crowd = CrowdProcess(free_endpoint(), "--script", str(folder / "empty.scn"))
+            (folder / "mixed.yaml").write_text(profile_text(folder, self.sim, self.crowd, calibration))
+            with open(folder / "hil.stdout", "w") as out, open(folder / "hil.stderr", "w") as err:
+                self.proc = spawn([sys.executable, "-m", "hil", *argv, "--profile", "mixed.yaml"], cwd=folder,
+                                  stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait(self) -> None:
+        """Until the command ends (killed after RUN_HANG_S: a hang guard, not a timing check); its exit code in
+        folder/hil.rc, what it printed in folder/hil.stdout and hil.stderr."""
+        try:
+            code = self.proc.wait(RUN_HANG_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = f"still running after {RUN_HANG_S:g} s: killed"
+        (self.folder / "hil.rc").write_text(str(code))
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.crowd is not None:
+            self.crowd.stop()
+        self.sim.stop()
+
+
+SIDE_BY_SIDE = 2  # runs at a time: three at once starved a loaded 2-core machine (a bus read timed out)
+
+
+def record_runs(root: Path) -> None:
+    """The three runs the tests check, SIDE_BY_SIDE at a time (each mostly waits for the real clock): root/twin (the
+    twin given the hidden numbers) and root/catalog (the catalog twin) calibrating, then root/trial the mixed trial."""
+    plans = [(root / "twin", "hidden.yaml", "calibrate", "ring", "--rig", "rig.yaml", "--out", "twin"),
+             (root / "catalog", None, "calibrate", "ring", "--rig", "rig.yaml", "--out", "catalog"),
+             (root / "trial", "hidden.yaml", "run", str(EXAMPLE), "--record", "trial")]
+    for k in range(0, len(plans), SIDE_BY_SIDE):
+        runs: list[MixedRun] = []
+        try:
+            for plan in plans[k:k + SIDE_BY_SIDE]:
+                runs.append(MixedRun(*plan))
+            for run in runs:
+                run.wait()
+        finally:
+            for run in runs:
+                run.stop()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """The folder of the three runs, recorded once per run of the suite (tests/once.py); each test asserts that its
+    own run succeeded, so one run that fails fails one test."""
+    from once import once_per_run
+
+    return once_per_run(tmp_path_factory, "calibrate-mixed", record_runs)
+
+
+def ran(folder: Path) -> Path:
+    rc = (folder / "hil.rc").read_text()
+    assert rc == "0", f"exit {rc}: " + (folder / "hil.stderr").read_text()[-3000:]
     return folder
 
 
-def test_the_twin_with_the_real_numbers_agrees_bin_by_bin(tmp_path):
-    folder = mixed_calibration(tmp_path, "twin", "hidden.yaml")
+def test_the_twin_with_the_real_numbers_agrees_bin_by_bin(recorded):
+    folder = ran(recorded / "twin")
     log = read_log(folder / "twin" / "calibration.mcap")
     real, virtual = mixed_sides(log, "twin")
     assert len(real.samples) == len(virtual.samples) > 300
@@ -96,8 +161,8 @@ def test_the_twin_with_the_real_numbers_agrees_bin_by_bin(tmp_path):
     assert abs(cal["dropout_angle50_deg"] - 40.0) <= 2.0, cal
 
 
-def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(tmp_path):
-    folder = mixed_calibration(tmp_path / "run", "catalog", None)
+def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(recorded, tmp_path):
+    folder = ran(recorded / "catalog")
     run = hil("calibrate", "check", "catalog/calibration.mcap", "--rig", "rig.yaml", cwd=folder)
     assert run.returncode == 1 and "FAIL" in run.stdout, run.stdout[-3000:]
     failed = [line for line in run.stdout.splitlines() if line.endswith("FAIL") and line.startswith("sensor")]
@@ -119,31 +184,15 @@ def test_the_catalog_twin_fails_and_a_log_without_a_virtual_side_is_named(tmp_pa
     assert run.returncode == 2 and "not a mixed run" in run.stderr.strip().splitlines()[-1], run.stderr
 
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "calibration_turn.py"
-
-
-def test_a_mixed_trial_log_is_checked_real_against_virtual(tmp_path):
+def test_a_mixed_trial_log_is_checked_real_against_virtual(recorded):
     """The same check on a mixed *trial* (`hil run examples/calibration_turn.py --record`): its trial.mcap carries
     the ring's real and virtual readings, the odometry pose and the ring's model, and nothing else is needed."""
-    write_rig(tmp_path)
-    sim = SimProcess("--pty", "--clock", "real", "--map", str(tmp_path / "rig_map.yaml"), "--pose=0,0,0",
-                     "--hidden", str(tmp_path / "hidden.yaml"), assembly="commbot")
-    crowd = CrowdProcess(free_endpoint(), "--script", str(tmp_path / "empty.scn"))
-    try:
-        (tmp_path / "mixed.yaml").write_text(
-            f"bus: {sim.where}\nclock: real\nsemantics: commbot\ncache_dir: {tmp_path / 'cache'}\n"
-            f"start_pose: [0.0, 0.0, 0.0]\ncalibration: hidden.yaml\n"
-            f"crowd: {{endpoint: '{crowd.endpoint}', mode: realtime, seed: 5, map: rig_map.yaml, walls: echo}}\n")
-        run = hil("run", str(EXAMPLE), "--profile", "mixed.yaml", "--record", "trial", cwd=tmp_path)
-        assert run.returncode == 0, run.stderr[-3000:]
-    finally:
-        crowd.stop()
-        sim.stop()
-    check = hil("calibrate", "check", "trial/trial.mcap", "--rig", "rig.yaml", cwd=tmp_path)
+    folder = ran(recorded / "trial")
+    check = hil("calibrate", "check", "trial/trial.mcap", "--rig", "rig.yaml", cwd=folder)
     assert_agrees(check)
     from hil.trial.calibrate.log import mixed_trial_sides
 
-    real, virtual = mixed_trial_sides(tmp_path / "trial" / "trial.mcap", (0.0, 0.0, 0.0))
+    real, virtual = mixed_trial_sides(folder / "trial" / "trial.mcap", (0.0, 0.0, 0.0))
     assert len(real.samples) == len(virtual.samples) > 300 and real.meta["ring"]["params"]["max_range_m"] == 4.0
 
 

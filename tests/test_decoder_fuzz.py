@@ -6,6 +6,7 @@ a flipped bit anywhere in a frame is never taken for a packet.
 """
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -16,7 +17,8 @@ from hil.devices.protocol import (BROADCAST_ID, HEADER, CrcMismatch, FrameError,
 from hil.devices.protocol.instructions import MAX_PACKET_BYTES, Instruction
 from hil.devices.protocol.packets import HEADER_LEN
 
-N_STREAMS = 100_000
+# streams per run: 20,000 in the suite; `make fuzz` sends 1,000,000 (FUZZ_DECODER_N)
+N_STREAMS = int(os.environ.get("FUZZ_DECODER_N", "20000"))
 # zeros never contain a header and complete any pending frame: after this much, the decoder holds nothing
 FLUSH = bytes(MAX_PACKET_BYTES + HEADER_LEN)
 INSTRUCTIONS = [int(i) for i in Instruction]
@@ -153,8 +155,8 @@ def test_random_and_mutated_streams_never_break_the_decoder():
                     check_packet(event)
             assert decoder_whole.pending == decoder_chunked.pending < 4
     assert decoder_whole.garbage_bytes == decoder_chunked.garbage_bytes
-    # the fuzz really exercised both sides
-    assert totals["intact"] > 10_000 and totals["errors"] > 10_000
+    # the fuzz really exercised both sides (measured: an intact packet per 3 streams, 4 errors per 5 streams)
+    assert totals["intact"] > N_STREAMS // 10 and totals["errors"] > N_STREAMS // 10, totals
     # frames that passed a CRC without having been sent intact are CRC-16 collisions: about 1 in 65536 candidates
     assert totals["foreign"] <= totals["errors"] // 1000 + 5, totals
 

@@ -3,10 +3,10 @@ with its summary line and what could be written; the log ends at its last whole 
 package's default reader (``make_reader``: no half-made record); ``hil log repair`` in place says where to write
 instead while there is no room, and works once there is.
 
-The disk: a tmpfs of 256 KiB mounted by the test where it may (root with CAP_SYS_ADMIN), else a file-size limit
-(``RLIMIT_FSIZE`` of 256 KiB on the trial's process; Python ignores SIGXFSZ, so the write raises EFBIG); the
+The disk: a tmpfs of 64 KiB mounted by the test where it may (root with CAP_SYS_ADMIN), else a file-size limit
+(``RLIMIT_FSIZE`` of 64 KiB on the trial's process; Python ignores SIGXFSZ, so the write raises EFBIG); the
 second test always takes the limit. Real ``hil demo`` subprocesses; their wait is a hang guard (HANG_S), not a
-timing check. A 60 s demo writes ~470 KB of log, so 256 KiB fills about half-way through.
+timing check. A demo writes ~8 KB of log per simulated second, so 64 KiB fills about half-way through a 15 s one.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG_S = 300.0
-DISK_BYTES = 256 * 1024
+DISK_BYTES = 64 * 1024
+DEMO_S = "15"
 
 
 def hil(*argv: str, cwd: Path, limit: int | None = None) -> subprocess.CompletedProcess:
@@ -84,10 +85,10 @@ def check_failed_demo(done: subprocess.CompletedProcess, log: Path, cause: str) 
 def test_a_full_disk_ends_the_trial_with_a_readable_log_and_repair_waits_for_room(small_disk):
     folder, limit = small_disk
     out = folder / "demo"
-    done = hil("demo", "--duration", "60", "--out", str(out), cwd=folder.parent, limit=limit)
+    done = hil("demo", "--duration", DEMO_S, "--out", str(out), cwd=folder.parent, limit=limit)
     log = out / "trial.mcap"
     cause = "the disk is full \\(the filesystem mounted at " + re.escape(str(folder)) if limit is None else \
-        "the file-size limit \\(RLIMIT_FSIZE, ulimit -f\\) of 262,144 bytes is reached"
+        f"the file-size limit \\(RLIMIT_FSIZE, ulimit -f\\) of {DISK_BYTES:,} bytes is reached"
     through_s = check_failed_demo(done, log, cause)
     count, last_s, indexed = default_reader_messages(log)
     assert count > 100 and last_s < through_s and not indexed
@@ -107,9 +108,10 @@ def test_a_full_disk_ends_the_trial_with_a_readable_log_and_repair_waits_for_roo
 
 def test_a_file_size_limit_ends_the_trial_the_same_way(tmp_path):
     out = tmp_path / "demo"
-    done = hil("demo", "--duration", "60", "--out", str(out), cwd=tmp_path, limit=DISK_BYTES)
+    done = hil("demo", "--duration", DEMO_S, "--out", str(out), cwd=tmp_path, limit=DISK_BYTES)
     log = out / "trial.mcap"
-    through_s = check_failed_demo(done, log, "the file-size limit \\(RLIMIT_FSIZE, ulimit -f\\) of 262,144 bytes")
+    through_s = check_failed_demo(done, log,
+                                  f"the file-size limit \\(RLIMIT_FSIZE, ulimit -f\\) of {DISK_BYTES:,} bytes")
     count, last_s, indexed = default_reader_messages(log)
     assert count > 100 and last_s < through_s and not indexed
     metrics = (out / "metrics.json").read_text()
