@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from .drive import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
+from .defaults import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
 
 ROS_DESCRIPTION = """\
 The ROS 2 bridge: a trial's robot on the ROS 2 graph (/clock, /odom, /scan, /joint_states, /tf where tf2_msgs
@@ -46,7 +46,9 @@ class RosSession:
         from .launch import BridgeProcess, find_ros_python
         from .link import RosLink
 
-        python = find_ros_python(args.ros_python)  # before anything opens: RosUnavailable says what to do
+        # a Python given is not checked apart: the bridge starting in it is the check (wait_ready says what is
+        # missing), so ROS's Python starts once
+        python = find_ros_python(args.ros_python, check_given=False)
         self.link = RosLink(err=err)
         self.drive = RosDrive(self.link, hz=args.ros_hz, rtf=args.ros_rtf, watchdog_s=args.ros_watchdog)
         try:
