@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import msgspec
@@ -22,7 +23,8 @@ import zmq
 from hil.bridge.envelope import VERSION, pack
 from hil.trial.record import read_log
 from hil.trial.ros_link import link as link_mod
-from hil.trial.ros_link.launch import NO_RCLPY, PYTHON_ENV
+from hil.trial.ros_link import launch
+from hil.trial.ros_link.launch import DISCOVERY_PROFILE, NO_RCLPY, PROFILE_ENV, PYTHON_ENV
 from hil.trial.ros_link.link import REFUSED, RosLink
 from hil.trial.ros_link.ros_side import bridge_node
 
@@ -37,6 +39,26 @@ def test_bridge_node_speaks_the_links_wire():
     names = ("STATE", "BYE", "CMD_VEL", "JOINT_POSITIONS", "JOINT_TRAJECTORY", "FORWARD_TOPIC", "TRAJECTORY_TOPIC")
     assert [getattr(bridge_node, n) for n in names] == [getattr(link_mod, n) for n in names]
     assert bridge_node.NO_RCLPY == NO_RCLPY  # the exit status hil turns into its one line (launch.py)
+
+
+def test_the_bridges_environment_keeps_discovery_local_and_announces_often(monkeypatch):
+    """The bridge gets hil's Fast DDS profile (a participant announces itself every 0.2 s) and discovery on
+    localhost, unless the environment says otherwise; ROS's wheels re-run their own start-up."""
+    for name in (PROFILE_ENV, "FASTDDS_DEFAULT_PROFILES_FILE", "ROS_AUTOMATIC_DISCOVERY_RANGE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(launch.BOOTSTRAP_GUARD, "1")
+    env = launch.ros_env()
+    assert env[PROFILE_ENV] == str(DISCOVERY_PROFILE) and env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    assert launch.BOOTSTRAP_GUARD not in env
+    ns = {"p": "http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles"}
+    profile = ET.parse(DISCOVERY_PROFILE).getroot().find("p:participant", ns)
+    assert profile.get("is_default_profile") == "true"
+    period = profile.find("p:rtps/p:builtin/p:discovery_config/p:leaseAnnouncement", ns)
+    assert int(period.find("p:sec", ns).text) + int(period.find("p:nanosec", ns).text) / 1e9 == 0.2
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", "/theirs.xml")
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "SUBNET")
+    env = launch.ros_env()
+    assert PROFILE_ENV not in env and env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"
 
 
 def test_scan_follows_rep_117_and_the_rings_directions():

@@ -109,7 +109,7 @@ def _cmd_rosbag(args: argparse.Namespace) -> int:
 
 
 def cmd_ros(args: argparse.Namespace) -> int:
-    from .launch import BridgeProcess, RosUnavailable, find_ros_python
+    from .launch import DISCOVERY_PROFILE, BridgeProcess, RosUnavailable, find_ros_python
 
     try:
         python = find_ros_python(args.ros_python)
@@ -121,6 +121,8 @@ def cmd_ros(args: argparse.Namespace) -> int:
             print("hil ros: give both --state and --commands (a trial's link), or neither", file=sys.stderr)
             return 2
         print(f"hil ros: the bridge runs in {python} (rclpy imports there); start a trial with: hil trial --ros")
+        print(f"hil ros: nodes started before a trial find its bridge at once with hil's Fast DDS profile: export "
+              f"FASTRTPS_DEFAULT_PROFILES_FILE={DISCOVERY_PROFILE}")
         return 0
     bridge = BridgeProcess(python, args.state, args.commands)
     try:
