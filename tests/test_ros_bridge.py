@@ -171,15 +171,15 @@ def drive(v, until):
             rclpy.spin_once(node, timeout_sec=0.01)
 
 start = sim_now()
-drive(0.3, start + 1.0)
+drive(0.3, start + 0.6)
 sent = {}
 for name, value in (("nan", math.nan), ("inf", math.inf), ("huge", 1e9)):
     msg = TwistStamped()
     msg.twist.linear.x = value
     pub.publish(msg)
     sent[name] = sim_now()
-    spin_until(lambda: sim_now() > sent[name] + 0.3)
-drive(0.3, sim_now() + 1.0)
+    spin_until(lambda: sim_now() > sent[name] + 0.2)
+drive(0.3, sim_now() + 0.6)
 finish(sent=sent, died_at=sim_now())
 os._exit(0)  # dies at once, mid-drive: no stop is ever sent
 '''
@@ -188,8 +188,10 @@ os._exit(0)  # dies at once, mid-drive: no stop is ever sent
 def test_broken_twists_are_refused_and_a_dead_node_is_stopped_by_the_watchdog(tmp_path, ros_env, ros_python):
     """TwistStamped at 0.3 m/s, then NaN, inf and 1e9 (each refused with one line, the base stopped), 0.3 m/s
     again, then the node dies mid-drive: the watchdog (the default one, 0.5 trial seconds) stops the base, and the
-    log says so. The node's part takes about 3.5 trial seconds from when it first hears the trial."""
-    seen, log, stderr = run_with_node(tmp_path, ros_env, ros_python, BAD_NODE, "--duration", "6", "--ros-rtf", "2")
+    log says so. The node's part takes about 2 trial seconds from when it first hears the trial, the watchdog
+    and the stop one more."""
+    seen, log, stderr = run_with_node(tmp_path, ros_env, ros_python, BAD_NODE, "--duration", "4.5", "--ros-rtf",
+                                      "2")
     refusals = [line for line in stderr.splitlines() if "refused" in line]
     assert len(refusals) == 3, stderr
     assert "v=nan" in refusals[0] and "v=inf" in refusals[1] and "v=1000000000.0" in refusals[2]
