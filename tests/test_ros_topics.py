@@ -40,7 +40,7 @@ from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 states = []
 node.create_subscription(JointState, "/joint_states", lambda m: states.append(
-    [stamp(m), dict(zip(m.name, m.position))]), 10)
+    [stamp(m), dict(zip(m.name, m.position))]), 500)  # deep: a node the machine holds back for a moment misses none
 cmd_vel = node.create_publisher(Twist, "/cmd_vel", 10)
 trajectory = node.create_publisher(JointTrajectory, "/joint_trajectory_controller/joint_trajectory", 10)
 forward = node.create_publisher(Float64MultiArray, "/forward_position_controller/commands", 10)
