@@ -13,10 +13,12 @@ import sys
 from . import __version__
 
 
-# Commands that child processes run (a trial's crowd, a served robot): only their own package is imported for
-# them, not every package's command line (the crowd child started ~0.3 s sooner, once per trial).
-# hil doctor too: it must answer where the rest of hil does not import.
-ALONE = {"crowd": "hil.crowd.cli", "sim": "hil.firmware_sim.cli", "doctor": "hil.doctor"}
+# Commands that child processes run (a trial's crowd, a served robot), ``hil ros`` (which Python the ROS bridge
+# runs in: a check users run while they set ROS up) and ``hil doctor`` (it must answer where the rest of hil does
+# not import): only their own package is imported for them, not every package's command line (the crowd child
+# started ~0.3 s sooner, once per trial; hil ros ~0.5 s sooner).
+ALONE = {"crowd": "hil.crowd.cli", "sim": "hil.firmware_sim.cli", "ros": "hil.trial.ros_link.cli",
+         "doctor": "hil.doctor"}
 ALL = ("hil.trial.cli", "hil.firmware_sim.cli", "hil.runtime.cli", "hil.crowd.cli", "hil.doctor")
 
 

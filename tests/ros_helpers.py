@@ -1,7 +1,13 @@
 """What the ROS 2 tests share: ROS's Python (HIL_ROS_PYTHON or the checkout's .venv-ros, which ``make test``
-builds from the ``ros`` extra) and a ROS_DOMAIN_ID of each test's own on localhost. Without ROS's Python the
+builds from the ``ros`` extra) and a ROS_DOMAIN_ID of each test module's own on localhost, with hil's Fast DDS
+profile for the tests' nodes too (a participant already running announces itself every 0.2 s, so the bridge that
+starts after a node finds it at once: trial/ros_link/ros_side/fastdds_discovery.xml). Without ROS's Python the
 tests that need it skip on a developer's machine and fail under CI. Import the fixtures into a test module:
-``from ros_helpers import ros_env, ros_python  # noqa: F401``."""
+``from ros_helpers import ros_env, ros_python  # noqa: F401``.
+
+Starting ROS processes is what these tests pay for (a trial with its bridge, a node, DDS discovery), not the
+trials: so a module runs one ``hil trial --ros`` with one node that goes through every scenario its tests check
+in turn, each scenario timed from what the node saw, and the tests assert on that one recording."""
 from __future__ import annotations
 
 import itertools
@@ -14,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from hil.trial.record import read_log
-from hil.trial.ros_link.launch import PYTHON_ENV, checkout_venv, works
+from hil.trial.ros_link.launch import DISCOVERY_PROFILE, PROFILE_ENV, PYTHON_ENV, checkout_venv, works
 
 from conftest import hil_command
 
@@ -83,12 +89,12 @@ def ros_python() -> str:
 _DOMAINS = itertools.count()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ros_env(ros_python) -> dict[str, str]:
-    """A domain of this test's own (from the process id, so parallel test processes differ) on localhost."""
+    """A domain of this module's own (from the process id, so parallel test processes differ) on localhost."""
     domain = 1 + (os.getpid() * 7 + next(_DOMAINS)) % 100
     return {**os.environ, "ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-            PYTHON_ENV: ros_python}
+            PYTHON_ENV: ros_python, PROFILE_ENV: str(DISCOVERY_PROFILE)}
 
 
 def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str):

@@ -1,12 +1,15 @@
 """``hil log rosbag``: a trial's log as a rosbag2 (MCAP storage, ROS 2 CDR), read back two ways.
 
-A real trial runs (a Python controller in the lab, facing a wall, so the ring has echoes and misses), the real
-``hil log rosbag`` command writes its bag, and the bag is read with ``rosbags`` here and, message for message,
-with rclpy's ``deserialize_message`` in ROS's own Python (the registry's ROS 2 wheels). Every value is checked
-against the trial's log as hil's log reader gives it, not against the converter's own functions.
+A real trial runs (a Python controller in the lab, facing a wall, so the ring has echoes and misses), the
+``hil log rosbag`` command (hil's command line, called in this process: starting hil again would only add its
+start-up) writes its bag, and the bag is read with ``rosbags`` here and, message for message, with rclpy's
+``deserialize_message`` in ROS's own Python (the registry's ROS 2 wheels). Every value is checked against the
+trial's log as hil's log reader gives it, not against the converter's own functions.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import subprocess
@@ -16,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from hil.cli import main
 from hil.trial.record import read_log
 
-from conftest import hil_command
-from ros_helpers import ros_env, ros_python  # noqa: F401 (fixtures)
+from ros_helpers import ros_python  # noqa: F401 (fixtures)
 
 ROS_TYPES = {"/clock": "rosgraph_msgs.msg:Clock", "/odom": "nav_msgs.msg:Odometry",
              "/scan": "sensor_msgs.msg:LaserScan", "/joint_states": "sensor_msgs.msg:JointState",
@@ -57,19 +60,26 @@ json.dump(out, open(sys.argv[2], "w"))
 '''
 
 
+def hil_log_rosbag(*argv: str) -> tuple[int, str, str]:
+    """``hil log rosbag ARGV``: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["log", "rosbag", *argv])
+    return status, out.getvalue(), err.getvalue()
+
+
 @pytest.fixture(scope="module")
 def trial_and_bag(tmp_path_factory):
-    """A 2 s trial 1.5 m from the lab's east wall, and its bag written by the command line."""
+    """A 1.5 s trial 1.5 m from the lab's east wall, and its bag written by the command line."""
     from hil.trial.run import Trial
 
     folder = tmp_path_factory.mktemp("rosbag")
-    result = Trial("examples/wander_avoid.py", map="lab", duration=2, seed=4, start=(2.5, 0.0, 0.0),
+    result = Trial("examples/wander_avoid.py", map="lab", duration=1.5, seed=4, start=(2.5, 0.0, 0.0),
                    camera_rate=0).run(folder / "trial")
     assert result.status == "ok", result.error
-    done = subprocess.run([*hil_command(), "log", "rosbag", str(folder / "trial"), "--out", str(folder / "bag")],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "wrote" in done.stdout
+    status, out, err = hil_log_rosbag(str(folder / "trial"), "--out", str(folder / "bag"))
+    assert status == 0, out + err
+    assert "wrote" in out
     return read_log(folder / "trial" / "trial.mcap"), folder / "bag"
 
 
@@ -220,7 +230,7 @@ def test_bad_input_is_one_line_and_writes_nothing(trial_and_bag, tmp_path):
              ([str(junk), "--out", str(tmp_path / "b1")], "not an MCAP file"),
              ([str(tmp_path), "--out", str(tmp_path / "b2")], "no trial log there")]
     for argv, says in cases:
-        done = subprocess.run([*hil_command(), "log", "rosbag", *argv], capture_output=True, text=True, timeout=60)
-        lines = done.stderr.strip().splitlines()
-        assert done.returncode == 2 and len(lines) == 1 and says in lines[0], done.stderr
+        status, _, err = hil_log_rosbag(*argv)
+        lines = err.strip().splitlines()
+        assert status == 2 and len(lines) == 1 and says in lines[0] and "Traceback" not in err, err
     assert not (tmp_path / "b1").exists() and not (tmp_path / "b2").exists()

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from .drive import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
+from .defaults import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
 
 ROS_DESCRIPTION = """\
 The ROS 2 bridge: a trial's robot on the ROS 2 graph (/clock, /odom, /scan, /joint_states, /tf where tf2_msgs
@@ -46,7 +46,9 @@ class RosSession:
         from .launch import BridgeProcess, find_ros_python
         from .link import RosLink
 
-        python = find_ros_python(args.ros_python)  # before anything opens: RosUnavailable says what to do
+        # a Python given is not checked apart: the bridge starting in it is the check (wait_ready says what is
+        # missing), so ROS's Python starts once
+        python = find_ros_python(args.ros_python, check_given=False)
         self.link = RosLink(err=err)
         self.drive = RosDrive(self.link, hz=args.ros_hz, rtf=args.ros_rtf, watchdog_s=args.ros_watchdog)
         try:
@@ -107,7 +109,7 @@ def _cmd_rosbag(args: argparse.Namespace) -> int:
 
 
 def cmd_ros(args: argparse.Namespace) -> int:
-    from .launch import BridgeProcess, RosUnavailable, find_ros_python
+    from .launch import DISCOVERY_PROFILE, BridgeProcess, RosUnavailable, find_ros_python
 
     try:
         python = find_ros_python(args.ros_python)
@@ -119,6 +121,8 @@ def cmd_ros(args: argparse.Namespace) -> int:
             print("hil ros: give both --state and --commands (a trial's link), or neither", file=sys.stderr)
             return 2
         print(f"hil ros: the bridge runs in {python} (rclpy imports there); start a trial with: hil trial --ros")
+        print(f"hil ros: nodes started before a trial find its bridge at once with hil's Fast DDS profile: export "
+              f"FASTRTPS_DEFAULT_PROFILES_FILE={DISCOVERY_PROFILE}")
         return 0
     bridge = BridgeProcess(python, args.state, args.commands)
     try:

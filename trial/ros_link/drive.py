@@ -26,12 +26,10 @@ from typing import Any
 
 from hil.runtime.clock.base import WALL, WALL_SLEEP
 
+from .defaults import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
 from .joint_commands import JointCommander
 from .link import REFUSED, CmdVel, RosLink
 
-DEFAULT_HZ = 50.0
-DEFAULT_WATCHDOG_S = 0.5
-DEFAULT_RTF = 1.0
 STOPPED = (0.0, 0.0)
 
 

@@ -9,11 +9,14 @@ found:
 4. ``python3`` on PATH, when rclpy imports there (a sourced ROS 2 install: /opt/ros/jazzy/setup.bash).
 
 A candidate counts when ``import rclpy, zmq, msgpack`` succeeds in it (one short subprocess each). None:
-:class:`RosUnavailable`, whose one line says what to install or source.
+:class:`RosUnavailable`, whose one line says what to install or source. ``hil trial --ros`` with a Python given
+skips that check: the bridge starting in it is the check (a bridge that cannot import rclpy exits with
+:data:`NO_RCLPY` and one line, which becomes the RosUnavailable), so ROS's Python starts once, not twice.
 
 The bridge is a child that dies with the trial (hil.bridge.process.spawn); discovery stays on this machine unless
 the environment says otherwise (``ROS_AUTOMATIC_DISCOVERY_RANGE`` defaults to LOCALHOST here), and
-``ROS_DOMAIN_ID`` is the environment's.
+``ROS_DOMAIN_ID`` is the environment's. Fast DDS reads :data:`DISCOVERY_PROFILE` (a participant announces itself
+every 0.2 s, so nodes started after the trial find the bridge at once) unless the environment names a profile.
 """
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ from hil.runtime.clock.base import WALL
 from hil.bridge.process import spawn
 
 BRIDGE_NODE = Path(__file__).resolve().parent / "ros_side" / "bridge_node.py"
+DISCOVERY_PROFILE = BRIDGE_NODE.with_name("fastdds_discovery.xml")
+PROFILE_ENV = "FASTRTPS_DEFAULT_PROFILES_FILE"  # Fast DDS 2 (ROS 2 Jazzy) reads its default profile from here
+NO_RCLPY = 3  # the bridge's exit status when rclpy (or pyzmq, msgpack) does not import (ros_side/bridge_node.py)
 PYTHON_ENV = "HIL_ROS_PYTHON"
 CHECK = "import rclpy, zmq, msgpack; print(rclpy.__file__)"
 READY = "hil ros: bridge ready"
@@ -50,10 +56,13 @@ def checkout_venv() -> Path:
 
 
 def ros_env() -> dict[str, str]:
-    """The environment of a ROS process hil starts: discovery on localhost unless the user widened it; the
-    wheels' re-exec guard removed, so a venv of ROS wheels sets its own library path."""
+    """The environment of a ROS process hil starts: discovery on localhost unless the user widened it, hil's
+    Fast DDS profile unless the user has one; the wheels' re-exec guard removed, so a venv of ROS wheels sets its
+    own library path."""
     env = dict(os.environ)
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    if not (env.get(PROFILE_ENV) or env.get("FASTDDS_DEFAULT_PROFILES_FILE")):
+        env[PROFILE_ENV] = str(DISCOVERY_PROFILE)
     env.pop(BOOTSTRAP_GUARD, None)
     return env
 
@@ -71,11 +80,13 @@ def works(python: str | Path) -> str | None:
     return None
 
 
-def find_ros_python(given: str | None = None) -> str:
-    """The Python the bridge runs in (see the module's docstring), or RosUnavailable."""
+def find_ros_python(given: str | None = None, *, check_given: bool = True) -> str:
+    """The Python the bridge runs in (see the module's docstring), or RosUnavailable. ``check_given=False``: a
+    Python given (the argument or HIL_ROS_PYTHON) is returned unchecked, for a caller that starts the bridge in it
+    at once (BridgeProcess.wait_ready then says what is missing)."""
     given = given or os.environ.get(PYTHON_ENV)
     if given:
-        why = works(given)
+        why = works(given) if check_given else None
         if why is not None:
             raise RosUnavailable(f"hil ros: {why}; {WHAT_TO_DO}")
         return given
@@ -95,24 +106,38 @@ def find_ros_python(given: str | None = None) -> str:
 
 class BridgeProcess:
     """The bridge node started in ``python`` against a link's two endpoints; its output goes to ``err`` line by
-    line, prefixed. :meth:`wait_ready` blocks until it said it is up (or died); :meth:`stop` ends it."""
+    line, prefixed (what it says before it is up, once it is up: a bridge that cannot start is one line, from
+    :meth:`wait_ready`). :meth:`wait_ready` blocks until it said it is up (or died); :meth:`stop` ends it."""
 
     def __init__(self, python: str, state: str, commands: str, *, err: Any = None, extra: list[str] | None = None):
         self.err = err if err is not None else sys.stderr
+        self.python = python
         command = [python, str(BRIDGE_NODE), "--state", state, "--commands", commands, *(extra or [])]
-        self.proc = spawn(command, env=ros_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, bufsize=1)
+        try:
+            self.proc = spawn(command, env=ros_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, bufsize=1)
+        except OSError as exc:
+            raise RosUnavailable(f"hil ros: {python}: {exc}; {WHAT_TO_DO}") from None
         self.ready = threading.Event()
+        self.early: list[str] | None = []  # its lines until it is up (None from then on)
         self._pump = threading.Thread(target=self._forward, name="hil-ros-bridge-output", daemon=True)
         self._pump.start()
 
     def _forward(self) -> None:
         for line in self.proc.stdout:
             if line.startswith(READY):
+                early, self.early = self.early or [], None
+                for said in early:
+                    self._show(said)
                 self.ready.set()
-                continue
-            print(f"[ros bridge] {line.rstrip()}", file=self.err, flush=True)
+            elif self.early is not None:
+                self.early.append(line)
+            else:
+                self._show(line)
         self.ready.set()  # it ended: nobody waits for it any more
+
+    def _show(self, line: str) -> None:
+        print(f"[ros bridge] {line.rstrip()}", file=self.err, flush=True)
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Return once the bridge is up; RosUnavailable if it ended (or said nothing for ``timeout_s``)."""
@@ -121,10 +146,15 @@ class BridgeProcess:
             if WALL() - start > timeout_s:
                 self.stop()
                 raise RosUnavailable(f"hil ros: the bridge did not start within {timeout_s:g} s")
-        if self.proc.poll() is not None:
+        if self.early is not None or self.proc.poll() is not None:  # it ended, before or as it came up
             self._pump.join(timeout=1.0)
-            raise RosUnavailable(f"hil ros: the bridge ended at start (exit status {self.proc.returncode}); its "
-                                 "output is above")
+            status = self.proc.wait()
+            said = [line.strip() for line in self.early or [] if line.strip()]
+            if status == NO_RCLPY and said:  # its own last line says what is missing and what to do
+                raise RosUnavailable(said[-1])
+            for line in said:
+                self._show(line)
+            raise RosUnavailable(f"hil ros: the bridge ended at start (exit status {status}); its output is above")
 
     def stop(self, timeout_s: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout_s``; its exit status."""

@@ -170,6 +170,8 @@ class Bridge:
         self._command_lock = threading.Lock()  # the executor's callbacks may run on several threads
         self.seq = 0
         self.done = threading.Event()
+        # wakes the executor's wait when the bridge is to stop, so it stops at once, not at the wait's timeout
+        self.wake = self.node.create_guard_condition(lambda: None)
         self.layout: tuple | None = None
 
     def _tf_publisher(self, qos, topic: str = "/tf"):
@@ -259,7 +261,14 @@ class Bridge:
                 break
             if kind == STATE:
                 self.publish(doc["payload"])
+        self.stop()
+
+    def stop(self) -> None:
+        """End :meth:`run` (from any thread, or a signal handler; once: the node may be gone after)."""
+        if self.done.is_set():
+            return
         self.done.set()
+        self.wake.trigger()
 
     def publish(self, state: dict) -> None:
         from builtin_interfaces.msg import Time
@@ -384,8 +393,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     bridge = Bridge(args)
-    signal.signal(signal.SIGTERM, lambda *_: bridge.done.set())
-    signal.signal(signal.SIGINT, lambda *_: bridge.done.set())
+    signal.signal(signal.SIGTERM, lambda *_: bridge.stop())
+    signal.signal(signal.SIGINT, lambda *_: bridge.stop())
     print("hil ros: bridge ready", flush=True)
     bridge.run()
     return 0
