@@ -707,3 +707,90 @@ def test_replay_foxglove_server_refuses_bad_frames_and_seeks_out_of_range_and_ke
         finally:
             server.close()
     assert "refused" in errors.read_text(), "the refusals are said"
+
+
+# --- the Foxglove servers' door and their hostile control requests -------------------------------------------------
+def _gate_junk(rng: random.Random, port: int) -> bytes:
+    """One connection's worth of junk for the gate: random bytes, a cut or mutated upgrade request, a head over the
+    limit, a page from elsewhere, a request that never ends; sent, and the answer (if any) read."""
+    import base64
+    import socket
+
+    key = base64.b64encode(bytes(rng.getrandbits(8) for _ in range(16))).decode()
+    good = (f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: foxglove.sdk.v1\r\n")
+    pick = rng.random()
+    if pick < 0.25:
+        data = bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 512)))
+    elif pick < 0.5:
+        data = mutate(rng, (good + "\r\n").encode())
+    elif pick < 0.6:
+        data = (good + "X-Pad: " + "a" * 20000 + "\r\n\r\n").encode()
+    elif pick < 0.75:
+        data = (good + f"Origin: {rng.choice(['https://evil.example', 'null', 'file:///x', chr(0) * 3])}\r\n"
+                + rng.choice(["", "Origin: https://app.foxglove.dev\r\n"]) + "\r\n").encode("latin-1")
+    else:
+        data = good.replace("foxglove.sdk.v1", rng.choice(["", "chat", "foxglove.websocket.v2, x"])).encode() + b"\r\n"
+    never_ends = rng.random() < 0.03  # no more bytes, the socket left open: the gate gives up after HANDSHAKE_S
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as sock:
+        try:
+            sock.sendall(data[:len(data) // 2] if never_ends else data)
+            if not never_ends:
+                sock.shutdown(socket.SHUT_WR)
+            return sock.recv(4096)
+        except OSError:
+            return b""
+
+
+def test_foxglove_gate_and_control_requests_refuse_everything_hostile_and_keep_serving(tmp_path):
+    """The door in front of the Foxglove servers (gate.py) gets junk connections: random bytes, mutated and
+    over-long upgrade requests, pages from other sites, missing subprotocols, requests that never end. The
+    ``hil/retry`` and ``hil/mark`` services get mutated JSON and hostile controllers (/dev/zero, paths outside,
+    long, not strings) on a server that lets clients name controllers. Every call is answered, nothing is started,
+    and afterwards a valid client is served. max(200, FUZZ_N // 100) of each (10,000 under make fuzz)."""
+    import json
+    import threading
+
+    from foxglove_client import FoxgloveClient
+    from waiting import wait_for
+
+    from hil.trial import Trial
+    from hil.trial.foxglove_live.replay import ReplayServer
+
+    rng = random.Random(SEED + 2)
+    n = max(200, FUZZ_N // 100)
+    (tmp_path / "tuned.py").write_text(FOXGLOVE_TUNED)
+    assert Trial(tmp_path / "tuned.py", map="lab", start=(0, 0, 0), duration=1.0,
+                 state_every=0).run(tmp_path / "t").ok  # no states: a retry that passes every check still starts none
+    with open(tmp_path / "said.txt", "w") as err:
+        server = ReplayServer(tmp_path / "t", "127.0.0.1", 0, err=err, allow_controller=True)
+        try:
+            workers = [threading.Thread(target=lambda k=k: [_gate_junk(random.Random(SEED + k * 7919 + j), server.port)
+                                                            for j in range(k, n, 8)]) for k in range(8)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join(timeout=600)
+            assert not any(w.is_alive() for w in workers), "the gate holds a junk connection"
+            valid = [{"controller": str(tmp_path / "tuned.py"), "run": True}, {"run": True}, {},
+                     {"controller": "/dev/zero", "run": True}, {"controller": "../" * 40 + "etc/passwd.py"},
+                     {"controller": "x" * 5000 + ".py", "run": True}, {"note": "mark"}]
+            client = FoxgloveClient(server.url)
+            retry = wait_for(lambda: next((s for d in client.op("advertiseServices") for s in d["services"]
+                                           if s["name"] == "hil/retry"), None), what="the retry service")
+            for call in range(1, n + 1):
+                doc = rng.choice(valid)
+                payload = json.dumps(mutate_doc(rng, doc)).encode() if rng.random() < 0.7 else \
+                    mutate(rng, json.dumps(doc).encode())
+                client.call_service(retry["id"], call, payload)
+            answered = wait_for(lambda: (lambda got: got if len(got) == n else None)(
+                {r["call"] for r in client.responses} | {d["callId"] for d in client.op("serviceCallFailure")}),
+                what="an answer to every retry call")
+            client.close()
+            assert answered == set(range(1, n + 1))
+            assert not server.retries.children, "a hostile request started a process"
+            with FoxgloveClient(server.url) as good:
+                assert wait_for(lambda: good.op("serverInfo"), what="serverInfo after the junk")[0]["name"]
+        finally:
+            server.close()
+    assert server.gate.refused > n // 4 and "refused a connection" in (tmp_path / "said.txt").read_text()
