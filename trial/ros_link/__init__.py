@@ -7,7 +7,8 @@ Two processes, one wire (ZeroMQ on loopback, msgpack envelopes as everywhere in 
     drive.py     RosDrive: the trial's controller under ``hil trial --ros``: the newest /cmd_vel on the base,
                  within the wheels' limits, a watchdog, the lockstep paced to a real-time factor
     launch.py    finds a Python where rclpy imports and starts the bridge process in it (dies with the trial)
-    cli.py       the --ros options of ``hil trial`` and the ``hil ros`` command
+    cli.py       the --ros options of ``hil trial`` and the ``hil ros`` command (defaults.py: the options'
+                 defaults, apart so that the command line starts without importing the robot)
     ros_side/    the bridge process itself, run by ROS's Python: it imports rclpy, the message packages, pyzmq
-                 and msgpack, and nothing of hil
+                 and msgpack, and nothing of hil; fastdds_discovery.xml, its Fast DDS profile (launch.py)
 """
