@@ -129,9 +129,14 @@ def test_a_client_offering_only_the_original_subprotocol_connects_subscribes_and
             assert client.ws.subprotocol == "foxglove.websocket.v1"
             subs = client.subscribe(client.channels(wait_for_topics=("/robot/model", "/trial/meta")))
             wait_for(lambda: server.robot is not None, what="the trial's first cycle")
-            client.playback(PLAY)
+            # a step to 0.5 s and a hold: /clock is advertised when first written, and subscribed to before the
+            # rest of the trial plays (a free run of 2 s could end before a late subscription on a busy machine)
+            client.playback(PAUSE, seek_ns=500_000_000)
+            wait_for(lambda: (client.last_time() or 0) >= 500_000_000 and server.control.paused, what="the step")
             late = client.channels(wait_for_topics=("/clock",))
-            subs.update(client.subscribe({"/clock": late["/clock"]}))
+            if "/clock" not in subs:  # advertised at the first look when the first tick came before it
+                subs.update(client.subscribe({"/clock": late["/clock"]}))
+            client.playback(PLAY)
             thread.join(timeout=300)
             wait_for(lambda: len(client.received(subs["/clock"])) > 5, what="/clock messages")
             got = client.received(subs["/clock"])
