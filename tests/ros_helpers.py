@@ -25,6 +25,7 @@ from hil.trial.ros_link.launch import DISCOVERY_PROFILE, PROFILE_ENV, PYTHON_ENV
 from conftest import hil_command
 
 TRIAL_TIMEOUT_S = 120
+NODE_NAME = "test_driver"  # NODE_COMMON's node: the trial's clock starts once it is on the graph (--ros-wait-for)
 
 # the start of a test's node: use_sim_time, /odom and /scan seen, helpers to spin on sim time and to write
 # what it saw (sys.argv[1], JSON)
@@ -63,9 +64,19 @@ node.create_subscription(LaserScan, "/scan", on_scan, qos_profile_sensor_data)
 def sim_now():
     return node.get_clock().now().nanoseconds / 1e9
 
+_clock = {"sim": 0.0, "wall": time.monotonic()}
+
+def clock_stopped(after_s=3.0):
+    """The trial's clock started and has not moved for after_s wall seconds (the trial ended): every loop of the
+    node ends then, so the node writes what it saw instead of waiting on a clock that will not come."""
+    now = sim_now()
+    if now != _clock["sim"]:
+        _clock["sim"], _clock["wall"] = now, time.monotonic()
+    return _clock["sim"] > 0 and time.monotonic() - _clock["wall"] > after_s
+
 def spin_until(done, wall_limit_s=60.0):
     start = time.monotonic()
-    while not done() and time.monotonic() - start < wall_limit_s:
+    while not done() and time.monotonic() - start < wall_limit_s and not clock_stopped():
         rclpy.spin_once(node, timeout_sec=0.05)
 
 def finish(**extra):
@@ -98,16 +109,18 @@ def ros_env(ros_python) -> dict[str, str]:
 
 
 def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str):
-    """The node started first (it waits for /clock), then ``hil trial --ros``; (node's JSON, the trial's log,
-    the trial's stderr)."""
+    """The node started first, then ``hil trial --ros --ros-wait-for test_driver``: the trial's clock starts once
+    the node is on the graph, so the node hears the trial from its first cycle however busy the machine is;
+    (node's JSON, the trial's log, the trial's stderr)."""
     node_file, seen_file, out = tmp_path / "node.py", tmp_path / "seen.json", tmp_path / "trial"
     node_file.write_text(textwrap.dedent(node_source), encoding="utf-8")
     node_log = open(tmp_path / "node.log", "w")
     node = subprocess.Popen([ros_python, str(node_file), str(seen_file)], env=env, stdout=node_log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        trial = subprocess.run([*hil_command(), "trial", "--ros", "--map", "lab", "--out", str(out), "--quiet",
-                                *trial_args], env=env, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S)
+        trial = subprocess.run([*hil_command(), "trial", "--ros", "--ros-wait-for", NODE_NAME, "--map", "lab",
+                                "--out", str(out), "--quiet", *trial_args], env=env, capture_output=True, text=True,
+                               timeout=TRIAL_TIMEOUT_S)
         node.wait(timeout=30)
     finally:
         if node.poll() is None:

@@ -11,6 +11,7 @@ flood and a node driving to a goal: tests/test_ros_topics.py (one trial, one nod
 from __future__ import annotations
 
 import math
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -163,7 +164,7 @@ pub = node.create_publisher(TwistStamped, "/cmd_vel", 10)
 spin_until(lambda: state["odom"] is not None and sim_now() > 0)
 
 def drive(v, until):
-    while sim_now() < until:
+    while sim_now() < until and not clock_stopped():
         msg = TwistStamped()
         msg.twist.linear.x = v
         pub.publish(msg)
@@ -209,6 +210,32 @@ def test_broken_twists_are_refused_and_a_dead_node_is_stopped_by_the_watchdog(tm
     late = [m.data["vx"] for m in log.messages["/robot/state"] if m.t > watchdog[0].t + 0.5]
     assert late and max(abs(v) for v in late) < 0.02  # stopped, and stayed stopped
     assert "no /cmd_vel for" in stderr
+
+
+def test_wait_for_holds_the_trial_until_the_node_is_there_and_ctrl_c_ends_it(tmp_path, ros_env, ros_python):
+    """``--ros-wait-for NODE``: the bridge is up but the trial's clock does not start while no such node is on the
+    graph; it says what it waits for (the node, the domain), and Ctrl-C then ends it with no traceback, no log."""
+    out = tmp_path / "trial"
+    trial = subprocess.Popen([*hil_command(), "trial", "--ros", "--ros-wait-for", "nobody_here", "--map", "lab",
+                              "--duration", "1", "--out", str(out), "--quiet"], env=ros_env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        waiting = None
+        for line in trial.stderr:  # the bridge's lines come to the trial's stderr as they are said
+            if "waiting for node" in line:
+                waiting = line
+                break
+        assert waiting is not None and "nobody_here" in waiting and f"ROS_DOMAIN_ID={ros_env['ROS_DOMAIN_ID']}" \
+            in waiting
+        assert not (out / "trial.mcap").exists()  # held at its start
+        trial.send_signal(signal.SIGINT)
+        rest_out, rest_err = trial.communicate(timeout=30)
+    finally:
+        if trial.poll() is None:
+            trial.kill()
+            trial.wait()
+    assert trial.returncode == 130, rest_out + rest_err
+    assert "Traceback" not in rest_err and not (out / "trial.mcap").exists()
 
 
 def test_cmd_vel_schema_bounds_match_the_link():

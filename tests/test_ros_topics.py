@@ -58,7 +58,7 @@ def wait(seconds):
 
 def hold_still(seconds):  # stop commands all along: the node stops the base, not the watchdog
     until = sim_now() + seconds
-    while sim_now() < until:
+    while sim_now() < until and not clock_stopped():
         cmd_vel.publish(Twist())
         rclpy.spin_once(node, timeout_sec=0.05)
 
@@ -70,6 +70,8 @@ while sim_now() < flood_from + 2.0 and time.monotonic() - began < 60:
     sent += 1
     if sent % 200 == 0:
         rclpy.spin_once(node, timeout_sec=0.0)
+        if clock_stopped():
+            break
 out["flood"] = {"sent": sent, "wall_s": time.monotonic() - began, "from": flood_from, "until": sim_now()}
 hold_still(0.3)
 
@@ -116,7 +118,7 @@ while reason is None:
         reason = "goal"
     elif state["front"] < STOP_M:
         reason = "wall"
-    elif sim_now() > goal_from + 20:
+    elif sim_now() > goal_from + 20 or clock_stopped():
         reason = "time"
     command = Twist()
     if reason is None:
@@ -130,7 +132,7 @@ out["goal"] = {"from": goal_from, "reason": reason, "stopped_at": stopped_at, "o
 hold_still(0.5)
 finish(states=states, **out)
 '''
-DURATION_S = 13.5  # the four scenarios take about 10.5 trial seconds from when the node first hears the trial
+DURATION_S = 14.0  # the four scenarios take about 10.5 trial seconds from the trial's first cycle
 
 
 @pytest.fixture(scope="module")

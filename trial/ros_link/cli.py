@@ -36,6 +36,9 @@ def add_ros_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ros-python", metavar="PATH",
                        help="the Python where rclpy imports (default: HIL_ROS_PYTHON, this one, .venv-ros of a "
                             "checkout, python3 on PATH)")
+    group.add_argument("--ros-wait-for", action="append", default=[], metavar="NODE",
+                       help="start the trial's clock only once a node of this name is on the ROS graph (repeat "
+                            "for more; /ns/name or name): a stack launched beside the trial misses none of it")
 
 
 class RosSession:
@@ -51,10 +54,15 @@ class RosSession:
         python = find_ros_python(args.ros_python, check_given=False)
         self.link = RosLink(err=err)
         self.drive = RosDrive(self.link, hz=args.ros_hz, rtf=args.ros_rtf, watchdog_s=args.ros_watchdog)
+        self.bridge = None
         try:
-            self.bridge = BridgeProcess(python, self.link.state_endpoint, self.link.command_endpoint, err=err)
+            waits = [arg for name in getattr(args, "ros_wait_for", None) or () for arg in ("--wait-for", name)]
+            self.bridge = BridgeProcess(python, self.link.state_endpoint, self.link.command_endpoint, err=err,
+                                        extra=waits)
             self.bridge.wait_ready()
-        except BaseException:
+        except BaseException:  # Ctrl-C while it waits for nodes included: nothing is left running
+            if self.bridge is not None:
+                self.bridge.stop()
             self.link.close()
             raise
         print(f"ros: bridge up ({python}); link state {self.link.state_endpoint}, commands "

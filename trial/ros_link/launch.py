@@ -39,6 +39,7 @@ NO_RCLPY = 3  # the bridge's exit status when rclpy (or pyzmq, msgpack) does not
 PYTHON_ENV = "HIL_ROS_PYTHON"
 CHECK = "import rclpy, zmq, msgpack; print(rclpy.__file__)"
 READY = "hil ros: bridge ready"
+WAITING = "hil ros: waiting for node"  # its line while --ros-wait-for holds the trial at its start
 READY_TIMEOUT_S = 60.0
 WHAT_TO_DO = ("source a ROS 2 install (source /opt/ros/jazzy/setup.bash, with python3-zmq and python3-msgpack) or "
               "make a venv for it (python3 -m venv .venv-ros && .venv-ros/bin/pip install 'hil[ros]'), then give "
@@ -119,13 +120,17 @@ class BridgeProcess:
         except OSError as exc:
             raise RosUnavailable(f"hil ros: {python}: {exc}; {WHAT_TO_DO}") from None
         self.ready = threading.Event()
+        self.waiting = threading.Event()  # it is up and waits for nodes (--ros-wait-for): no start-up timeout
         self.early: list[str] | None = []  # its lines until it is up (None from then on)
         self._pump = threading.Thread(target=self._forward, name="hil-ros-bridge-output", daemon=True)
         self._pump.start()
 
     def _forward(self) -> None:
         for line in self.proc.stdout:
-            if line.startswith(READY):
+            if line.startswith(WAITING):  # up, holding the trial until the nodes it waits for are there
+                self.waiting.set()
+                self._show(line)
+            elif line.startswith(READY):
                 early, self.early = self.early or [], None
                 for said in early:
                     self._show(said)
@@ -140,10 +145,12 @@ class BridgeProcess:
         print(f"[ros bridge] {line.rstrip()}", file=self.err, flush=True)
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """Return once the bridge is up; RosUnavailable if it ended (or said nothing for ``timeout_s``)."""
+        """Return once the bridge is up; RosUnavailable if it ended, or said nothing for ``timeout_s`` (a bridge
+        waiting for nodes, --ros-wait-for, waits as long as it takes: it says so every few seconds, Ctrl-C ends
+        it)."""
         start = WALL()
         while not self.ready.wait(0.1):
-            if WALL() - start > timeout_s:
+            if WALL() - start > timeout_s and not self.waiting.is_set():
                 self.stop()
                 raise RosUnavailable(f"hil ros: the bridge did not start within {timeout_s:g} s")
         if self.early is not None or self.proc.poll() is not None:  # it ended, before or as it came up

@@ -28,10 +28,12 @@ Without rclpy (or pyzmq, msgpack) it prints one line saying what to install or s
 from __future__ import annotations
 
 import argparse
+import os
 import math
 import signal
 import sys
 import threading
+import time
 
 ENVELOPE_VERSION = 2  # hil.bridge.envelope.VERSION: the envelope {v, type, seq, t, payload} of every hil socket
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"
@@ -40,6 +42,7 @@ FORWARD_TOPIC = "/forward_position_controller/commands"
 TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"
 TWIST = "geometry_msgs/msg/Twist"
 TWIST_STAMPED = "geometry_msgs/msg/TwistStamped"
+WAITING_EVERY_S = 5.0  # wall seconds between two "waiting for node" lines (--wait-for)
 NO_RCLPY = 3  # exit status: rclpy (or pyzmq, msgpack) does not import in this Python
 NO_RETURN_CAUSES = ("no_hit", "unknown")  # the ring said "no target": +inf by REP-117 (other causes: NaN)
 
@@ -352,6 +355,24 @@ class Bridge:
         self.scan_pub.publish(msg)
 
     # --- running ------------------------------------------------------------------------------------------------
+    def wait_for_nodes(self, names: list[str]) -> bool:
+        """Hold the trial at its start until every node named is on the graph (a stack launched beside the trial
+        sees its first /clock), saying what it waits for every :data:`WAITING_EVERY_S` wall seconds; False when
+        told to stop first. A name may carry its namespace (/ns/name) or not (any namespace)."""
+        missing = list(names)
+        said_at = None
+        while missing and not self.done.is_set():
+            present = {name for name, _ in self.node.get_node_names_and_namespaces()} | {
+                f"{ns.rstrip('/')}/{name}" for name, ns in self.node.get_node_names_and_namespaces()}
+            missing = [name for name in missing if name not in present]
+            if missing and (said_at is None or time.monotonic() - said_at >= WAITING_EVERY_S):
+                said_at = time.monotonic()
+                print(f"hil ros: waiting for node {', '.join(missing)} on the graph (ROS_DOMAIN_ID="
+                      f"{os.environ.get('ROS_DOMAIN_ID', '0')}); the trial starts when it is there", flush=True)
+            if missing:
+                self.done.wait(0.05)
+        return not self.done.is_set()
+
     def run(self) -> None:
         from rclpy.executors import SingleThreadedExecutor
 
@@ -387,6 +408,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "publishers on the topic are seen to use TwistStamped)")
     parser.add_argument("--quiet-limit", type=float, default=0.0,
                         help="stop when the trial sends nothing for this many wall seconds (0: never)")
+    parser.add_argument("--wait-for", action="append", default=[], metavar="NODE",
+                        help="say ready only once a node of this name is on the graph (repeat for more)")
     return parser.parse_args(argv)
 
 
@@ -395,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     bridge = Bridge(args)
     signal.signal(signal.SIGTERM, lambda *_: bridge.stop())
     signal.signal(signal.SIGINT, lambda *_: bridge.stop())
+    if not bridge.wait_for_nodes(args.wait_for):
+        return 0
     print("hil ros: bridge ready", flush=True)
     bridge.run()
     return 0
