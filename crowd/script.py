@@ -6,18 +6,31 @@ One command per line; ``#`` starts a comment; durations are simulated time with 
     robot X Y [YAW]                          put the robot there (a standalone run has no robot program)
     run DURATION                             let the simulation run
     spawn NAME = MODEL at PLACE | at X Y     a person of a model (boy02, woman01, elderly...), regardless of rates
+    spawn N MODEL at PLACE | at X Y spread LENGTH [as group G]
+                                             N people of a model within LENGTH (3m, 150cm) of the place, apart
+                                             from each other, the people there, the robot and the walls, drawn
+                                             with the crowd's seed; named crowd1, crowd2... (numbers go on after
+                                             the highest crowdK there is), or with ``as group G`` G1, G2... and
+                                             walking as one group
     place NAME X Y                           set where a person stands
-    move NAME to PLACE | to X Y | to robot   start walking there (along the passage graph)
-    wait NAME arrived [timeout DURATION]     run until the person has arrived (default timeout 10min)
+    move WHO to PLACE | to X Y | to robot    start walking there (along the passage graph)
+    wait WHO arrived [timeout DURATION]      run until the person (everyone WHO names) has arrived (default
+                                             timeout 10min)
     wait robot [timeout DURATION]            run until the crowd knows where the robot is (served in real time,
                                              its first pose comes with the world's stream; default 10min)
-    objective NAME OBJECTIVE [KEY=VALUE...]  the reaction to the robot; only the named parameters change
+    objective WHO OBJECTIVE [KEY=VALUE...]   the reaction to the robot; only the named parameters change
     generate on | off                        stochastic generation and reactions (a script starts with them off)
+    end                                      the script ends here, and a trial playing it ends at this time
+
+WHO is a person's name, or a prefix with ``*`` (``crowd*``, ``G*``): everyone spawned so far whose name starts
+with the prefix, in the order they were spawned; a prefix that matches no one is an error at its line. ``place``
+takes one person (a prefix that matches more is an error: one point holds one body).
 
 The whole script is parsed and checked (names spawned before use, places on the map, objectives and their
 parameters) before anything runs, so a bad line costs nothing; the error says ``file:line:column: what``.
 Errors only a run can find (a wait that times out) name their line too, and stop the script there. The run ends
-after the last line. :class:`Scenario` is the same set of operations for Python.
+after the last line, or at ``end`` (nothing may follow it). :class:`Scenario` is the same set of operations for
+Python.
 """
 from __future__ import annotations
 
@@ -30,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from . import objectives as objectives_mod
 from .objectives import ObjectiveConfig, ObjectiveManager
 from .population import DEFAULT_TYPES, Generator, PersonType, RateTable, scripted_spec, type_of_model
+from .spread import spread_positions
 
 if TYPE_CHECKING:
     from .sim import CrowdSim
@@ -39,9 +53,16 @@ MAX_DURATION_S = 7 * 86400.0  # one line may ask for a week of simulated time at
 UNITS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([a-z]+)$")
+_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*$")
+_LENGTH = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([a-z]+)$")
 _TOKEN = re.compile(r"[^\s=#]+|=")
 RESERVED = {"robot", "to", "at", "arrived", "timeout", "on", "off"}
-COMMANDS = ("run", "spawn", "place", "move", "wait", "objective", "generate", "robot")
+COMMANDS = ("run", "spawn", "place", "move", "wait", "objective", "generate", "robot", "end")
+LENGTH_UNITS = {"cm": 0.01, "m": 1.0}
+MAX_SPAWN = 2000  # people one spawn line may place
+MAX_SPREAD_M = 100.0
+DEFAULT_PREFIX = "crowd"  # the names of people spawned by number without ``as group``
+SCRIPT_GROUP_BASE = 1_000_000  # group ids of ``as group`` (the generator numbers its parties from 0)
 
 
 class ScriptError(ValueError):
@@ -114,6 +135,34 @@ class _Line:
             raise self.error(tok.column, f"{tok.text!r} is a reserved word and cannot name a person")
         return tok
 
+    def person(self) -> Token:
+        """A person's name, or a prefix with ``*`` naming everyone whose name starts with it."""
+        tok = self.peek()
+        if tok is not None and tok.text.endswith("*"):
+            self.pos += 1
+            if not _PREFIX.match(tok.text):
+                raise self.error(tok.column, f"{tok.text!r} is not a name prefix (a name's start, then one '*')")
+            return tok
+        return self.name()
+
+    def count(self) -> tuple[int, Token]:
+        tok = self.next("how many people")
+        if not tok.text.isdigit() or not 1 <= int(tok.text) <= MAX_SPAWN:
+            raise self.error(tok.column, f"{tok.text!r}: spawn takes a whole number of people from 1 to "
+                                         f"MAX_SPAWN={MAX_SPAWN}")
+        return int(tok.text), tok
+
+    def length(self) -> tuple[float, Token]:
+        tok = self.next("a length (e.g. 3m, 150cm)")
+        match = _LENGTH.match(tok.text)
+        if not match or match[2] not in LENGTH_UNITS:
+            raise self.error(tok.column, f"{tok.text!r} is not a length: write e.g. 3m, 2.5m, 150cm")
+        metres = float(match[1]) * LENGTH_UNITS[match[2]]
+        if not 0 < metres <= MAX_SPREAD_M:
+            raise self.error(tok.column, f"{tok.text}: a spread is more than 0 m and at most "
+                                         f"MAX_SPREAD_M={MAX_SPREAD_M:g} m")
+        return metres, tok
+
     def number(self, what: str) -> tuple[float, Token]:
         tok = self.next(what)
         try:
@@ -184,26 +233,15 @@ def _parse_line(line: _Line) -> Command:
         args["duration_s"], tok = line.duration()
         cols["duration_s"] = tok.column
     elif op == "spawn":
-        tok = line.name()
-        args["name"], cols["name"] = tok.text, tok.column
-        line.keyword("=")
-        tok = line.next("a person model (e.g. boy02, woman01, adult_man)")
-        if not _NAME.match(tok.text):
-            raise line.error(tok.column, f"{tok.text!r} is not a model name")
-        args["model"], cols["model"] = tok.text, tok.column
-        line.keyword("at")
-        args["at"], tok = line.target()
-        cols["at"] = tok.column
-        if args["at"] == "robot":
-            raise line.error(tok.column, "spawn at a place or X Y, not at the robot")
+        _parse_spawn(line, args, cols)
     elif op == "place":
-        tok = line.name()
+        tok = line.person()
         args["name"], cols["name"] = tok.text, tok.column
         x, tok = line.number("x")
         y, _ = line.number("y")
         args["xy"], cols["xy"] = (x, y), tok.column
     elif op == "move":
-        tok = line.name()
+        tok = line.person()
         args["name"], cols["name"] = tok.text, tok.column
         line.keyword("to")
         args["to"], tok = line.target()
@@ -214,7 +252,7 @@ def _parse_line(line: _Line) -> Command:
             line.next("robot")
             args["robot"], cols["robot"] = True, nxt.column
         else:
-            tok = line.name()
+            tok = line.person()
             args["name"], cols["name"] = tok.text, tok.column
             line.keyword("arrived")
         args["timeout_s"] = DEFAULT_WAIT_TIMEOUT_S
@@ -223,7 +261,7 @@ def _parse_line(line: _Line) -> Command:
             args["timeout_s"], tok = line.duration()
             cols["timeout_s"] = tok.column
     elif op == "objective":
-        tok = line.name()
+        tok = line.person()
         args["name"], cols["name"] = tok.text, tok.column
         tok = line.next("an objective")
         if tok.text not in objectives_mod.REGISTRY:
@@ -261,10 +299,43 @@ def _parse_line(line: _Line) -> Command:
         if line.peek() is not None:
             args["yaw"], tok = line.number("yaw (rad)")
             cols["yaw"] = tok.column
-    else:
+    elif op != "end":
         raise line.error(op_tok.column, f"unknown command {op!r} (commands: {', '.join(COMMANDS)})")
     line.done()
     return Command(op, args, line.lineno, line.text, cols)
+
+
+def _parse_spawn(line: _Line, args: dict[str, Any], cols: dict[str, int]) -> None:
+    """``spawn NAME = MODEL at WHERE`` or ``spawn N MODEL at WHERE spread LENGTH [as group G]``."""
+    first = line.peek()
+    many = first is not None and first.text[:1].isdigit()
+    if many:
+        args["count"], tok = line.count()
+        cols["count"] = tok.column
+    else:
+        tok = line.name()
+        args["name"], cols["name"] = tok.text, tok.column
+        line.keyword("=")
+    tok = line.next("a person model (e.g. boy02, woman01, adult_man)")
+    if not _NAME.match(tok.text):
+        raise line.error(tok.column, f"{tok.text!r} is not a model name")
+    args["model"], cols["model"] = tok.text, tok.column
+    line.keyword("at")
+    args["at"], tok = line.target()
+    cols["at"] = tok.column
+    if args["at"] == "robot":
+        raise line.error(tok.column, "spawn at a place or X Y, not at the robot")
+    if not many:
+        return
+    line.keyword("spread")
+    args["spread_m"], tok = line.length()
+    cols["spread_m"] = tok.column
+    args["group"] = None
+    if line.peek() is not None:
+        line.keyword("as")
+        line.keyword("group")
+        tok = line.name("a group's name")
+        args["group"], cols["group"] = tok.text, tok.column
 
 
 def check(script: Script, crowd_map: Any, *, types: dict[str, PersonType] | None = None,
@@ -273,10 +344,14 @@ def check(script: Script, crowd_map: Any, *, types: dict[str, PersonType] | None
     models known, generation possible. ``known``: names that exist already (spawned by an earlier script or from
     Python). Raises :class:`ScriptError` at the first problem."""
     spawned: dict[str, int | None] = {name: None for name in known}
+    ended = None
     for cmd in script.commands:
         def err(key: str, message: str, cmd: Command = cmd) -> ScriptError:
             return ScriptError(script.source, cmd.line, cmd.columns.get(key), message)
 
+        if ended is not None:
+            raise err("op", f"this line would never run: the script ends at line {ended.line} ('end')")
+        ended = cmd if cmd.op == "end" else None
         name = cmd.args.get("name")
         if cmd.op == "spawn":
             if name in spawned:
@@ -286,8 +361,15 @@ def check(script: Script, crowd_map: Any, *, types: dict[str, PersonType] | None
                 type_of_model(cmd.args["model"], types or DEFAULT_TYPES)
             except KeyError as exc:
                 raise err("model", exc.args[0]) from None
-        elif name is not None and name not in spawned:
-            raise err("name", f"no person named {name!r} has been spawned before this line")
+        elif name is not None:
+            who = matching(name, spawned)
+            if not who:
+                raise err("name", f"no person named {name!r} has been spawned before this line" if not
+                          name.endswith("*") else f"{name} matches no one spawned before this line (spawned: "
+                                                  f"{_listed(spawned)})")
+            if cmd.op == "place" and len(who) > 1:
+                raise err("name", f"place puts one person on a point, and {name} names {len(who)} "
+                                  f"({_listed(who)}); spawn them with a spread, or place them one by one")
         for key in ("at", "to"):
             where = cmd.args.get(key)
             if isinstance(where, str) and where != "robot":
@@ -298,7 +380,32 @@ def check(script: Script, crowd_map: Any, *, types: dict[str, PersonType] | None
         if cmd.op == "generate" and cmd.args["on"] and not can_generate:
             raise err("on", "generate on: no rates file is loaded (give --rates)")
         if cmd.op == "spawn":
-            spawned[name] = cmd.line
+            for new in [name] if name is not None else spawn_names(cmd.args, spawned):
+                spawned[new] = cmd.line
+
+
+def matching(who: str, names: Iterable[str]) -> list[str]:
+    """The names ``who`` stands for, in the order of ``names``: itself if it is one, or with a trailing ``*``
+    every name that starts with the prefix."""
+    if who.endswith("*"):
+        return [name for name in names if name.startswith(who[:-1])]
+    return [who] if who in names else []
+
+
+def spawn_names(args: dict[str, Any], taken: Iterable[str]) -> list[str]:
+    """The names of a ``spawn N`` line's people: its group's name (else ``crowd``) numbered on from the highest
+    number any name of that form already has, so two lines never give the same name."""
+    prefix = args.get("group") or DEFAULT_PREFIX
+    form = re.compile(re.escape(prefix) + r"(\d+)$")
+    start = max((int(m[1]) for m in map(form.match, taken) if m), default=0)
+    return [f"{prefix}{start + k}" for k in range(1, args["count"] + 1)]
+
+
+def _listed(names: Iterable[str], most: int = 8) -> str:
+    names = list(names)
+    if not names:
+        return "none"
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def load_script(path: str | Path) -> Script:
@@ -349,6 +456,8 @@ class Scenario:
             sim.hooks.append(self.generator)
         sim.hooks.append(self.objectives)
         self.ids: dict[str, int] = {}
+        self.groups: dict[str, int] = {}  # ``as group G`` -> its group id
+        self.ended_at: float | None = None  # the sim time at which an ``end`` line ran
         self._world_robot = False  # play(world_robot=True): the world sends the robot, so 'wait robot' can wait
 
     # -- helpers ---------------------------------------------------------------------------------------------
@@ -356,6 +465,14 @@ class Scenario:
         if name not in self.ids:
             raise KeyError(f"no person named {name!r} (spawned: {', '.join(self.ids) or 'none'})")
         return self.ids[name]
+
+    def ids_of(self, who: str) -> list[int]:
+        """The ids of everyone ``who`` names: a name, or a prefix with ``*`` (in the order they were spawned)."""
+        names = matching(who, self.ids)
+        if not names:
+            raise KeyError(f"{who} matches no one (spawned: {_listed(self.ids)})" if who.endswith("*")
+                           else f"no person named {who!r} (spawned: {_listed(self.ids)})")
+        return [self.ids[name] for name in names]
 
     def _point(self, where: str | tuple[float, float]) -> tuple[float, float]:
         if isinstance(where, str):
@@ -381,39 +498,71 @@ class Scenario:
         self.ids[name] = agent_id
         return agent_id
 
+    def spawn_many(self, count: int, model: str, at: str | tuple[float, float], spread_m: float,
+                   group: str | None = None) -> list[str]:
+        """``count`` people of a model within ``spread_m`` of a place or point, none overlapping anyone, the robot
+        or a wall (crowd/spread.py; drawn with the sim's seed); all of them or, when they do not fit, nobody
+        (crowd.spread.NoRoom says how many fit). Named ``crowdK`` or, in a ``group``, ``groupK`` (spawn_names), and
+        a group walks as one (one group id). Returns their names."""
+        names = spawn_names({"count": count, "group": group}, self.ids)
+        specs = [scripted_spec(model, (0.0, 0.0), name, self.types) for name in names]
+        where = at if isinstance(at, str) else f"({at[0]:g}, {at[1]:g})"
+        spots = spread_positions(self.sim, self._point(at), count, specs[0].radius, spread_m, where)
+        if group is not None:
+            group_id = self.groups.setdefault(group, SCRIPT_GROUP_BASE + len(self.groups))
+        for name, spec, spot in zip(names, specs, spots):
+            spec.position = (float(spot[0]), float(spot[1]))
+            if group is not None:
+                spec.group = group_id
+            self.ids[name] = self.sim.add_agent(spec)
+        return names
+
     def place(self, name: str, x: float, y: float) -> None:
         """Set where the person stands (velocity zero); a route it had is kept."""
         self.sim.place(self.id_of(name), x, y)
 
-    def move(self, name: str, to: str | tuple[float, float]) -> None:
-        """Walk along the passage graph to a place, a point, or ``"robot"`` (up to where the robot stands now)."""
-        agent_id = self.id_of(name)
+    def move(self, who: str, to: str | tuple[float, float]) -> None:
+        """Walk along the passage graph to a place, a point, or ``"robot"`` (up to where the robot stands now);
+        ``who``: a name or a prefix with ``*`` (everyone it names goes)."""
+        agent_ids = self.ids_of(who)
         if to == "robot" and self.sim.robot is None:
             raise ValueError("there is no robot yet (a served crowd hears of it with the world's first state): "
                              "put 'wait robot' before this line")
         if isinstance(to, str):
             if to != "robot":
                 self.sim.map.point(to)  # an unknown name fails here, before the agent is touched
-            self.sim.move(agent_id, to)
         else:
-            self.sim.move(agent_id, (float(to[0]), float(to[1])))
+            to = (float(to[0]), float(to[1]))
+        for agent_id in agent_ids:
+            self.sim.move(agent_id, to)
 
-    def wait_arrived(self, name: str, timeout_s: float = DEFAULT_WAIT_TIMEOUT_S) -> float:
-        """Run until the person has arrived; returns the simulated seconds waited. TimeoutError past the timeout."""
-        agent_id = self.id_of(name)
+    def wait_arrived(self, who: str, timeout_s: float = DEFAULT_WAIT_TIMEOUT_S) -> float:
+        """Run until the person (everyone ``who`` names) has arrived; returns the simulated seconds waited.
+        TimeoutError past the timeout."""
         t0 = self.sim.time_s
-        limit = int(round(timeout_s / self.sim.dt))
-        for _ in range(limit):
-            if self.sim.arrived(agent_id):
-                return self.sim.time_s - t0
+        for _ in self._wait_arrived(who, timeout_s):
             self.sim.step()
-        if self.sim.arrived(agent_id):
-            return self.sim.time_s - t0
-        raise TimeoutError(f"{name} did not arrive within {timeout_s:g} s of simulated time")
+        return self.sim.time_s - t0
 
-    def objective(self, name: str, objective: str, **params: float) -> None:
-        """Arm ``objective`` for the person, changing only the named parameters."""
-        self.objectives.assign(self.id_of(name), objective, params)
+    def _wait_arrived(self, who: str, timeout_s: float) -> Iterator[None]:
+        agent_ids = self.ids_of(who)
+
+        def all_there() -> bool:
+            return all(self.sim.arrived(agent_id) for agent_id in agent_ids)
+
+        for _ in range(int(round(timeout_s / self.sim.dt))):
+            if all_there():
+                return
+            yield
+        if not all_there():
+            late = sum(not self.sim.arrived(agent_id) for agent_id in agent_ids)
+            whom = who if len(agent_ids) == 1 else f"{late} of the {len(agent_ids)} people {who} names"
+            raise TimeoutError(f"{whom} did not arrive within {timeout_s:g} s of simulated time")
+
+    def objective(self, who: str, objective: str, **params: float) -> None:
+        """Arm ``objective`` for the person (everyone ``who`` names), changing only the named parameters."""
+        for agent_id in self.ids_of(who):
+            self.objectives.assign(agent_id, objective, params)
 
     def generate(self, on: bool) -> None:
         """Stochastic generation and stochastic reactions together on or off (000: a script's special mode)."""
@@ -450,9 +599,15 @@ class Scenario:
         check(script, self.sim.map, types=self.types, can_generate=self.generator is not None, known=self.ids)
         self._world_robot = world_robot
         self.generate(generate)  # a script starts in its own mode: no stochastic transitions (000, FIG. 12)
+        self.ended_at = None
         for cmd in script.commands:
             if world_robot and cmd.op == "robot":
                 continue
+            if cmd.op == "end":
+                self.ended_at = self.sim.time_s
+                if on_line is not None:
+                    on_line(cmd)
+                return
             try:
                 for _ in self._steps(cmd):
                     yield cmd
@@ -479,13 +634,7 @@ class Scenario:
             if self.sim.robot is None:
                 raise TimeoutError(f"no robot pose came within {a['timeout_s']:g} s of simulated time")
         elif cmd.op == "wait":
-            agent_id = self.id_of(a["name"])
-            for _ in range(int(round(a["timeout_s"] / self.sim.dt))):
-                if self.sim.arrived(agent_id):
-                    return
-                yield
-            if not self.sim.arrived(agent_id):
-                raise TimeoutError(f"{a['name']} did not arrive within {a['timeout_s']:g} s of simulated time")
+            yield from self._wait_arrived(a["name"], a["timeout_s"])
         else:
             self._execute(cmd)
 
@@ -493,6 +642,8 @@ class Scenario:
         a = cmd.args
         if cmd.op == "run":
             self.run(a["duration_s"])
+        elif cmd.op == "spawn" and "count" in a:
+            self.spawn_many(a["count"], a["model"], a["at"], a["spread_m"], a["group"])
         elif cmd.op == "spawn":
             self.spawn(a["name"], a["model"], a["at"])
         elif cmd.op == "place":
