@@ -408,6 +408,21 @@ def _listed(names: Iterable[str], most: int = 8) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
+def end_time_s(script: Script, dt: float) -> float | None:
+    """When the script's ``end`` line runs, if that is known before it runs: every line before it takes a fixed
+    time (``run`` its whole steps of ``dt``, the others none). None without an ``end``, or with a ``wait`` before
+    it (how long that takes depends on the run)."""
+    steps = 0
+    for cmd in script.commands:
+        if cmd.op == "end":
+            return round(steps * dt, 9)
+        if cmd.op == "wait":
+            return None
+        if cmd.op == "run":
+            steps += int(round(cmd.args["duration_s"] / dt))
+    return None
+
+
 def load_script(path: str | Path) -> Script:
     """Read and parse a .scn file (a path, or a name under config/scenarios/)."""
     from .configfile import resolve

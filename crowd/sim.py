@@ -39,6 +39,7 @@ from .forces import WallIndex, merge_params, param_vector
 from .maps import CrowdMap
 
 ROBOT = "robot"
+DEFAULT_DT = 0.1  # seconds of simulated time per crowd step, unless told otherwise
 REPLAN_S = 1.0  # an agent that lost sight of its way gets a new route at most this often
 GATE_REACH_M = 1.5  # a waypoint's gate reaches at most this far to either side of it
 GATE_DIRECTIONS = 24  # directions tried for an opening's narrowest line (every 7.5 degrees)
@@ -86,7 +87,7 @@ def warm_up() -> None:
 class CrowdSim:
     """Pedestrians on a CrowdMap under the social force model, stepped at a fixed ``dt``."""
 
-    def __init__(self, crowd_map: CrowdMap, *, seed: int = 0, dt: float = 0.1,
+    def __init__(self, crowd_map: CrowdMap, *, seed: int = 0, dt: float = DEFAULT_DT,
                  params: dict[str, Any] | None = None):
         if not dt > 0:
             raise ValueError(f"dt must be > 0 s, not {dt!r}")

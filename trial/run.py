@@ -31,6 +31,7 @@ from .task import CrowdProcess, Task, TrialError, make_task, map_message, releas
 from .world import WorldProbe, clock_of, robot_profile
 
 GOAL = "goal"
+SCRIPT_END = "script_end"  # the scenario's ``end`` line ended the run
 PROGRESS_STEPS = 20  # progress lines per trial (at least one per second of trial time... at most this many)
 
 
@@ -101,6 +102,7 @@ class _Run:
         self.robot: Any = None
         self.log: Any = None
         self.reached_at: float | None = None
+        self.script_end_at: float | None = None  # clock time of the scenario's ``end`` line, once the world heard it
         self.t0 = 0.0
 
     def go(self) -> TrialResult:
@@ -174,12 +176,18 @@ class _Run:
                 self.log = self._start_log(task, probe, controller, inner, saver)
             if task.goal is not None:
                 robot.after_cycle.append(self._goal_watch(task, probe))
+            if task.scenario is not None and probe is not None and probe.crowd is not None:
+                robot.after_cycle.append(self._script_end_watch(probe))
+                if resume is None:
+                    self._script_end_known(task, robot)
             if self.progress is not None:
                 robot.after_cycle.append(self._progress_hook(probe))
             robot.after_cycle.extend(self.hooks)
             with self.held.allowed():
                 stopped = INTERRUPTED_RUN if self.held.pending else run_until_done(controller, robot)
-            if stopped == "duration" and self.reached_at is not None:
+            if stopped == "duration" and self.script_end_at is not None and robot.deadline_s == self.script_end_at:
+                stopped = SCRIPT_END
+            elif stopped == "duration" and self.reached_at is not None:
                 stopped = GOAL
         except Exception as exc:  # noqa: BLE001 - the controller's (or the world's) failure is the result
             error, trace = f"{type(exc).__name__}: {exc}", _trace(exc)
@@ -294,6 +302,29 @@ class _Run:
                 self.reached_at = robot.clock.now() - self.t0
                 if spec.end_on_goal:
                     robot.end_by(robot.clock.now() + spec.after_goal_s)
+
+        return watch
+
+    def _script_end_known(self, task: Task, robot: Any) -> None:
+        """A scenario whose ``end`` follows only ``run`` lines (no ``wait``) ends at a time known before it starts:
+        the run ends exactly there (the world hears of the line only with the crowd's next tick, a period later)."""
+        from hil.crowd.script import end_time_s, load_script
+        from hil.crowd.sim import DEFAULT_DT
+
+        end = end_time_s(load_script(task.scenario), DEFAULT_DT)
+        if end is not None:
+            self.script_end_at = end
+            robot.end_by(end)
+
+    def _script_end_watch(self, probe: WorldProbe) -> Callable[[Any], None]:
+        """After each cycle: once the crowd says the scenario reached its ``end`` line, the run ends at that line's
+        time (the crowd's time is the world's clock)."""
+
+        def watch(robot: Any) -> None:
+            end = probe.crowd.script_end_s
+            if end is not None and self.script_end_at is None:
+                self.script_end_at = end  # after a 'wait': heard a crowd period after the line's time
+                robot.end_by(end)
 
         return watch
 

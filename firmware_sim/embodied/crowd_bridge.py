@@ -25,6 +25,7 @@ for each answer at a fixed step, whatever the crowd's speed.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from hil.bridge.crowd_link import people_labels
@@ -59,6 +60,7 @@ class CrowdBridge:
         self._closed = False
         self.script_events: list[dict] = []  # lines of a served script that ran, until the caller takes them
         self.script_state: str | None = None
+        self.script_end_s: float | None = None  # world time of the served script's ``end`` line, once it ran
         self.doing: dict[int, str] = {}  # id -> what the crowd says the person is doing (crowd/serve.activities)
         self.names: dict[int, str] = {}  # id -> the script's name for the person ('' for the generated)
         self._touched: set[int] = set()
@@ -135,6 +137,10 @@ class CrowdBridge:
             self.script_events.append({"t": crowd_time_s, "line": int(reply.get("script_error_line") or 0),
                                        "text": "", "error": str(reply.get("script_error") or "the script failed")})
         self.script_state = state
+        end = reply.get("script_end_t")
+        if self.script_end_s is None and isinstance(end, (int, float)) and not isinstance(end, bool) \
+                and math.isfinite(end):
+            self.script_end_s = float(end)
         self.people = {person.id: person for person in people}
         self.doing = people_labels(reply, "doing", people)
         self.names = people_labels(reply, "names", people)

@@ -234,12 +234,23 @@ class TickLog:
             self.robot.after_cycle.remove(self.after_cycle)
         try:
             if self.sets:
+                self._write_last_lines(self.t)
                 self._write_faults(self.t)
                 self._write_stats(self.t)
         except Exception:  # noqa: BLE001, S110 - a bus that failed its stats must not cost the log its footer
             pass
         finally:
             self.rec.close()
+
+
+    def _write_last_lines(self, t: float) -> None:
+        """The staged lines the world heard of since the last people message (a scenario's ``end`` line ends the
+        run before the next one): the log keeps every line that ran."""
+        if self.probe is not None and self.probe.crowd is not None:
+            with self.probe.embodied.device.lock:
+                lines = self.probe.crowd.take_script_events()
+            for line in lines:
+                self.rec.write("/crowd/script", t, line)
 
 
 def ring_fault_counters(robot: Any, ring: Any) -> dict[str, int] | None:
