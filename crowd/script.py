@@ -308,7 +308,7 @@ def _parse_line(line: _Line) -> Command:
 def _parse_spawn(line: _Line, args: dict[str, Any], cols: dict[str, int]) -> None:
     """``spawn NAME = MODEL at WHERE`` or ``spawn N MODEL at WHERE spread LENGTH [as group G]``."""
     first = line.peek()
-    many = first is not None and first.text[:1].isdigit()
+    many = first is not None and re.fullmatch(r"[\d.]+", first.text) is not None  # a count, not a name
     if many:
         args["count"], tok = line.count()
         cols["count"] = tok.column
