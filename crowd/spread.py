@@ -64,12 +64,19 @@ def spread_positions(sim: CrowdSim, centre: tuple[float, float], count: int, rad
                 break
         if found is None:
             raise NoRoom(k, count, f"only {k} of {count} people fit within {spread_m:g} m of {where or tuple(centre)}"
-                                   f" (clear of walls, of the {len(sim.agents)} people there and of the robot); "
-                                   f"nobody was spawned: give a wider spread or fewer people")
+                                   f" ({_clear_of(sim)}); nobody was spawned: give a wider spread or fewer people")
         out[k] = found
         taken_xy = np.vstack([taken_xy, found[None]])
         taken_r = np.append(taken_r, radius)
     return out
+
+
+def _clear_of(sim: CrowdSim) -> str:
+    """What the placement kept clear of, for NoRoom's message."""
+    others = [what for what, there in (("the robot", sim.robot is not None),
+                                       (f"the {len(sim.agents)} people already there", len(sim.agents))) if there]
+    return "clear of the walls" + "".join(f", {what}" for what in others[:-1]) + \
+        (f" and {others[-1]}" if others else "")
 
 
 def _draw(rng: np.random.Generator, centre: tuple[float, float], spread_m: float, n: int) -> np.ndarray:

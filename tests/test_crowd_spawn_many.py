@@ -96,8 +96,8 @@ def test_a_spawn_that_does_not_fit_names_its_line_and_how_many_fit_and_spawns_no
     sc = Scenario(sim)
     with pytest.raises(ScriptError) as err:
         sc.run_script("spawn a = man01 at plaza\nrun 1s\nspawn 60 adult_man at kiosk spread 1m\nrun 1s\n", "big.scn")
-    match = re.match(r"^big\.scn:3: spawn: only (\d+) of 60 people fit within 1 m of kiosk \(clear of walls, of the "
-                     r"1 people there and of the robot\); nobody was spawned", str(err.value))
+    match = re.match(r"^big\.scn:3: spawn: only (\d+) of 60 people fit within 1 m of kiosk \(clear of the walls and "
+                     r"the 1 people already there\); nobody was spawned", str(err.value))
     assert match, str(err.value)
     # discs of ADULT_R inside a disc of 1 m + ADULT_R: at most the area ratio of them can ever fit
     assert 1 <= int(match[1]) <= ((1.0 + ADULT_R) / ADULT_R) ** 2

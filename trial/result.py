@@ -60,7 +60,7 @@ class TrialFailed(AssertionError):
 class TrialResult:
     """One trial's outcome. ``status`` is OK (ran to its end: duration, goal, or the controller returned),
     FAILED (the controller raised, or the world or crowd failed: ``error`` and ``traceback`` say how) or
-    INTERRUPTED (Ctrl-C); ``stopped`` says what ended it (returned, duration, goal, interrupted, failed)."""
+    INTERRUPTED (Ctrl-C); ``stopped`` says what ended it (returned, duration, goal, script_end, interrupted, failed)."""
 
     label: str
     folder: Path | None
