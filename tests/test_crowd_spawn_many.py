@@ -24,7 +24,7 @@ ADULT_R = DEFAULT_TYPES["adult_man"].radius.mean
 CROWD_40 = "robot 1.0 -4.0\nspawn bystander = woman01 at -1.0 -3.5\nspawn 40 adult_man at fountain spread 3m\n"
 
 
-def play(text: str, seed: int = 0, source: str = "t.scn") -> tuple[CrowdSim, Scenario]:
+def play(text, seed: int = 0, source: str = "t.scn") -> tuple[CrowdSim, Scenario]:
     sim = CrowdSim(ARCADE, seed=seed)
     sc = Scenario(sim)
     sc.run_script(text, source)
@@ -193,3 +193,14 @@ def test_a_trial_ends_at_its_scripts_end_line(tmp_path):
     period, cycle = 0.1, 0.05  # the crowd's tick, the controller's cycle
     assert ends[0]["t"] <= log["/clock"][-1].data["t"] <= ends[0]["t"] + period + cycle + 1e-9
     assert result.sim_s < 30.0 / 2
+
+
+def test_the_shipped_plaza_crowd_scene_plays_to_its_end():
+    from hil.crowd.script import load_script
+
+    sim, sc = play(load_script("plaza_crowd"))
+    assert len(sc.ids) == 46 and len(sim.agents) == 46
+    assert sc.ended_at == pytest.approx(60.0) and sim.time_s == pytest.approx(60.0)
+    fountain = np.array(ARCADE.point("fountain"))
+    near = [math.dist(sim.agents.pos[sim.row(sc.ids[f"class{k}"])], fountain) for k in range(1, 7)]
+    assert max(near) < 3.0, near  # the class walked from the middle passage to the fountain, together
