@@ -43,6 +43,12 @@ def test_a_crowd_killed_5_s_into_the_demo_is_reported_at_once_with_its_signal(tm
     try:
         crowd = wait_for(lambda: [pid for pid, cmd in children(demo.pid) if " crowd " in cmd],
                          "the demo's crowd child", seconds=120)[0]
+        # the demo running (its first progress line comes after the crowd answered its first ticks: a crowd killed
+        # while it still starts is "did not start", another message; a busy machine may take seconds to get here)
+        line = demo.stdout.readline()
+        while line and " t= " not in line and " t=" not in line:
+            line = demo.stdout.readline()
+        assert line, "the demo ended before its first progress line"
         time.sleep(5.0)  # the input of the issue: 5 s into the demo (not a bound on anything)
         assert demo.poll() is None, "the 600 s demo ended before its crowd was killed"
         os.kill(crowd, signal.SIGKILL)
