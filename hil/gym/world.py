@@ -40,16 +40,22 @@ class EpisodeWorld:
 
     @property
     def rewindable(self) -> bool:
+        """Everything seeded can be put back: no faults (their plan starts over with its world), and people only
+        from a crowd process of our own (it serves the next episode's seed in a fresh session)."""
         trial = self.spec.trial
-        return not trial.has_people and not trial.faults
+        return not trial.faults and (not trial.has_people or self.crowd is not None)
 
     # --- episodes ----------------------------------------------------------------------------------------------
     def start(self, seed: int) -> None:
         """The world at its start with ``seed``: opened the first time, rewound or reopened after."""
         if self.robot is not None and self._at_start_of == seed:
             return  # nothing has run since this very start (a learner's or a checker's reset after reset)
-        if self.robot is not None and self.rewindable:
-            self._rewind(seed)
+        if self.robot is not None and self._start is not None and self._crowd_well():
+            try:
+                self._rewind(seed)
+            except BaseException:  # half put back: the next start opens the world afresh
+                self.close(keep_dir=True)
+                raise
             self.rewinds += 1
         else:
             self.reopens += int(self.robot is not None)
@@ -58,6 +64,10 @@ class EpisodeWorld:
         self.robot.clock.sleep_until(0.0)
         self.robot.cycle()  # the first readings, as robot.loop's first tick has them
         self._at_start_of = seed
+
+    def _crowd_well(self) -> bool:
+        crowd = self.probe.embodied.crowd
+        return crowd is None or crowd.failure is None
 
     def advance(self, t_s: float) -> None:
         """The world to ``t_s`` (the commands set since the last cycle acting meanwhile), then one bus cycle."""
@@ -119,6 +129,8 @@ class EpisodeWorld:
         from hil.trial.state.resume import _set_clock
 
         start, robot, embodied = self._start, self.robot, self.probe.embodied
+        if embodied.crowd is not None:
+            self._new_crowd_session(seed)
         with embodied.device.lock:
             _drop_contacts(embodied)
             p.restoreState(fileName=start["bullet"], physicsClientId=embodied.world.client)
@@ -134,6 +146,20 @@ class EpisodeWorld:
         if start["presence"] is not None:
             robot.presence._last_ping_s, robot.presence._next_rescan_s, robot.presence._next = start["presence"]
         robot.deadline_s = None
+
+    def _new_crowd_session(self, seed: int) -> None:
+        """The crowd process's next session, a fresh crowd with the episode's seed (the trial's crowd pool), and
+        the world's people gone with their bodies: the start state was saved before the crowd's first tick."""
+        from hil.trial.task import release, start_crowd
+
+        bridge = self.probe.embodied.crowd
+        bridge.say_bye()
+        process, self.crowd = self.crowd, None
+        release(process, ended_well=True)
+        self.crowd = start_crowd(self.spec.trial.but(seed=seed), self.task, realtime=False)
+        with self.probe.embodied.device.lock:
+            bridge.restart(self.crowd.endpoint)
+        self.crowd.watch(self.probe)
 
     # --- ground truth ------------------------------------------------------------------------------------------
     def _watch_contacts(self, world: Any) -> None:
