@@ -100,6 +100,48 @@ def test_the_same_seed_gives_the_same_episode_twice_and_in_another_process(env_i
     assert out.stdout.split()[-1] == first
 
 
+def episode(env, seed: int, steps: int) -> list:
+    """(observation, reward, terminated, truncated, info) of every step of an episode driving straight ahead: in the
+    lab it runs into a walker, so contacts with people are in it."""
+    obs, info = env.reset(seed=seed)
+    out = [(obs, 0.0, False, False, info)]
+    for _ in range(steps):
+        obs, reward, terminated, truncated, info = env.step(np.array([0.5, 0.0], np.float32))
+        out.append((obs, reward, terminated, truncated, info))
+        if terminated or truncated:
+            break
+    return out
+
+
+@pytest.mark.parametrize("env_id, crowd", [("hil/CrowdNavLab-v0", {}),
+                                           ("hil/CrowdNav-v0", {"crowd_scale": 20, "crowd_start": "tue 12:30"})])
+def test_an_episode_after_others_with_other_seeds_is_a_fresh_envs_episode_with_its_seed(env_id, crowd):
+    keys = {**ENVS[env_id], **crowd, "observation": {"people": 4}}  # the people's states compared too (the arcade
+    # busy enough to have people in the first 3 s)
+    env = CrowdNavEnv(**keys)
+    try:
+        for seed in (21, 22, 23):
+            episode(env, seed, 30)
+        after = episode(env, 24, 30)
+        assert (env.world.rewinds, env.world.reopens) == (4, 0)  # put back from its start state each time
+    finally:
+        env.close()
+    env = CrowdNavEnv(**keys)
+    try:
+        fresh = episode(env, 24, 30)
+        assert env.world.rewinds == 1  # from the env's opening seed to 24
+    finally:
+        env.close()
+    assert len(after) == len(fresh)
+    assert any(step[0]["people_valid"].any() for step in fresh)  # people were there
+    for (obs_a, *rest_a), (obs_f, *rest_f) in zip(after, fresh):
+        for key in obs_f:
+            np.testing.assert_array_equal(obs_a[key], obs_f[key])
+        assert rest_a == rest_f
+    if env_id == "hil/CrowdNavLab-v0":
+        assert fresh[-1][4]["collisions"]["people"] == 1  # the walker was hit: contacts with a person came back too
+
+
 def test_an_async_vector_env_of_two_steps_each_as_a_single_env_would():
     from gymnasium.vector import AsyncVectorEnv
 
