@@ -113,11 +113,12 @@ def episode(env, seed: int, steps: int) -> list:
     return out
 
 
-@pytest.mark.parametrize("env_id, crowd", [("hil/CrowdNavLab-v0", {}),
-                                           ("hil/CrowdNav-v0", {"crowd_scale": 20, "crowd_start": "tue 12:30"})])
-def test_an_episode_after_others_with_other_seeds_is_a_fresh_envs_episode_with_its_seed(env_id, crowd):
-    keys = {**ENVS[env_id], **crowd, "observation": {"people": 4}}  # the people's states compared too (the arcade
-    # busy enough to have people in the first 3 s)
+@pytest.mark.parametrize("env_id, changes", [
+    ("hil/CrowdNavLab-v0", {"observation": {"people": 4, "depth": "head_camera"}}),  # the camera's too
+    ("hil/CrowdNav-v0", {"crowd_scale": 20, "crowd_start": "tue 12:30", "observation": {"people": 4}})])
+def test_an_episode_after_others_with_other_seeds_is_a_fresh_envs_episode_with_its_seed(env_id, changes):
+    keys = {**ENVS[env_id], **changes}  # the people's states compared too (the arcade busy enough to have people
+    # in the first 3 s)
     env = CrowdNavEnv(**keys)
     try:
         for seed in (21, 22, 23):
@@ -140,6 +141,36 @@ def test_an_episode_after_others_with_other_seeds_is_a_fresh_envs_episode_with_i
         assert rest_a == rest_f
     if env_id == "hil/CrowdNavLab-v0":
         assert fresh[-1][4]["collisions"]["people"] == 1  # the walker was hit: contacts with a person came back too
+
+
+def test_the_depth_observation_is_the_cameras_nearest_depth_per_block_and_comes_closer_with_a_wall():
+    env = CrowdNavEnv(**{**ENVS["hil/CrowdNavLabEmpty-v0"], "goal": [2.0, 0.0]},
+                      observation={"ring": None, "goal": False, "velocity": False, "depth": "head_camera",
+                                   "depth_block": 16})
+    try:
+        assert env.observation_space["depth"].shape == (240 // 16, 320 // 16)  # the commbot's 320x240 camera
+        obs, _ = env.reset(seed=4)
+        frame = env.world.robot.sensors["head_camera"].frame()  # the frame the observation was made of
+        block = frame.depth[:16, :16]
+        assert obs["depth_valid"][0, 0] == np.count_nonzero(~np.isnan(block)) / 256
+        if obs["depth_valid"][0, 0] > 0:
+            assert obs["depth"][0, 0] == np.nanmin(block)
+        wall = np.s_[5:9, 4:8]  # ahead and left of the doorway: the wall across the lab, facing the camera
+        first, x0 = obs["depth"][wall].mean(), env.world.pose()[0]
+        for _ in range(30):
+            obs, *_ = env.step(np.array([0.5, 0.0], np.float32))
+        moved = env.world.pose()[0] - x0  # ground truth, east toward the wall
+        assert moved > 1.0
+        assert abs((first - obs["depth"][wall].mean()) - moved) < 0.1  # depth along the optical axis: as moved
+    finally:
+        env.close()
+
+
+def test_a_depth_observation_of_what_is_no_camera_or_does_not_tile_is_refused_naming_it():
+    with pytest.raises(ConfigError, match="no camera 'ring'; its cameras: head_camera, right_camera"):
+        CrowdNavEnv(**ENVS["hil/CrowdNavLabEmpty-v0"], observation={"depth": "ring"})
+    with pytest.raises(ConfigError, match="depth_block: 7 does not divide the 320x240 image of camera 'head_camera'"):
+        CrowdNavEnv(**ENVS["hil/CrowdNavLabEmpty-v0"], observation={"depth": "head_camera", "depth_block": 7})
 
 
 def test_an_async_vector_env_of_two_steps_each_as_a_single_env_would():

@@ -122,6 +122,7 @@ class EpisodeWorld:
     def _rewind(self, seed: int) -> None:
         import pybullet as p
 
+        from hil.firmware_sim.embodied.camera import reseed as reseed_cameras
         from hil.firmware_sim.embodied.sensing import RangeRingFirmware, part_seed
         from hil.firmware_sim.embodied.servo import PositionDrives
         from hil.firmware_sim.embodied.state import restore_parts
@@ -141,6 +142,7 @@ class EpisodeWorld:
             for part in embodied.parts:  # the episode's own noise (trial seeds: firmware_sim/embodied/embody.py)
                 if isinstance(part, RangeRingFirmware):
                     part.model.rng = np.random.Generator(np.random.PCG64(part_seed(seed, part.serial_number)))
+            reseed_cameras(embodied, seed)
         _set_clock(robot, embodied, 0.0)
         restore_host(robot, start["host"])
         if start["presence"] is not None:
