@@ -2,13 +2,15 @@
 a time from :meth:`EpisodeWorld.advance` (the environment is the robot's only lockstep participant, so advancing
 the clock steps the world in this thread: no controller thread, no queue).
 
-A new episode never restarts a process. An empty world (no crowd, no faults) is rewound: its start state, saved
-right after the robot opened (trial/state's machinery: pybullet's ``.bullet``, every part's control table and
-firmware, the host's side), is put back, the clock set to 0, and the ring's generators reseeded with the
-episode's seed. A world with people or faults is reopened in this process instead (the robot is scanned again,
-~0.7 s): the crowd process says bye, idles and takes the next episode's seed (the trial's crowd pool, trial/task.py),
-because a crowd is restored by replaying its ticks into a fresh crowd, and a fresh one with a new seed is exactly
-a new session; the fault plan starts over with its world.
+A new episode never restarts a process: the world is rewound. Its start state, saved right after the robot
+opened and before the crowd's first tick (trial/state's machinery: pybullet's ``.bullet``, every part's control
+table and firmware, the host's side), is put back, the clock set to 0, and everything seeded drawn again from the
+episode's seed: the ring's and the cameras' generators, and the crowd, which the crowd process builds afresh in
+its next session (the trial's crowd pool, trial/task.py: bye, idle, the new seed on its stdin) while the world
+removes the last episode's people with their bodies. A crowd is never snapshotted (a served script is a paused
+generator): a fresh crowd with the episode's seed is exactly the crowd a new env would start. A world with faults
+(their plan starts over with its world) or a crowd served elsewhere (``crowd_endpoint``) is reopened in this
+process instead.
 """
 from __future__ import annotations
 
@@ -66,6 +68,7 @@ class EpisodeWorld:
         self._at_start_of = seed
 
     def _crowd_well(self) -> bool:
+        """False once the crowd link failed (the crowd died): then the world is reopened with a new process."""
         crowd = self.probe.embodied.crowd
         return crowd is None or crowd.failure is None
 
