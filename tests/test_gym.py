@@ -122,7 +122,7 @@ def test_an_episode_after_others_with_other_seeds_is_a_fresh_envs_episode_with_i
     env = CrowdNavEnv(**keys)
     try:
         for seed in (21, 22, 23):
-            episode(env, seed, 30)
+            episode(env, seed, 12)  # shorter: what matters is that they ran
         after = episode(env, 24, 30)
         assert (env.world.rewinds, env.world.reopens) == (4, 0)  # put back from its start state each time
     finally:
