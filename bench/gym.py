@@ -2,15 +2,17 @@
 
 Each hil env steps a scripted policy (turn toward the goal) for ``--steps`` steps, resetting whenever an episode
 ends: steps/s counts env.step calls per wall second (each is 0.1 s of simulated time: 24 physics steps at
-240 Hz and one bus cycle of the 40-part commbot), reset is the mean wall time of a reset after an episode (a
-rewind for the empty lab, a reopen of the world with the crowd process kept for the others). AsyncVectorEnv(N)
-counts the steps of all N envs per wall second.
+240 Hz and one bus cycle of the 40-part commbot), reset is the mean (and the least) wall time of a reset after an
+episode: the world put back from its start state, with the crowd process's next session for a crowd. The lab
+with walkers is measured again with the head camera's depth in the observation (``--depth``, on by default:
+one 320x240 frame rendered per step). AsyncVectorEnv(N) counts the steps of all N envs per wall second.
 
 SocNavGym (``pip install socnavgym``, gym 0.26: in a venv of its own, ``--socnavgym PYTHON``) steps its
 default environment (a room with 1-5 humans and objects, discs with perfect sensing, no physics) with random
 actions in a subprocess, on the same machine in the same run.
 
-    .venv/bin/python -m bench.gym [--steps 300] [--vector 2] [--envs ID,ID] [--socnavgym PYTHON] [--smoke]
+    .venv/bin/python -m bench.gym [--steps 300] [--vector 2] [--envs ID,ID] [--no-depth] [--socnavgym PYTHON]
+                                  [--smoke]
 """
 from __future__ import annotations
 
@@ -34,13 +36,16 @@ def steer(obs: dict) -> np.ndarray:
     return np.array([0.5, float(np.clip(1.5 * math.atan2(gy, gx), -1.0, 1.0))], np.float32)
 
 
-def one_env(env_id: str, steps: int) -> tuple[float, float, int]:
-    """(steps/s, mean reset s after an episode, episodes) of one env in this process."""
+DEPTH = {"observation": {"depth": "head_camera"}}  # the commbot's head camera, 8x8-pixel blocks
+
+
+def one_env(env_id: str, steps: int, **keys) -> tuple[float, float, float, int]:
+    """(steps/s, mean and least reset s after an episode, episodes) of one env in this process."""
     import gymnasium as gym
 
     import hil.gym  # noqa: F401
 
-    env = gym.make(env_id, duration=10.0)
+    env = gym.make(env_id, duration=10.0, **keys)
     resets: list[float] = []
     obs, _ = env.reset(seed=0)
     start, done, episodes = time.perf_counter(), 0, 0
@@ -54,7 +59,8 @@ def one_env(env_id: str, steps: int) -> tuple[float, float, int]:
             resets.append(time.perf_counter() - t0)
     wall = time.perf_counter() - start - sum(resets)
     env.close()
-    return steps / wall, (sum(resets) / len(resets) if resets else math.nan), episodes
+    return steps / wall, (sum(resets) / len(resets) if resets else math.nan), min(resets, default=math.nan), \
+        episodes
 
 
 def vector(env_id: str, n: int, steps: int) -> float:
@@ -106,13 +112,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socnavgym", default=os.environ.get("SOCNAVGYM_PYTHON"),
                         help="a Python with socnavgym installed (its own venv)")
     parser.add_argument("--envs", default=",".join(ENV_IDS), help="the hil envs to step, comma-separated")
-    args = parse_with_smoke(parser, argv, steps=20, vector=2, envs=ENV_IDS[0])
-    print(f"{'env':28s} {'steps/s':>8s} {'reset s':>8s} {'episodes':>8s}  (cores: {os.cpu_count()}, "
+    parser.add_argument("--depth", action=argparse.BooleanOptionalAction, default=True,
+                        help="also the lab with walkers observing the head camera's depth")
+    args = parse_with_smoke(parser, argv, steps=20, vector=2, envs=ENV_IDS[0], depth=False)
+    print(f"{'env':34s} {'steps/s':>8s} {'reset s':>8s} {'least':>8s} {'episodes':>8s}  (cores: {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f})")
     env_ids = [e for e in args.envs.split(",") if e]
-    for env_id in env_ids:
-        rate, reset, episodes = one_env(env_id, args.steps)
-        print(f"{env_id:28s} {rate:8.1f} {reset:8.3f} {episodes:8d}")
+    runs = [(env_id, env_id, {}) for env_id in env_ids]
+    if args.depth:
+        runs.append(("hil/CrowdNavLab-v0 + depth", "hil/CrowdNavLab-v0", DEPTH))
+    for label, env_id, keys in runs:
+        rate, reset, least, episodes = one_env(env_id, args.steps, **keys)
+        print(f"{label:34s} {rate:8.1f} {reset:8.3f} {least:8.3f} {episodes:8d}")
     if args.vector:
         for env_id in env_ids[:2]:
             rate = vector(env_id, args.vector, args.steps // args.vector)

@@ -100,6 +100,79 @@ def test_the_same_seed_gives_the_same_episode_twice_and_in_another_process(env_i
     assert out.stdout.split()[-1] == first
 
 
+def episode(env, seed: int, steps: int) -> list:
+    """(observation, reward, terminated, truncated, info) of every step of an episode driving straight ahead: in the
+    lab it runs into a walker, so contacts with people are in it."""
+    obs, info = env.reset(seed=seed)
+    out = [(obs, 0.0, False, False, info)]
+    for _ in range(steps):
+        obs, reward, terminated, truncated, info = env.step(np.array([0.5, 0.0], np.float32))
+        out.append((obs, reward, terminated, truncated, info))
+        if terminated or truncated:
+            break
+    return out
+
+
+@pytest.mark.parametrize("env_id, changes", [
+    ("hil/CrowdNavLab-v0", {"observation": {"people": 4, "depth": "head_camera"}}),  # the camera's too
+    ("hil/CrowdNav-v0", {"crowd_scale": 20, "crowd_start": "tue 12:30", "observation": {"people": 4}})])
+def test_an_episode_after_others_with_other_seeds_is_a_fresh_envs_episode_with_its_seed(env_id, changes):
+    keys = {**ENVS[env_id], **changes}  # the people's states compared too (the arcade busy enough to have people
+    # in the first 3 s)
+    env = CrowdNavEnv(**keys)
+    try:
+        for seed in (21, 22, 23):
+            episode(env, seed, 12)  # shorter: what matters is that they ran
+        after = episode(env, 24, 30)
+        assert (env.world.rewinds, env.world.reopens) == (4, 0)  # put back from its start state each time
+    finally:
+        env.close()
+    env = CrowdNavEnv(**keys)
+    try:
+        fresh = episode(env, 24, 30)
+        assert env.world.rewinds == 1  # from the env's opening seed to 24
+    finally:
+        env.close()
+    assert len(after) == len(fresh)
+    assert any(step[0]["people_valid"].any() for step in fresh)  # people were there
+    for (obs_a, *rest_a), (obs_f, *rest_f) in zip(after, fresh):
+        for key in obs_f:
+            np.testing.assert_array_equal(obs_a[key], obs_f[key])
+        assert rest_a == rest_f
+    if env_id == "hil/CrowdNavLab-v0":
+        assert fresh[-1][4]["collisions"]["people"] == 1  # the walker was hit: contacts with a person came back too
+
+
+def test_the_depth_observation_is_the_cameras_nearest_depth_per_block_and_comes_closer_with_a_wall():
+    env = CrowdNavEnv(**{**ENVS["hil/CrowdNavLabEmpty-v0"], "goal": [2.0, 0.0]},
+                      observation={"ring": None, "goal": False, "velocity": False, "depth": "head_camera",
+                                   "depth_block": 16})
+    try:
+        assert env.observation_space["depth"].shape == (240 // 16, 320 // 16)  # the commbot's 320x240 camera
+        obs, _ = env.reset(seed=4)
+        frame = env.world.robot.sensors["head_camera"].frame()  # the frame the observation was made of
+        block = frame.depth[:16, :16]
+        assert obs["depth_valid"][0, 0] == np.count_nonzero(~np.isnan(block)) / 256
+        if obs["depth_valid"][0, 0] > 0:
+            assert obs["depth"][0, 0] == np.nanmin(block)
+        wall = np.s_[5:9, 4:8]  # ahead and left of the doorway: the wall across the lab, facing the camera
+        first, x0 = obs["depth"][wall].mean(), env.world.pose()[0]
+        for _ in range(30):
+            obs, *_ = env.step(np.array([0.5, 0.0], np.float32))
+        moved = env.world.pose()[0] - x0  # ground truth, east toward the wall
+        assert moved > 1.0
+        assert abs((first - obs["depth"][wall].mean()) - moved) < 0.1  # depth along the optical axis: as moved
+    finally:
+        env.close()
+
+
+def test_a_depth_observation_of_what_is_no_camera_or_does_not_tile_is_refused_naming_it():
+    with pytest.raises(ConfigError, match="no camera 'ring'; its cameras: head_camera, right_camera"):
+        CrowdNavEnv(**ENVS["hil/CrowdNavLabEmpty-v0"], observation={"depth": "ring"})
+    with pytest.raises(ConfigError, match="depth_block: 7 does not divide the 320x240 image of camera 'head_camera'"):
+        CrowdNavEnv(**ENVS["hil/CrowdNavLabEmpty-v0"], observation={"depth": "head_camera", "depth_block": 7})
+
+
 def test_an_async_vector_env_of_two_steps_each_as_a_single_env_would():
     from gymnasium.vector import AsyncVectorEnv
 

@@ -106,6 +106,20 @@ def follow_swap(embodied: Any, new: PartFirmware) -> None:
                                           f"frames: the part was replaced by {what} at t={t:.3f} s")
 
 
+def reseed(embodied: Any, seed: int) -> None:
+    """The cameras as a world opened with ``seed`` has them, for a world put back to its start (hil.gym's reset):
+    no frame made yet, the depth noise, the people's clothes and their gait drawn from ``seed`` again."""
+    from ..world.figures import Gait
+
+    embodied.seed = seed
+    gait = Gait(seed)  # one per world, as _attach_cameras makes it
+    for part in (embodied.cameras or {}).values():
+        part.seed, part.gait = part_seed(seed, part.serial_number), gait
+        for k, camera in enumerate(part.cameras.values()):
+            camera.depth_model = DepthModel(camera.spec.depth, camera.spec.fx, part.seed + k)
+            camera.last, camera._last_k = None, None
+
+
 def _has_body(robot: RobotBody, part_id: int, body: str) -> bool:
     try:
         robot.link(part_id, body)

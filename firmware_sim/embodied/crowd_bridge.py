@@ -52,20 +52,45 @@ class CrowdBridge:
         self.every_steps = max(1, round(period_s / world.time_step_s))
         self.period_s = self.every_steps * world.time_step_s
         self.pedestrians = Pedestrians(world)
+        self._security = security
         self.client = self._connect(endpoint, timeout_s, security)
+        self._closed = False
+        self._forget()
+        world.add_pre_step(self._pre_step)
+        world.add_post_step(self._post_step)
+
+    def _forget(self) -> None:
+        """What a session told: nothing yet."""
         self.people: dict[int, object] = {}  # id -> bridge.crowd_link.Person of the last reply (type, gaze, radius)
         self.ticks = 0
         self.failure: str | None = None
         self.crowd_time_s = 0.0
-        self._closed = False
         self.script_events: list[dict] = []  # lines of a served script that ran, until the caller takes them
         self.script_state: str | None = None
         self.script_end_s: float | None = None  # world time of the served script's ``end`` line, once it ran
         self.doing: dict[int, str] = {}  # id -> what the crowd says the person is doing (crowd/serve.activities)
         self.names: dict[int, str] = {}  # id -> the script's name for the person ('' for the generated)
         self._touched: set[int] = set()
-        world.add_pre_step(self._pre_step)
-        world.add_post_step(self._post_step)
+
+    def restart(self, endpoint: str) -> None:
+        """The world's side of a fresh crowd session at ``endpoint`` (the old one said bye: :meth:`say_bye`), for a
+        world put back to a start saved before the first tick (hil.gym's reset): every person's body removed
+        (and forgotten by the body history: the start state has none), what the last session told forgotten,
+        the link to the new session."""
+        self.pedestrians.clear()
+        history = getattr(self, "body_history", None)  # firmware_sim/embodied/state.py
+        if history is not None:
+            history.events = []
+        self._forget()
+        self.endpoint = endpoint
+        self.client = self._connect(endpoint, self.client.timeout_s, self._security)
+
+    def say_bye(self) -> None:
+        """End the session (the crowd process goes idle or serves the next); the world keeps its hooks."""
+        try:
+            self.client.close()
+        except Exception:  # a dead crowd cannot be told goodbye
+            pass
 
     def _connect(self, endpoint: str, timeout_s: float, security: Security | None):
         """The link to the crowd: a lockstep CrowdClient here (crowd_realtime.py streams instead)."""
@@ -171,10 +196,7 @@ class CrowdBridge:
         self._closed = True
         self.world.remove_hook(self._pre_step)
         self.world.remove_hook(self._post_step)
-        try:
-            self.client.close()
-        except Exception:  # a dead crowd cannot be told goodbye
-            pass
+        self.say_bye()
 
 
 def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,

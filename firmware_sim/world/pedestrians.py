@@ -79,6 +79,12 @@ class Pedestrians:
         by_body = {body: person for person, body in self.bodies.items()}
         return sorted({by_body[c[2]] for c in contact_points if c[2] in by_body})
 
+    def clear(self) -> None:
+        """Every person's body removed, the newest first (a world put back to its start): pybullet hands freed ids
+        out again last-freed-first, so the next people get the ids a world that never had anyone gives them."""
+        for person, _ in sorted(self.bodies.items(), key=lambda item: -item[1]):
+            self._remove(person)
+
     def _spawn(self, intent: PedestrianIntent) -> None:
         length = max(0.0, intent.height - 2 * intent.radius)
         shape = p.createCollisionShape(p.GEOM_CAPSULE, radius=intent.radius, height=length, physicsClientId=self.client)

@@ -31,7 +31,7 @@ ENVS: dict[str, dict[str, Any]] = {
                         "duration": 30.0},
     # the lab, three walkers crossing the robot's way (config/scenarios/lab_walkers.scn): 5 m to go
     "hil/CrowdNavLab-v0": {**LAB, "scenario": "lab_walkers"},
-    # the lab and nobody else: the quickest to learn on (and rewound, not reopened, between episodes)
+    # the lab and nobody else: the quickest to learn on
     "hil/CrowdNavLabEmpty-v0": dict(LAB),
 }
 

@@ -7,7 +7,10 @@ ground truth) comes from the world, and a controller refuses it.
 - ``goal``: (dx, dy) of the goal in the robot's frame, from odometry (the map frame at the start pose);
 - ``velocity``: the base's (v, w) from the wheels;
 - ``people``: the N nearest people as CrowdNav's robot-centric state rows (px, py, vx, vy, radius,
-  distance - radius - robot radius), in the robot's frame, nearest first, zero rows with a 0 mask beyond.
+  distance - radius - robot radius), in the robot's frame, nearest first, zero rows with a 0 mask beyond;
+- ``depth`` (off unless asked for): a camera's depth image in blocks of ``depth_block`` pixels a side, each the
+  nearest depth measured in it (the far limit where none was), and ``depth_valid`` the share of its pixels that
+  measured one; a camera that gives no frame (unplugged) reads as nothing measured.
 """
 from __future__ import annotations
 
@@ -48,9 +51,31 @@ class Observer:
                                  f"{self.want.ring!r}; its rings: {', '.join(rings) or 'none'}")
             self.ring = ring
             self.max_range = float(ring.max_range) if math.isfinite(ring.max_range) else 10.0
+        self.camera = self._camera(robot) if self.want.depth is not None else None
         self.max_v = float(robot.base.max_speed) * 2.0
         self.max_w = self.max_v / max(robot.base.track_width / 2.0, 1e-3)
         self.parts = self._parts()
+
+    def _camera(self, robot: Any) -> Any:
+        """The camera of ``observation.depth``, checked: it is one, it gives depth, its blocks tile its image."""
+        from hil.runtime.robot.camera import Camera
+
+        name, block = self.want.depth, self.want.depth_block
+        camera = robot.sensors.get(name)
+        if not isinstance(camera, Camera):
+            cameras = [n for n, s in robot.sensors.items() if isinstance(s, Camera)]
+            raise self.spec.error("observation.depth", f"observation.depth: the robot has no camera {name!r}; its "
+                                  f"cameras: {', '.join(cameras) or 'none'}")
+        spec = camera.spec
+        if "depth" not in spec.delivers:
+            raise self.spec.error("observation.depth", f"observation.depth: camera {name!r} gives no depth (it "
+                                  f"delivers {', '.join(spec.delivers)})")
+        if spec.width % block or spec.height % block:
+            raise self.spec.error("observation.depth_block", f"observation.depth_block: {block} does not divide the "
+                                  f"{spec.width}x{spec.height} image of camera {name!r}")
+        self.depth_shape = (spec.height // block, spec.width // block)
+        self.far_m = float(spec.far_m)
+        return camera
 
     def _parts(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """name -> (low, high) of each part of the observation, in order."""
@@ -69,6 +94,9 @@ class Observer:
             parts["people"] = (np.full((n, PERSON_FIELDS), -GOAL_BOUND_M, np.float32),
                                np.full((n, PERSON_FIELDS), GOAL_BOUND_M, np.float32))
             parts["people_valid"] = (np.zeros(n, np.float32), np.ones(n, np.float32))
+        if self.camera is not None:
+            parts["depth"] = (np.zeros(self.depth_shape, np.float32), np.full(self.depth_shape, self.far_m, np.float32))
+            parts["depth_valid"] = (np.zeros(self.depth_shape, np.float32), np.ones(self.depth_shape, np.float32))
         return parts
 
     def space(self) -> Any:
@@ -102,6 +130,8 @@ class Observer:
             if people is None:
                 raise ObservationError("observation.people is the world's ground truth; a robot alone has none")
             out["people"], out["people_valid"] = self._people(people(), x, y, yaw)
+        if self.camera is not None:
+            out["depth"], out["depth_valid"] = self._depth(robot.sensors[self.want.depth])
         if self.want.flat:
             return np.concatenate([out[name].ravel() for name in self.parts])
         return out
@@ -121,6 +151,23 @@ class Observer:
             table[k] = row
             valid[k] = 1.0
         return np.clip(table, -GOAL_BOUND_M, GOAL_BOUND_M), valid
+
+
+    def _depth(self, camera: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The frame of this frame period in blocks: the nearest depth (m) and the share of pixels measured."""
+        from hil.runtime.robot.camera import CameraError
+
+        rows, cols = self.depth_shape
+        try:
+            depth = camera.frame().depth
+        except CameraError:  # unplugged, rebooting: nothing measured, as a ring's failed reading
+            return np.full(self.depth_shape, self.far_m, np.float32), np.zeros(self.depth_shape, np.float32)
+        blocks = depth.reshape(rows, self.want.depth_block, cols, self.want.depth_block)
+        measured = ~np.isnan(blocks)
+        nearest = np.where(measured, blocks, np.inf).min(axis=(1, 3))
+        nearest = np.where(np.isfinite(nearest), nearest, self.far_m)
+        return (np.clip(nearest, 0.0, self.far_m).astype(np.float32),
+                measured.mean(axis=(1, 3), dtype=np.float32))
 
 
 def to_robot_frame(dx: float, dy: float, yaw: float) -> tuple[float, float]:

@@ -6,7 +6,7 @@ The trial keys are the trial's own (``robot``, ``map``, ``crowd``, ``scenario``,
 are the environment's:
 
     control_hz: 10                  # one action per 1/control_hz s of simulated time
-    observation: {ring: ring, goal: true, velocity: true, people: 0, flat: false}
+    observation: {ring: ring, goal: true, velocity: true, people: 0, flat: false, depth: none}
     action: {kind: continuous, v_max: 0.5, w_max: 1.0}          # or kind: discrete (speeds x turns)
     reward: {success: 1.0, collision: -0.25, discomfort: 0.5, discomfort_dist: 0.2, progress: 0.1, time: 0.0}
 
@@ -30,7 +30,9 @@ DEFAULT_EPISODE_S = 30.0
 ENV_KEYS = ("control_hz", "observation", "action", "reward")
 OBSERVATION_KEYS = {"ring": "the range ring's sensor name (ring), or none", "goal": "true: the goal in the robot's "
                     "frame", "velocity": "true: the base's (v, w)", "people": "how many nearest people, CrowdNav's "
-                    "robot-centric ground truth (0: none; privileged)", "flat": "true: one Box, false: a Dict"}
+                    "robot-centric ground truth (0: none; privileged)", "flat": "true: one Box, false: a Dict",
+                    "depth": "a camera's sensor name (head_camera): its depth image, downsampled; none (the default)",
+                    "depth_block": "pixels per side of a depth block (8: 320x240 -> 40x30); each is its nearest depth"}
 ACTION_KEYS = {"kind": "continuous or discrete", "v_max": "m/s", "v_min": "m/s (>= -v_max)", "w_max": "rad/s",
                "speeds": "discrete: how many speeds from v_max/speeds to v_max (and 0)",
                "turns": "discrete: how many turn rates from -w_max to w_max (odd)"}
@@ -54,6 +56,8 @@ class ObservationSpec:
     velocity: bool = True
     people: int = 0
     flat: bool = False
+    depth: str | None = None  # a camera's depth image, each depth_block x depth_block pixels its nearest
+    depth_block: int = 8
 
 
 @dataclass(frozen=True)
@@ -179,20 +183,27 @@ def _real(section: dict, key: str, default: float, low: float, high: float, name
 
 def _observation(value: Any, spec: EnvSpec) -> ObservationSpec:
     section = _section(value, OBSERVATION_KEYS, "observation", spec)
-    ring = section.get("ring", "ring")
-    if ring is not None and (not isinstance(ring, str) or not ring.strip()):
-        raise spec.error("observation.ring", f"observation.ring must be {OBSERVATION_KEYS['ring']}, not {ring!r}")
-    if isinstance(ring, str) and ring.strip().lower() in ("none", "off"):
-        ring = None
-    out = ObservationSpec(ring=ring, goal=_flag(section, "goal", True, "observation", spec),
+    out = ObservationSpec(ring=_sensor(section, "ring", "ring", spec),
+                          goal=_flag(section, "goal", True, "observation", spec),
                           velocity=_flag(section, "velocity", True, "observation", spec),
                           people=_count(section, "people", 0, 0, MAX_PEOPLE, "observation", spec),
-                          flat=_flag(section, "flat", False, "observation", spec))
-    if out.ring is None and not out.goal and not out.velocity and not out.people:
-        raise spec.error("observation", "observation: nothing to observe (ring, goal, velocity and people all off)")
+                          flat=_flag(section, "flat", False, "observation", spec),
+                          depth=_sensor(section, "depth", None, spec),
+                          depth_block=_count(section, "depth_block", 8, 1, 256, "observation", spec))
+    if out.ring is None and not out.goal and not out.velocity and not out.people and out.depth is None:
+        raise spec.error("observation", "observation: nothing to observe (ring, goal, velocity, people and depth "
+                                        "all off)")
     if out.goal and spec.trial.goal is None:
         raise spec.error("observation.goal", "observation.goal: the spec has no goal (goal: [x, y] or a place)")
     return out
+
+
+def _sensor(section: dict, key: str, default: str | None, spec: EnvSpec) -> str | None:
+    """A sensor's name, or None for none/off."""
+    name = section.get(key, default)
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise spec.error(f"observation.{key}", f"observation.{key} must be {OBSERVATION_KEYS[key]}, not {name!r}")
+    return None if name is None or name.strip().lower() in ("none", "off") else name
 
 
 def _action(value: Any, spec: EnvSpec) -> ActionSpec:

@@ -2,13 +2,15 @@
 a time from :meth:`EpisodeWorld.advance` (the environment is the robot's only lockstep participant, so advancing
 the clock steps the world in this thread: no controller thread, no queue).
 
-A new episode never restarts a process. An empty world (no crowd, no faults) is rewound: its start state, saved
-right after the robot opened (trial/state's machinery: pybullet's ``.bullet``, every part's control table and
-firmware, the host's side), is put back, the clock set to 0, and the ring's generators reseeded with the
-episode's seed. A world with people or faults is reopened in this process instead (the robot is scanned again,
-~0.7 s): the crowd process says bye, idles and takes the next episode's seed (the trial's crowd pool, trial/task.py),
-because a crowd is restored by replaying its ticks into a fresh crowd, and a fresh one with a new seed is exactly
-a new session; the fault plan starts over with its world.
+A new episode never restarts a process: the world is rewound. Its start state, saved right after the robot
+opened and before the crowd's first tick (trial/state's machinery: pybullet's ``.bullet``, every part's control
+table and firmware, the host's side), is put back, the clock set to 0, and everything seeded drawn again from the
+episode's seed: the ring's and the cameras' generators, and the crowd, which the crowd process builds afresh in
+its next session (the trial's crowd pool, trial/task.py: bye, idle, the new seed on its stdin) while the world
+removes the last episode's people with their bodies. A crowd is never snapshotted (a served script is a paused
+generator): a fresh crowd with the episode's seed is exactly the crowd a new env would start. A world with faults
+(their plan starts over with its world) or a crowd served elsewhere (``crowd_endpoint``) is reopened in this
+process instead.
 """
 from __future__ import annotations
 
@@ -40,16 +42,22 @@ class EpisodeWorld:
 
     @property
     def rewindable(self) -> bool:
+        """Everything seeded can be put back: no faults (their plan starts over with its world), and people only
+        from a crowd process of our own (it serves the next episode's seed in a fresh session)."""
         trial = self.spec.trial
-        return not trial.has_people and not trial.faults
+        return not trial.faults and (not trial.has_people or self.crowd is not None)
 
     # --- episodes ----------------------------------------------------------------------------------------------
     def start(self, seed: int) -> None:
         """The world at its start with ``seed``: opened the first time, rewound or reopened after."""
         if self.robot is not None and self._at_start_of == seed:
             return  # nothing has run since this very start (a learner's or a checker's reset after reset)
-        if self.robot is not None and self.rewindable:
-            self._rewind(seed)
+        if self.robot is not None and self._start is not None and self._crowd_well():
+            try:
+                self._rewind(seed)
+            except BaseException:  # half put back: the next start opens the world afresh
+                self.close(keep_dir=True)
+                raise
             self.rewinds += 1
         else:
             self.reopens += int(self.robot is not None)
@@ -58,6 +66,11 @@ class EpisodeWorld:
         self.robot.clock.sleep_until(0.0)
         self.robot.cycle()  # the first readings, as robot.loop's first tick has them
         self._at_start_of = seed
+
+    def _crowd_well(self) -> bool:
+        """False once the crowd link failed (the crowd died): then the world is reopened with a new process."""
+        crowd = self.probe.embodied.crowd
+        return crowd is None or crowd.failure is None
 
     def advance(self, t_s: float) -> None:
         """The world to ``t_s`` (the commands set since the last cycle acting meanwhile), then one bus cycle."""
@@ -112,6 +125,7 @@ class EpisodeWorld:
     def _rewind(self, seed: int) -> None:
         import pybullet as p
 
+        from hil.firmware_sim.embodied.camera import reseed as reseed_cameras
         from hil.firmware_sim.embodied.sensing import RangeRingFirmware, part_seed
         from hil.firmware_sim.embodied.servo import PositionDrives
         from hil.firmware_sim.embodied.state import restore_parts
@@ -119,6 +133,8 @@ class EpisodeWorld:
         from hil.trial.state.resume import _set_clock
 
         start, robot, embodied = self._start, self.robot, self.probe.embodied
+        if embodied.crowd is not None:
+            self._new_crowd_session(seed)
         with embodied.device.lock:
             _drop_contacts(embodied)
             p.restoreState(fileName=start["bullet"], physicsClientId=embodied.world.client)
@@ -129,11 +145,26 @@ class EpisodeWorld:
             for part in embodied.parts:  # the episode's own noise (trial seeds: firmware_sim/embodied/embody.py)
                 if isinstance(part, RangeRingFirmware):
                     part.model.rng = np.random.Generator(np.random.PCG64(part_seed(seed, part.serial_number)))
+            reseed_cameras(embodied, seed)
         _set_clock(robot, embodied, 0.0)
         restore_host(robot, start["host"])
         if start["presence"] is not None:
             robot.presence._last_ping_s, robot.presence._next_rescan_s, robot.presence._next = start["presence"]
         robot.deadline_s = None
+
+    def _new_crowd_session(self, seed: int) -> None:
+        """The crowd process's next session, a fresh crowd with the episode's seed (the trial's crowd pool), and
+        the world's people gone with their bodies: the start state was saved before the crowd's first tick."""
+        from hil.trial.task import release, start_crowd
+
+        bridge = self.probe.embodied.crowd
+        bridge.say_bye()
+        process, self.crowd = self.crowd, None
+        release(process, ended_well=True)
+        self.crowd = start_crowd(self.spec.trial.but(seed=seed), self.task, realtime=False)
+        with self.probe.embodied.device.lock:
+            bridge.restart(self.crowd.endpoint)
+        self.crowd.watch(self.probe)
 
     # --- ground truth ------------------------------------------------------------------------------------------
     def _watch_contacts(self, world: Any) -> None:
