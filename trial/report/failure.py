@@ -285,7 +285,7 @@ class _Log:
                     out.update(sensed=True, first_sensed_t=m.t, sensor=k, distance_m=distance)
         out["observations"] = dict(sorted(seen.items()))
         if not out["sensed"]:
-            out["reason"] = _reason(seen)
+            out["reason"] = _reason(seen) if out["samples"] else "unknown"  # never in /pedestrians then
         return out
 
     def _ring(self, t: float) -> _Ring | None:
