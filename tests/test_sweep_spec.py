@@ -227,7 +227,8 @@ def test_plots_and_a_self_contained_report(tmp_path):
     from hil.trial.sweep.plots import write_plots
 
     rows = [_row(c, success=s, **{"time_to_goal_s": t, "min_distance_m": 0.5, "axis": c[:1], "failure": f})
-            for c, s, t, f in (("aa", True, 10.0, None), ("aa", False, None, "odometry_drift"), ("bb", True, 12.0, None))]
+            for c, s, t, f in (("aa", True, 10.0, None), ("aa", False, None, "odometry_drift"),
+                               ("bb", True, 12.0, None))]
     summaries = by_condition(rows)
     figures = write_plots(rows, summaries, by_axis(rows, ["axis"]), tmp_path / "plots", "t")
     assert [f.name for f in figures] == ["success_by_condition.png", "success_by_axis.png", "metrics.png"]

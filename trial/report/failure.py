@@ -75,10 +75,10 @@ def classify_failure(messages: Mapping[str, Sequence[LogMessage]], metrics: Mapp
             goal_missed = True
         else:
             others.append(text)
-    causes = [collision_cause(trial, event) for event in (metrics.get("collisions") or {}).get("events") or ()
+    causes = [_collision_cause(trial, event) for event in (metrics.get("collisions") or {}).get("events") or ()
               if event.get("by") in kinds]
     if goal_missed or status != "ok":
-        causes.append(stop_cause(trial, status, verdict.get("stopped"), metrics))
+        causes.append(_stop_cause(trial, status, verdict.get("stopped"), metrics))
     causes += [{"cause": "criterion", "label": "criterion", "t": trial.end_t, "evidence": {"criterion": text}}
                for text in others]
     if not causes:  # a failed verdict always names something; keep the answer total all the same
@@ -105,7 +105,7 @@ def _column(text: str) -> str:
 
 
 # --- collisions ---------------------------------------------------------------------------------------------------
-def collision_cause(trial: _Log, event: Mapping[str, Any]) -> dict[str, Any]:
+def _collision_cause(trial: _Log, event: Mapping[str, Any]) -> dict[str, Any]:
     """The cause of one collision event (metrics' ``collisions.events``), with what the ring said of that person."""
     t, pid = float(event["t"]), int(event["person"])
     sensing = trial.sensing(pid, t)
@@ -121,7 +121,7 @@ def collision_cause(trial: _Log, event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # --- goals and endings --------------------------------------------------------------------------------------------
-def stop_cause(trial: _Log, status: str, stopped: Any, metrics: Mapping[str, Any]) -> dict[str, Any]:
+def _stop_cause(trial: _Log, status: str, stopped: Any, metrics: Mapping[str, Any]) -> dict[str, Any]:
     """Why the robot is not at its goal at the end (or the run did not reach its end)."""
     t = trial.end_t
     lost = trial.lost_parts()

@@ -63,8 +63,8 @@ def _summary_table(summaries: list[Mapping[str, Any]]) -> str:
 
 
 def _worst_table(worst: list[Mapping[str, Any]], out: Path) -> str:
-    head = ["trial", "status", "success", "why it failed", "error", "collisions (robot)", "intimate entries", "min distance m",
-            "time to goal s", "picture", "open with", "retry from 10 s before its first failure"]
+    head = ["trial", "status", "success", "why it failed", "error", "collisions (robot)", "intimate entries",
+            "min distance m", "time to goal s", "picture", "open with", "retry from 10 s before its first failure"]
     lines = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
     for row in worst:
         folder = str(row.get("folder"))
