@@ -113,6 +113,7 @@ def test_a_sweeps_success_and_each_trials_verdict_agree(swept, tmp_path):
 
     folder, rows = swept
     assert [(r["success"], r["not_met"]) for r in rows] == [(True, None), (False, "goal.reached")]
+    assert [r["failure"] for r in rows] == [None, "timeout"], "still driving toward the goal when time ran out"
     for job, row in zip(load_sweep(folder / "two.yaml").jobs, rows):
         recorded = json.loads((folder / "out" / row["folder"] / "metrics.json").read_text())["verdict"]
         assert recorded["passed"] is row["success"], "the trial's own metrics.json says what the table says"

@@ -177,10 +177,16 @@ def describe_cause(cause: dict[str, Any]) -> str:
            f"the last {BLOCK_WINDOW_S:.0f} s"
     if e.get("drift_m") is not None:
         text += f"; odometry {_fmt(e.get('drift_m'), ' m')} off the true position"
+    if e.get("still_s"):
+        text += f"; still for the last {_fmt(e['still_s'], ' s')}"
+    near = e.get("nearest_person")
+    if near and near["distance_m"] <= 2.0:
+        text += f"; person {near['person']} {_fmt(near['distance_m'], ' m')} away"
     obstacle = e.get("obstacle")
     if obstacle:
         what = f"person {obstacle['person']}" if obstacle["kind"] == "person" else "a wall"
-        text += f"; {what} {_fmt(obstacle['distance_m'], ' m')} ahead toward the goal"
+        where = "toward the goal" if obstacle.get("toward") == "goal" else "straight ahead"
+        text += f"; {what} {_fmt(obstacle['distance_m'], ' m')} away {where}"
     return text
 
 

@@ -13,7 +13,8 @@ instead of a person opening trials one by one. Each failed criterion leads to th
 - a goal criterion (``goal.*``, ``time_to_goal_s``) or a trial that did not run to its end: ``part_lost`` (a part
   was lost during the run), ``controller_error`` / ``interrupted`` (how the run ended), ``odometry_drift`` (the
   believed and the true position at the end differ by at least ``DRIFT_MIN_M`` and by at least the miss),
-  ``blocked`` (no progress at the end and a wall or a person in the way), else ``timeout`` (time ran out);
+  ``blocked`` (no progress at the end and a wall or a person in the way, toward the goal or straight ahead), else
+  ``timeout`` (time ran out);
 - any other criterion: ``criterion``, naming it.
 
 The causes are listed in time order; the first is the trial's ``cause``. A pure function of the log's messages and
@@ -40,7 +41,7 @@ DRIFT_MIN_M = 0.1  # believed vs true position at the end: below this it is odom
 BLOCK_WINDOW_S = 2.0  # the end of the trial looked at for progress
 BLOCK_PROGRESS_M = 0.1  # closer to the goal by less than this over the window: no progress
 BLOCK_REACH_M = 1.0  # a wall crossing the way to the goal, or a person toward it, within this of the robot centre
-BLOCK_BEARING_RAD = math.pi / 4  # a person counts as in the way within this of the goal's direction
+BLOCK_BEARING_RAD = math.pi / 3  # a wall's nearest point or a person within this of the way counts as in the way
 DEFAULT_GOAL_RADIUS_M = 0.5
 DEFAULT_PERSON_RADIUS_M = 0.25
 _COLUMN = re.compile(r"^\s*([A-Za-z_][\w.]*)")
@@ -138,7 +139,8 @@ def _stop_cause(trial: _Log, status: str, stopped: Any, metrics: Mapping[str, An
     true_xy = np.array(end[:2])
     distance = float(np.hypot(*(true_xy - goal)))
     base = {"goal": list(goal), "goal_radius_m": radius, "true_pose": list(end), "distance_to_goal_m": distance,
-            "progress_m": trial.progress(goal, BLOCK_WINDOW_S)}
+            "progress_m": trial.progress(goal, BLOCK_WINDOW_S), "still_s": trial.still_for(),
+            "nearest_person": trial.nearest_person(goal)}
     believed = trial.end_odometry()
     if believed is not None:
         drift = float(np.hypot(*(np.array(believed[:2]) - true_xy)))
@@ -196,6 +198,28 @@ class _Log:
             return 0.0
         return math.hypot(then[0] - goal[0], then[1] - goal[1]) - math.hypot(now[0] - goal[0], now[1] - goal[1])
 
+    def still_for(self) -> float:
+        """How long the robot had stayed within ``BLOCK_PROGRESS_M`` of where it ended (its whole run at most)."""
+        end = self.end_pose()
+        if end is None:
+            return 0.0
+        xy = np.array([[m.data["x"], m.data["y"]] for m in self.states], dtype=float)
+        away = np.flatnonzero(np.hypot(xy[:, 0] - end[0], xy[:, 1] - end[1]) >= BLOCK_PROGRESS_M)
+        since = self.t[away[-1] + 1] if len(away) else self.t[0]
+        return float(self.end_t - since)
+
+    def nearest_person(self, goal: Sequence[float]) -> dict[str, Any] | None:
+        """The person nearest the robot at the end (the last ``/pedestrians``): id, centre distance, and their
+        bearing from the goal's direction (degrees, counter-clockwise); None when nobody was there."""
+        end, people = self.end_pose(), self.messages.get("/pedestrians", ())
+        if end is None or not people or not people[-1].data.get("people"):
+            return None
+        person = min(people[-1].data["people"], key=lambda q: math.hypot(q["x"] - end[0], q["y"] - end[1]))
+        heading = math.atan2(goal[1] - end[1], goal[0] - end[0])
+        bearing = math.atan2(person["y"] - end[1], person["x"] - end[0]) - heading
+        return {"person": int(person["id"]), "distance_m": math.hypot(person["x"] - end[0], person["y"] - end[1]),
+                "bearing_deg": math.degrees(_wrap(bearing))}
+
     def lost_parts(self) -> list[dict[str, Any]]:
         """Each part lost (or quarantined) during the run: which, when, and when it came back (None: never)."""
         out: list[dict[str, Any]] = []
@@ -211,28 +235,37 @@ class _Log:
         return out
 
     def in_the_way(self, goal: Sequence[float]) -> dict[str, Any] | None:
-        """A wall crossing the straight way from the robot to the goal, or a person toward the goal, within
-        ``BLOCK_REACH_M`` of the robot centre at the end; the nearer of the two."""
+        """Something in the robot's way at the end, within ``BLOCK_REACH_M`` of its centre, toward the goal or
+        straight ahead (where it was trying to go: a detour faces elsewhere): a wall of /map crossing that line,
+        or a person within ``BLOCK_BEARING_RAD`` of it; the nearest, with the direction it blocked."""
         end = self.end_pose()
         if end is None:
             return None
-        p, g = np.array(end[:2]), np.array(goal, dtype=float)
-        way = g - p
-        length = float(np.hypot(*way))
-        found: list[dict[str, Any]] = []
+        p = np.array(end[:2])
+        to_goal = np.array(goal, dtype=float) - p
+        reach_goal = min(BLOCK_REACH_M, float(np.hypot(*to_goal)))
+        ways = {"goal": (math.atan2(to_goal[1], to_goal[0]), reach_goal), "ahead": (end[2], BLOCK_REACH_M)}
         map_msg = self.messages.get("/map", ())
-        for wall in (map_msg[0].data.get("walls") or []) if map_msg else []:
-            s = _crossing(p, way, np.array(wall[:2], dtype=float), np.array(wall[2:4], dtype=float))
-            if s is not None and s * length <= BLOCK_REACH_M:
-                found.append({"kind": "wall", "segment": list(wall), "distance_m": s * length})
+        walls = (map_msg[0].data.get("walls") or []) if map_msg else []
         people = self.messages.get("/pedestrians", ())
-        heading = math.atan2(way[1], way[0])
-        for person in (people[-1].data.get("people") or []) if people else []:
-            rel = np.array([float(person["x"]), float(person["y"])]) - p
-            d = float(np.hypot(*rel))
-            if d <= BLOCK_REACH_M and abs(_wrap(math.atan2(rel[1], rel[0]) - heading)) <= BLOCK_BEARING_RAD:
-                found.append({"kind": "person", "person": int(person["id"]), "distance_m": d})
-        return min(found, key=lambda f: f["distance_m"]) if found else None
+        last = (people[-1].data.get("people") or []) if people else []
+        found: list[dict[str, Any]] = []
+        for toward, (heading, reach) in ways.items():
+            way = reach * np.array([math.cos(heading), math.sin(heading)])
+            for wall in walls:
+                a, b = np.array(wall[:2], dtype=float), np.array(wall[2:4], dtype=float)
+                s, near = _crossing(p, way, a, b), _nearest(p, a, b) - p
+                if s is not None:
+                    found.append({"kind": "wall", "segment": list(wall), "distance_m": s * reach, "toward": toward})
+                elif _ahead(near, heading, reach):  # a corner or a wall met at a slant
+                    found.append({"kind": "wall", "segment": list(wall), "distance_m": float(np.hypot(*near)),
+                                  "toward": toward})
+            for person in last:
+                rel = np.array([float(person["x"]), float(person["y"])]) - p
+                if _ahead(rel, heading, BLOCK_REACH_M):
+                    found.append({"kind": "person", "person": int(person["id"]), "distance_m": float(np.hypot(*rel)),
+                                  "toward": toward})
+        return min(found, key=lambda f: (f["distance_m"], f["toward"] != "goal")) if found else None
 
     # the people
     def tracks(self) -> dict[int, tuple[np.ndarray, np.ndarray, float]]:
@@ -361,6 +394,19 @@ def _crossing(p: np.ndarray, way: np.ndarray, a: np.ndarray, b: np.ndarray) -> f
     s = (rel[0] * edge[1] - rel[1] * edge[0]) / denominator
     u = (rel[0] * way[1] - rel[1] * way[0]) / denominator
     return float(s) if 0.0 <= s <= 1.0 and 0.0 <= u <= 1.0 else None
+
+
+def _nearest(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The point of the segment a..b nearest to p."""
+    edge = b - a
+    length2 = float(edge @ edge)
+    u = 0.0 if length2 == 0.0 else min(max(float((p - a) @ edge) / length2, 0.0), 1.0)
+    return a + u * edge
+
+
+def _ahead(rel: np.ndarray, heading: float, reach: float) -> bool:
+    """Whether the offset ``rel`` lies within ``reach`` and within ``BLOCK_BEARING_RAD`` of ``heading``."""
+    return float(np.hypot(*rel)) <= reach and abs(_wrap(math.atan2(rel[1], rel[0]) - heading)) <= BLOCK_BEARING_RAD
 
 
 def _wrap(angle: float) -> float:
