@@ -158,3 +158,28 @@ def test_the_page_shows_the_failure_in_red(seen):
 
     page = _metrics_html(seen)
     assert "hil-metric-error" in page and "failure             sensed_no_stop" in page
+
+
+EAST = "def main(robot):\n    for _ in robot.loop(hz=10):\n        robot.base.drive(v=0.3, w=0.0)\n"
+RAISES = textwrap.dedent('''\
+    def main(robot):
+        for _ in robot.loop(hz=10):
+            if robot.clock.now() >= 0.5:
+                raise RuntimeError("lost its way")
+''')
+
+
+def test_a_lost_wheel_and_a_controller_that_raises_say_so(folder):
+    (folder / "east.py").write_text(EAST)
+    (folder / "raises.py").write_text(RAISES)
+    Trial(str(folder / "east.py"), robot="commbot", map="lab", start=(0.0, 0.0, 0.0), goal=(3.0, 0.0), duration=2.0,
+          faults=[{"at": 0.5, "unplug": "base.wheel_left"}]).run(folder / "unplugged")
+    lost = _first(json.loads((folder / "unplugged" / "metrics.json").read_text()))
+    assert lost["label"] == "part_lost"
+    assert [(p["kind"], p["back_t"]) for p in lost["evidence"]["parts"]] == [("lost", None)]
+    assert "base.wheel_left" in lost["evidence"]["parts"][0]["names"]
+    result = Trial(str(folder / "raises.py"), robot="commbot", map="lab", start=(0.0, 0.0, 0.0), goal=(3.0, 0.0),
+                   duration=2.0).run(folder / "raised")
+    assert result.status == "failed"
+    raised = _first(json.loads((folder / "raised" / "metrics.json").read_text()))
+    assert raised["label"] == "controller_error" and raised["evidence"]["status"] == "failed"
