@@ -18,7 +18,7 @@ from hil.devices.yaml_source import ConfigError
 from hil.trial.sweep.progress import Progress
 from hil.trial.sweep.spec import load_sweep
 from hil.trial.sweep.store import commit, read_done
-from hil.trial.sweep.summary import by_axis, by_condition, wilson, worst
+from hil.trial.sweep.summary import by_axis, by_condition, format_summary, wilson, worst
 from hil.trial.sweep.table import flatten_metrics, metric_columns, parse_criteria
 
 CONTROLLER = '"""Stand still."""\ndef main(robot):\n    for tick in robot.loop(hz=10):\n        pass\n'
@@ -137,15 +137,20 @@ def _row(condition: str, status: str = "ok", success: bool = True, **metrics):
 def test_summary_per_condition_and_axis_and_the_worst_first():
     rows = [_row("a", time_to_goal_s=10.0, min_distance_m=1.0, **{"collisions.total": 0}),
             _row("a", time_to_goal_s=20.0, min_distance_m=None, **{"collisions.total": 0}),
-            _row("b", success=False, time_to_goal_s=None, min_distance_m=0.3,
+            _row("b", success=False, time_to_goal_s=None, min_distance_m=0.3, failure="sensed_no_stop",
                  **{"collisions.total": 2, "collisions.robot_initiated": 2}),
-            _row("b", status="failed", success=False)]
+            _row("b", status="failed", success=False, failure="controller_error")]
     for row, axis in zip(rows, ("x", "x", "y", "y")):
         row["axis"] = axis
     a, b = by_condition(rows)
     assert (a["n"], a["successes"], a["success_rate"]) == (2, 2, 1.0) and a["time_to_goal_s.p50"] == 15.0
     assert a["min_distance_m.count"] == 1 and a["min_distance_m.mean"] == 1.0, "no value, not a zero"
     assert (b["success_rate"], b["failed"], b["ok"]) == (0.0, 1, 1) and b["collisions.total.mean"] == 2.0
+    assert a["failures"] == {} and b["failures"] == {"sensed_no_stop": 1, "controller_error": 1}, \
+        "the causes' fixed order: collisions before the goal's"
+    text = format_summary([a, b])
+    assert text.splitlines()[0].endswith("why they failed") and text.splitlines()[2].endswith(
+        "sensed_no_stop 1, controller_error 1")
     assert [r["value"] for r in by_axis(rows, ["axis"])["axis"]] == ["x", "y"]
     assert [r["status"] for r in worst(rows, 2)] == ["failed", "ok"] and worst(rows, 2)[1]["min_distance_m"] == 0.3
 
@@ -221,8 +226,9 @@ def test_plots_and_a_self_contained_report(tmp_path):
     from hil.trial.sweep.html import write_report
     from hil.trial.sweep.plots import write_plots
 
-    rows = [_row(c, success=s, **{"time_to_goal_s": t, "min_distance_m": 0.5, "axis": c[:1]})
-            for c, s, t in (("aa", True, 10.0), ("aa", False, None), ("bb", True, 12.0))]
+    rows = [_row(c, success=s, **{"time_to_goal_s": t, "min_distance_m": 0.5, "axis": c[:1], "failure": f})
+            for c, s, t, f in (("aa", True, 10.0, None), ("aa", False, None, "odometry_drift"),
+                               ("bb", True, 12.0, None))]
     summaries = by_condition(rows)
     figures = write_plots(rows, summaries, by_axis(rows, ["axis"]), tmp_path / "plots", "t")
     assert [f.name for f in figures] == ["success_by_condition.png", "success_by_axis.png", "metrics.png"]
@@ -231,3 +237,20 @@ def test_plots_and_a_self_contained_report(tmp_path):
                         worst=worst(rows, 2), figures=figures, criteria=["goal.reached"], tables=["results.csv"],
                         out=tmp_path).read_text()
     assert page.count("data:image/png;base64,") == 3 and "<td>50%</td>" in page and "hil report " in page
+    assert page.count("<td class='text'>odometry_drift</td>") == 1, "the worst trial says why it failed"
+    assert "<td>odometry_drift 1</td>" in page, "and its condition counts it"
+
+
+def test_the_summary_csv_counts_each_failure_cause_per_condition(tmp_path):
+    import csv
+
+    from hil.trial.sweep.run import _write_summary
+
+    rows = [_row("a", success=False, failure="blocked"), _row("a", success=False, failure="person_not_sensed:angle"),
+            _row("b", success=False, failure="blocked"), _row("b"), _row("b", success=False, failure=None)]
+    _write_summary(by_condition(rows), tmp_path / "summary.csv")
+    with open(tmp_path / "summary.csv", newline="") as f:
+        a, b = csv.DictReader(f)
+    causes = [c for c in a if c.startswith("failures.")]
+    assert causes == ["failures.person_not_sensed:angle", "failures.blocked", "failures.unexplained"]
+    assert [a[c] for c in causes] == ["1", "1", "0"] and [b[c] for c in causes] == ["0", "1", "1"]

@@ -58,6 +58,9 @@ def test_a_trial_that_misses_its_goal_exits_1_naming_the_criterion_and_no_fail_k
     verdict = json.loads((folder / "a" / "metrics.json").read_text())["verdict"]
     assert verdict["passed"] is False and verdict["failed"] == ["goal.reached"]
     assert verdict["criteria"] == ["goal.reached", "collisions.robot_initiated == 0"], "the default, with a goal"
+    failure = json.loads((folder / "a" / "metrics.json").read_text())["failure"]
+    assert failure["cause"] == "timeout", "still, nothing in the way, odometry true: time ran out"
+    assert failure["causes"][0]["evidence"]["distance_to_goal_m"] == pytest.approx(2.0, abs=0.01)
 
     kept = hil("trial", "still.py", "--map", "lab", "--goal", "2,0", "--duration", "1", "--out", "b", "--quiet",
                "--no-fail", cwd=folder)
@@ -68,6 +71,7 @@ def test_a_trial_that_misses_its_goal_exits_1_naming_the_criterion_and_no_fail_k
                   cwd=folder)
     assert reached.returncode == 0, reached.stdout[-2000:] + reached.stderr[-2000:]
     assert summary(reached.stdout, "east").startswith("east: passed (goal) after ")
+    assert "failure" not in json.loads((folder / "c" / "metrics.json").read_text()), "a success has no failure"
 
 
 def test_success_criteria_replace_the_default_and_a_typo_is_one_line(folder):
@@ -109,6 +113,7 @@ def test_a_sweeps_success_and_each_trials_verdict_agree(swept, tmp_path):
 
     folder, rows = swept
     assert [(r["success"], r["not_met"]) for r in rows] == [(True, None), (False, "goal.reached")]
+    assert [r["failure"] for r in rows] == [None, "timeout"], "still driving toward the goal when time ran out"
     for job, row in zip(load_sweep(folder / "two.yaml").jobs, rows):
         recorded = json.loads((folder / "out" / row["folder"] / "metrics.json").read_text())["verdict"]
         assert recorded["passed"] is row["success"], "the trial's own metrics.json says what the table says"

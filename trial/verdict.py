@@ -24,7 +24,8 @@ DEFAULT_CRITERIA = ("goal.reached", "collisions.robot_initiated == 0")
 GOAL_CRITERION = "goal.reached"  # a default criterion only for a trial with a goal
 RUN_COLUMNS = ("status", "stopped")  # how the trial ended, beside its metrics
 RAN_TO_ITS_END = "status == ok"  # named among the failed criteria of a trial that did not run to its end
-SKIPPED_METRICS = ("meta", "params", "collisions.events", "goal.xy", "verdict")  # the spec again, thresholds, lists
+SKIPPED_METRICS = ("meta", "params", "collisions.events", "goal.xy", "verdict", "failure")  # the spec again,
+# thresholds, lists, and the verdict and why it failed (judged from the rest)
 SKIPPED_SUFFIXES = (".radius_m",)  # the zones' thresholds (metrics.params has them)
 
 _CRITERION = re.compile(r"^\s*(?P<column>[A-Za-z_][\w.]*)\s*(?:(?P<op>==|!=|<=|>=|<|>)\s*(?P<value>[^\s]+))?"

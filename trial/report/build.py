@@ -14,7 +14,8 @@ from typing import Any
 
 from ..record.log import read_log
 from ..record.recorder import LOG_NAME
-from .metrics import compute_metrics, write_metrics
+from .failure import BLOCK_WINDOW_S, classify_failure
+from .metrics import compute_metrics, rounded, write_metrics
 from .topdown import write_topdown
 
 METRICS_NAME = "metrics.json"
@@ -43,6 +44,9 @@ def build_report(trial_dir: str | os.PathLike[str], *, status: str | None = None
     if resumed:  # a trial started from a saved state (trial/state): its metrics count from there
         metrics["resumed_from"] = {**resumed, "counted_from_s": resumed["t"]}
     metrics["verdict"] = _verdict(meta, metrics, status, stopped, str(trial_dir / LOG_NAME))
+    failure = classify_failure(log.messages, metrics)
+    if failure is not None:  # why it failed (trial/report/failure.py): only a trial that did not pass has one
+        metrics["failure"] = rounded(failure)
     _write_whole(trial_dir / METRICS_NAME, lambda path: write_metrics(metrics, path))
     _write_whole(trial_dir / TOPDOWN_NAME, lambda path: write_topdown(log.messages, path, metrics))
     return metrics
@@ -135,10 +139,60 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         judged = ", ".join(verdict["criteria"]) or "ran to its end"
         lines.append(f"verdict             passed ({judged})" if verdict["passed"] else
                      f"verdict             failed, not met: {' and '.join(verdict['failed'])}")
+    lines += format_failure(metrics.get("failure"))
     return "\n".join(lines)
 
 
+def format_failure(failure: dict[str, Any] | None) -> list[str]:
+    """The ``failure`` lines: the first cause, then every cause with its time and the evidence that decided it."""
+    if not failure:
+        return []
+    lines = [f"{FAILURE:<19} {failure['cause']}"]
+    for cause in failure["causes"]:
+        lines.append(f"  {cause['t']:7.2f} s  {cause['label']}: {describe_cause(cause)}")
+    return lines
+
+
+def describe_cause(cause: dict[str, Any]) -> str:
+    """One cause's evidence in a few words (docs/METRICS.md, "Why a trial failed", lists it all)."""
+    e = cause.get("evidence") or {}
+    name = cause["cause"]
+    if name in ("person_not_sensed", "sensed_no_stop", "person_initiated"):
+        ring = e.get("ring") or {}
+        seen = ", ".join(f"{what} {n}" for what, n in (ring.get("observations") or {}).items()) or "nothing"
+        said = (f"ring echoed from them at {_fmt(ring.get('distance_m'), ' m')} (sensor {ring.get('sensor')}, "
+                f"{_fmt(ring.get('first_sensed_t'), ' s')})" if ring.get("sensed") else
+                f"ring in the {ring.get('window_s', [0, 0])[1] - ring.get('window_s', [0, 0])[0]:.0f} s before: {seen}")
+        return (f"person {e.get('person')}, robot approaching at {_fmt(e.get('robot_approach_mps'), ' m/s')}, "
+                f"person at {_fmt(e.get('person_approach_mps'), ' m/s')}; {said}")
+    if name == "part_lost":
+        return ", ".join(f"part {p['part_id']} {p['kind']} at {_fmt(p['t'], ' s')}" +
+                         (f", back at {_fmt(p['back_t'], ' s')}" if p.get("back_t") is not None else ", never back")
+                         for p in e.get("parts") or ())
+    if name in ("controller_error", "interrupted") or "status" in e:
+        return f"the run ended {e.get('status')} ({e.get('stopped')})"
+    if name == "criterion":
+        return f"not met: {e.get('criterion')}"
+    text = f"{_fmt(e.get('distance_to_goal_m'), ' m')} from the goal, {_fmt(e.get('progress_m'), ' m')} closer in " \
+           f"the last {BLOCK_WINDOW_S:.0f} s"
+    if e.get("drift_m") is not None:
+        text += f"; odometry {_fmt(e.get('drift_m'), ' m')} off the true position"
+    if e.get("still_s"):
+        text += f"; still for the last {_fmt(e['still_s'], ' s')}"
+    near = e.get("nearest_person")
+    if near and near["distance_m"] <= 2.0:
+        text += f"; person {near['person']} {_fmt(near['distance_m'], ' m')} away"
+    obstacle = e.get("obstacle")
+    if obstacle:
+        what = f"person {obstacle['person']}" if obstacle["kind"] == "person" else "a wall"
+        where = "toward the goal" if obstacle.get("toward") == "goal" else "straight ahead"
+        text += f"; {what} {_fmt(obstacle['distance_m'], ' m')} away {where}"
+    return text
+
+
+FAILURE = "failure"  # the label of format_metrics' failure line (shown red, as the script error is)
 SCRIPT_ERROR = "script error"  # the line's label in format_metrics (shown red on the page and on a terminal)
+ALARMS = (SCRIPT_ERROR, FAILURE)  # the lines shown red
 RED, PLAIN = "\033[31m", "\033[0m"
 
 
@@ -146,7 +200,7 @@ def in_red(text: str, tty: bool) -> str:
     """format_metrics' text with its script error line red on a terminal (as the page shows it)."""
     if not tty:
         return text
-    return "\n".join(f"{RED}{line}{PLAIN}" if line.startswith(SCRIPT_ERROR) else line for line in text.splitlines())
+    return "\n".join(f"{RED}{line}{PLAIN}" if line.startswith(ALARMS) else line for line in text.splitlines())
 
 
 def cli(args: argparse.Namespace) -> int:

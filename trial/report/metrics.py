@@ -73,7 +73,7 @@ def compute_metrics(messages: Mapping[str, Sequence[LogMessage]], *, still_speed
     out["sensors"] = sensor_faults(messages)
     out["parts"] = part_event_counts(messages.get("/robot/parts", ()))
     out["script"] = script_counts(messages.get("/crowd/script", ()))
-    return _rounded(out)
+    return rounded(out)
 
 
 def sensor_faults(messages: Mapping[str, Sequence[LogMessage]]) -> dict[str, Any]:
@@ -352,16 +352,16 @@ def _classify(t: float, pid: int, robot: _RobotTrack, track: _PersonTrack | None
     return event
 
 
-def _rounded(value: Any) -> Any:
+def rounded(value: Any) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             return None
         r = round(value, DECIMALS)
         return 0.0 if r == 0 else r  # no "-0.0"
     if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
+        return {k: rounded(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_rounded(v) for v in value]
+        return [rounded(v) for v in value]
     if isinstance(value, np.generic):
-        return _rounded(value.item())
+        return rounded(value.item())
     return value

@@ -100,6 +100,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print("\nthe worst trials (replay one with hil view FOLDER, or hil report FOLDER):")
         for row in outcome.worst:
             reason = row.get("error") or (f"not met: {row['not_met']}" if row.get("not_met") else "a success")
+            reason += f" (why: {row['failure']})" if row.get("failure") else ""
             print(f"  {outcome.out / row['folder']}  {row['status']}: {reason}")
     written = ", ".join(str(p) for key, p in outcome.files.items() if p.exists() and key in
                         ("csv", "jsonl", "summary", "report"))

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .summary import SUMMARY_METRICS
+from .summary import SUMMARY_METRICS, format_failures
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 80em; }
@@ -46,7 +46,7 @@ def write_report(path: Path, *, title: str, source: str, rows: list[Mapping[str,
 
 
 def _summary_table(summaries: list[Mapping[str, Any]]) -> str:
-    head = ["condition", "n", "success", "95% CI", "ok", "failed", "timeout"]
+    head = ["condition", "n", "success", "95% CI", "ok", "failed", "timeout", "why they failed"]
     for _, label, percentiles in SUMMARY_METRICS:
         head += [f"{label} mean"] + [f"p{p}" for p in percentiles]
     lines = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
@@ -54,7 +54,7 @@ def _summary_table(summaries: list[Mapping[str, Any]]) -> str:
         rate = s["success_rate"]
         cells = [s["condition"], s["n"], f"{100 * rate:.0f}%" if rate is not None else "-",
                  f"{100 * s['ci_low']:.0f}-{100 * s['ci_high']:.0f}%" if rate is not None else "-",
-                 s["ok"], s["failed"], s["timeout"]]
+                 s["ok"], s["failed"], s["timeout"], format_failures(s.get("failures") or {})]
         for column, _, percentiles in SUMMARY_METRICS:
             cells += [_num(s.get(f"{column}.mean"))] + [_num(s.get(f"{column}.p{p}")) for p in percentiles]
         bad = " class='bad'" if rate is not None and rate < 0.5 else ""
@@ -63,8 +63,8 @@ def _summary_table(summaries: list[Mapping[str, Any]]) -> str:
 
 
 def _worst_table(worst: list[Mapping[str, Any]], out: Path) -> str:
-    head = ["trial", "status", "success", "error", "collisions (robot)", "intimate entries", "min distance m",
-            "time to goal s", "picture", "open with", "retry from 10 s before its first failure"]
+    head = ["trial", "status", "success", "why it failed", "error", "collisions (robot)", "intimate entries",
+            "min distance m", "time to goal s", "picture", "open with", "retry from 10 s before its first failure"]
     lines = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
     for row in worst:
         folder = str(row.get("folder"))
@@ -74,6 +74,7 @@ def _worst_table(worst: list[Mapping[str, Any]], out: Path) -> str:
         cells = [f"<td class='text'><a href={_q(folder)}>{_e(str(row.get('trial')))}</a></td>",
                  f"<td class='text'>{_e(str(row.get('status')))}</td>",
                  f"<td>{'yes' if row.get('success') else 'no'}</td>",
+                 f"<td class='text'>{_e(str(row.get('failure') or ''))}</td>",
                  f"<td class='text'>{_e(_short(row.get('error')))}</td>",
                  f"<td>{_e(_num(row.get('collisions.robot_initiated'), 0))}</td>",
                  f"<td>{_e(_num(row.get('intrusions.intimate.entries'), 0))}</td>",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..report.failure import cause_counts
 from .progress import Progress, format_duration
 from .spec import Sweep, load_sweep
 from .store import read_done, remove_stale_attempts
@@ -126,9 +127,14 @@ def _write(outcome: SweepOutcome, metrics: list[str], criteria: list[str]) -> No
 
 
 def _write_summary(summaries: list[dict[str, Any]], path: Path) -> None:
-    columns = list(dict.fromkeys(k for s in summaries for k in s))
+    """One row per condition; the failures' causes as a column each (``failures.odometry_drift``: how many trials
+    of that condition failed for it, 0 when none did), the causes any condition had, in their fixed order."""
+    causes = list(cause_counts([{"cause": c} for s in summaries for c in s.get("failures") or {}]))
+    flat = [{**{k: v for k, v in s.items() if k != "failures"},
+             **{f"failures.{c}": (s.get("failures") or {}).get(c, 0) for c in causes}} for s in summaries]
+    columns = list(dict.fromkeys(k for s in flat for k in s))
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(columns)
-        for s in summaries:
+        for s in flat:
             writer.writerow(["" if s.get(c) is None else s.get(c) for c in columns])

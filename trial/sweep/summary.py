@@ -63,10 +63,27 @@ def by_condition(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
             summary[f"{column}.mean"] = round(float(np.mean(values)), 4) if values else None
             for p in percentiles:
                 summary[f"{column}.p{p}"] = round(float(np.percentile(values, p)), 4) if values else None
+        summary["failures"] = failure_counts(members)
         wall = [float(r["wall_s"]) for r in members if isinstance(r.get("wall_s"), (int, float))]
         summary["wall_s.mean"] = round(float(np.mean(wall)), 2) if wall else None
         out.append(summary)
     return out
+
+
+def failure_counts(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many trials failed for each first cause (the table's ``failure``; ``unexplained`` for a failed trial whose
+    metrics have none: killed before its log said anything, or judged by other criteria than its own)."""
+    from ..report.failure import cause_counts
+
+    return cause_counts([{"cause": r.get("failure") or UNEXPLAINED} for r in rows if not r.get("success")])
+
+
+UNEXPLAINED = "unexplained"
+
+
+def format_failures(counts: Mapping[str, int]) -> str:
+    """``odometry_drift 5, blocked 1``: the causes of a condition's failures, most frequent first."""
+    return ", ".join(f"{cause} {n}" for cause, n in sorted(counts.items(), key=lambda kv: -kv[1])) or "-"
 
 
 def by_axis(rows: list[Mapping[str, Any]], axes: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
@@ -104,14 +121,15 @@ def worst(rows: list[Mapping[str, Any]], count: int) -> list[Mapping[str, Any]]:
 def format_summary(summaries: list[Mapping[str, Any]]) -> str:
     """The per-condition summary as a text table (what ``hil sweep`` prints at the end)."""
     head = ["condition", "n", "success [95% CI]", "failed", "timeout", "goal s p50", "min dist p10",
-            "intimate mean", "collisions mean"]
+            "intimate mean", "collisions mean", "why they failed"]
     lines = [head]
     for s in summaries:
         rate = "-" if s["success_rate"] is None else \
             f"{100 * s['success_rate']:.0f}% [{100 * s['ci_low']:.0f}-{100 * s['ci_high']:.0f}]"
         lines.append([s["condition"], str(s["n"]), rate, str(s["failed"]), str(s["timeout"]),
                       _num(s.get("time_to_goal_s.p50")), _num(s.get("min_distance_m.p10")),
-                      _num(s.get("intrusions.intimate.entries.mean")), _num(s.get("collisions.total.mean"))])
+                      _num(s.get("intrusions.intimate.entries.mean")), _num(s.get("collisions.total.mean")),
+                      format_failures(s.get("failures") or {})])
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
                                enumerate(zip(line, widths))).rstrip() for line in lines)

@@ -27,8 +27,8 @@ from ..verdict import Criterion, flatten_metrics, metric_columns  # noqa: F401 -
 from .spec import PARAMS, Job, Sweep, format_value
 
 BASE_COLUMNS = ("trial", "condition")
-RESULT_COLUMNS = ("seed", "status", "success", "not_met", "error", "stopped", "sim_s", "wall_s", "goal_reached_at_s",
-                  "folder")
+RESULT_COLUMNS = ("seed", "status", "success", "not_met", "failure", "error", "stopped", "sim_s", "wall_s",
+                  "goal_reached_at_s", "folder")
 
 
 def parse_criteria(sweep: Sweep, columns: Iterable[str] | None = None) -> tuple[Criterion, ...]:
@@ -52,7 +52,14 @@ def make_row(job: Job, record: Mapping[str, Any], axes: tuple[str, ...], criteri
     missed = verdict.not_met(criteria, row, verdict.has_goal(record.get("metrics")))
     row["success"] = row["status"] == "ok" and not missed
     row["not_met"] = "; ".join(missed) or None  # why a trial that ran to its end is not a success
+    row["failure"] = None if row["success"] else _failure_cause(record.get("metrics"))
     return row
+
+
+def _failure_cause(metrics: Mapping[str, Any] | None) -> str | None:
+    """The first cause of the trial's own ``failure`` (trial/report/failure.py), as its metrics.json says."""
+    failure = (metrics or {}).get("failure")
+    return str(failure["cause"]) if isinstance(failure, Mapping) and failure.get("cause") else None
 
 
 def _rounded(value: Any) -> Any:

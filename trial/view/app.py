@@ -430,10 +430,10 @@ def _metrics_html(metrics: dict[str, Any] | None) -> str:
         text = format_metrics(metrics)
     except Exception:  # noqa: BLE001 - an older metrics.json: show it as it is
         text = json.dumps(metrics, indent=1)[:2000]
-    from hil.trial.report.build import SCRIPT_ERROR
+    from hil.trial.report.build import ALARMS
 
     body = "\n".join(f"<span class='hil-metric-error' style='{ERROR_STYLE}'>{html.escape(line)}</span>"
-                     if line.startswith(SCRIPT_ERROR) else html.escape(line) for line in text.splitlines())
+                     if line.startswith(ALARMS) else html.escape(line) for line in text.splitlines())
     return (f"<div id='hil-metrics' style='font-size:11px'><b>metrics</b><pre style='white-space:pre-wrap'>"
             f"{body}</pre></div>")
 

@@ -74,7 +74,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     viewer = open_viewer(args, run_spec=demo_spec(), out_root=args.out)
     if timeline is not None:
         viewer.show_replay(timeline, metrics, folder=path if path.is_dir() else path.parent)
-        print(f"viewer: replaying {args.log} ({timeline.end_t:.1f} s)", flush=True)
+        failure = (metrics or {}).get("failure") if isinstance(metrics, dict) else None
+        why = f"; failed: {failure['cause']}" if isinstance(failure, dict) and failure.get("cause") else ""
+        print(f"viewer: replaying {args.log} ({timeline.end_t:.1f} s){why}", flush=True)
     return _serve(viewer, None)
 
 
