@@ -248,16 +248,17 @@ def _intervals(f, x: np.ndarray, step: np.ndarray) -> np.ndarray:
 
 
 def fit_dropout(obs: Observations, start: tuple[float, float] = (50.0, 5.0),
-                noise: tuple[float, float] | None = None) -> tuple[float, float, tuple, tuple]:
+                noise: tuple[float, float] | None = None, near: bool = False) -> tuple[float, float, tuple, tuple]:
     """(angle50, width, their 95 % intervals) by maximum likelihood under the firmware's law; ``noise`` (a, b)
-    gives the acceptance of a noisy range at the limits (default: the log's stated noise). FitError when the
-    likelihood cannot bound a number (flat or not curving up in it), naming which and why."""
+    gives the acceptance of a noisy range at the limits (default: the log's stated noise); ``near``: the start is
+    already close (a refit), so one descent from it, not three 15 degrees apart. FitError when the likelihood
+    cannot bound a number (flat or not curving up in it), naming which and why."""
     from scipy.optimize import minimize
 
     law = _law_inputs(obs, obs.stated_noise if noise is None else noise)
     f = lambda th: _dropout_nll(th, law, obs.valid)  # noqa: E731
     best = None
-    for a50 in (start[0] - 15, start[0], start[0] + 15):
+    for a50 in (start[0],) if near else (start[0] - 15, start[0], start[0] + 15):
         res = minimize(f, np.array([a50, math.log(start[1])]), method="Nelder-Mead",
                        options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 2000})
         if best is None or res.fun < best.fun:
@@ -328,12 +329,19 @@ def valid_bins(obs: Observations, mask: np.ndarray | None = None) -> list[dict[s
     return out
 
 
+def fit_law(obs: Observations) -> tuple[tuple[float, float, tuple, tuple], tuple]:
+    """The pooled fit: (fit_dropout's and fit_noise's results). The dropout's likelihood needs the noise (a noisy
+    range beyond the limits is rejected) and the noise fit needs the dropout (which readings are sure), so the
+    dropout is fitted with the log's stated noise, the noise with that dropout, and both once more."""
+    angle50, width, _, _ = fit_dropout(obs)
+    _, a, b, _, _, _ = fit_noise(obs, angle50, width)
+    dropout = fit_dropout(obs, (angle50, width), noise=(a, b), near=True)
+    return dropout, fit_noise(obs, dropout[0], dropout[1])
+
+
 def fit_ring(log: CalibrationLog, rig: Rig) -> RingFit:
     obs = observations(log, rig)
-    angle50, width, _, _ = fit_dropout(obs)  # the acceptance at the range limits from the log's stated noise
-    _, a, b, _, _, _ = fit_noise(obs, angle50, width)
-    angle50, width, a_ci, w_ci = fit_dropout(obs, (angle50, width), noise=(a, b))  # ...then from the fitted noise
-    bias, a, b, na_ci, nb_ci, points = fit_noise(obs, angle50, width)
+    (angle50, width, a_ci, w_ci), (bias, a, b, na_ci, nb_ci, points) = fit_law(obs)
     measured = obs.measured[obs.valid]
     fit = RingFit(angle50, width, a_ci, w_ci, angle80(obs), a, b, na_ci, nb_ci, bias,
                   float(measured.min()), float(measured.max()), len(obs.valid), points, valid_bins(obs))
@@ -342,7 +350,7 @@ def fit_ring(log: CalibrationLog, rig: Rig) -> RingFit:
         sub = obs.subset(sel)
         entry: dict[str, Any] = {"sensor": k, "readings": int(sel.sum()), "bins": valid_bins(sub)}
         try:
-            s50, sw, s50_ci, _ = fit_dropout(sub, (angle50, width), noise=(a, b))
+            s50, sw, s50_ci, _ = fit_dropout(sub, (angle50, width), noise=(a, b), near=True)
             entry.update(angle50_deg=s50, width_deg=sw, angle50_ci=list(s50_ci))
         except FitError as exc:  # one sensor's readings may not bound its own numbers: said, and the pooled fit stands
             entry["note"] = f"sensor {k} (yaw {log.meta['ring']['params']['yaw_deg'][k]:g} deg) not fitted alone: {exc}"
