@@ -47,6 +47,7 @@ SURE_SURVIVAL = 0.01  # the nearest ray's dropout probability below this: its ec
 MAX_READING_M = 100.0  # no range ring measures farther (devices/calibration.py PARAM_BOUNDS agrees)
 MAX_POSE = 1e4  # m, rad: an odometry pose beyond this is not a robot turning before a rig
 ECHO_SLACK_M = (0.2, 0.1)  # a valid reading farther than 0.2 m + 10 % from every ray's surface is not the rig's
+FIRST_PERIODS = 0.999  # readings within the ring's first period may precede its first measure: left out
 MAX_LOG_HALF_WIDTH = 3.0  # an interval on log width wider than a factor e^3 either way bounds nothing
 
 
@@ -121,7 +122,10 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
         _check_sample(sample, k, n_sensors)
     rows: dict[str, list] = {k: [] for k in ("sensor", "valid", "still", "measured", "ranges", "incidence", "axis")}
     drift = contradicting = no_face = 0
+    first_measure_s = FIRST_PERIODS / float(log.meta.get("hz") or params.get("update_hz") or 10.0)
     for sample in log.samples:
+        if _number(sample.get("t")) and sample["t"] < first_measure_s:  # the registers' power-on values
+            continue
         if math.hypot(sample["x"], sample["y"]) > MAX_DRIFT_M:
             drift += 1
             continue
