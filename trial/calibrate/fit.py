@@ -49,6 +49,7 @@ MAX_POSE = 1e4  # m, rad: an odometry pose beyond this is not a robot turning be
 ECHO_SLACK_M = (0.2, 0.1)  # a valid reading farther than 0.2 m + 10 % from every ray's surface is not the rig's
 FIRST_PERIODS = 0.999  # readings within the ring's first period may precede its first measure: left out
 MAX_LOG_HALF_WIDTH = 3.0  # an interval on log width wider than a factor e^3 either way bounds nothing
+MAX_ANGLE_HALF_DEG = 45.0  # ...nor one on angle50 wider than +-45 degrees
 
 
 class FitError(ValueError):
@@ -269,16 +270,28 @@ def fit_dropout(obs: Observations, start: tuple[float, float] = (50.0, 5.0),
             best = res
     angle50, log_w = best.x
     half = _intervals(f, best.x, np.array([0.05, 0.01]))
-    why = (f"{len(obs.valid)} readings, {int(obs.valid.sum())} valid: they hardly see the dropout's transition, so "
-           "the likelihood is flat")
-    if not math.isfinite(half[0]) or not math.isfinite(half[1]):
-        raise FitError(f"the dropout fit cannot bound angle50 and width ({why} in them at angle50 {angle50:.1f} "
-                       f"deg, width {math.exp(min(log_w, 10.0)):.3g} deg)")
-    if half[1] > MAX_LOG_HALF_WIDTH or log_w > math.log(90.0):
-        raise FitError(f"the dropout fit cannot bound width ({why} in it: width {math.exp(min(log_w, 10.0)):.3g} "
-                       f"deg, its 95 % interval a factor e^{min(half[1], 999.0):.3g} either way)")
+    _check_bounded(obs, angle50, log_w, half)
     width = math.exp(log_w)
     return angle50, width, (angle50 - half[0], angle50 + half[0]), (width * math.exp(-half[1]), width * math.exp(half[1]))
+
+
+def _check_bounded(obs: Observations, angle50: float, log_w: float, half: np.ndarray) -> None:
+    """FitError, naming the number and why, when the likelihood does not bound angle50 or width (it is flat in
+    it, or the optimiser ran off to where no ring's numbers lie): such an interval says nothing."""
+    n, valid = len(obs.valid), int(obs.valid.sum())
+    why = (f"none of its {n} readings is valid (a covered or dead sensor?)" if valid == 0 else
+           f"all of its {n} readings are valid, none shows the dropout" if valid == n else
+           f"its {n} readings ({valid} valid) hardly see the dropout's transition")
+    width = math.exp(min(log_w, 10.0))
+    if not (math.isfinite(half[0]) and math.isfinite(half[1])):
+        raise FitError(f"the dropout fit cannot bound angle50 or width: the likelihood is flat or not curving up "
+                       f"at angle50 {angle50:.3g} deg, width {width:.3g} deg; {why}")
+    if half[0] > MAX_ANGLE_HALF_DEG or not 0.0 <= angle50 <= 180.0:
+        raise FitError(f"the dropout fit cannot bound angle50: {angle50:.3g} deg, its 95 % interval "
+                       f"+-{min(half[0], 1e9):.3g} deg; {why}")
+    if half[1] > MAX_LOG_HALF_WIDTH or log_w > math.log(90.0):
+        raise FitError(f"the dropout fit cannot bound width: {width:.3g} deg, its 95 % interval a factor "
+                       f"e^{min(half[1], 999.0):.3g} either way; {why}")
 
 
 def noise_points(obs: Observations, angle50: float, width: float) -> tuple[np.ndarray, np.ndarray]:
@@ -343,21 +356,46 @@ def fit_law(obs: Observations) -> tuple[tuple[float, float, tuple, tuple], tuple
     return dropout, fit_noise(obs, dropout[0], dropout[1])
 
 
+def fitted_rows(obs: Observations) -> np.ndarray:
+    """The rows the fit uses: those read with the robot still, whose logged pose is the pose the ring measured
+    from (a reading taken while turning was measured up to one ring period before the odometry read with it:
+    the 1.5 degrees at 15 deg/s that widened the width and moved angle50 end to end); all rows when fewer than
+    MIN_READINGS were still."""
+    return obs.still.copy() if obs.still.sum() >= MIN_READINGS else np.ones(len(obs.still), bool)
+
+
+def silent_sensors(obs: Observations) -> list[int]:
+    """Sensors with at least MIN_BIN_POINTS readings that see the rig and not one valid: covered, dead or
+    unplugged, not a dropout (a sensor facing a wall squarely would echo); the law has no such sensor, so the fit
+    leaves them out and says so."""
+    return [k for k in sorted(set(obs.sensor.tolist()))
+            if (obs.sensor == k).sum() >= MIN_BIN_POINTS and not obs.valid[obs.sensor == k].any()]
+
+
 def fit_ring(log: CalibrationLog, rig: Rig) -> RingFit:
     obs = observations(log, rig)
-    (angle50, width, a_ci, w_ci), (bias, a, b, na_ci, nb_ci, points) = fit_law(obs)
+    silent = silent_sensors(obs)
+    use = fitted_rows(obs) & ~np.isin(obs.sensor, silent)
+    (angle50, width, a_ci, w_ci), (bias, a, b, na_ci, nb_ci, points) = fit_law(obs.subset(use))
     measured = obs.measured[obs.valid]
     fit = RingFit(angle50, width, a_ci, w_ci, angle80(obs), a, b, na_ci, nb_ci, bias,
-                  float(measured.min()), float(measured.max()), len(obs.valid), points, valid_bins(obs))
+                  float(measured.min()), float(measured.max()), int(use.sum()), points, valid_bins(obs))
+    if not obs.still.all():
+        fit.notes.append(f"{int((~obs.still).sum())} of {len(obs.still)} sensor readings were taken while turning: "
+                         "left out of the fit (their pose lags the reading)" if obs.still[use].all() else
+                         f"only {int(obs.still.sum())} readings were taken still: the turning ones are fitted too")
+    yaw = log.meta["ring"]["params"]["yaw_deg"]
     for k in sorted(set(obs.sensor.tolist())):
         sel = obs.sensor == k
-        sub = obs.subset(sel)
-        entry: dict[str, Any] = {"sensor": k, "readings": int(sel.sum()), "bins": valid_bins(sub)}
+        entry: dict[str, Any] = {"sensor": k, "readings": int(sel.sum()), "bins": valid_bins(obs.subset(sel))}
         try:
-            s50, sw, s50_ci, _ = fit_dropout(sub, (angle50, width), noise=(a, b), near=True)
+            if k in silent:
+                raise FitError(f"none of its {int(sel.sum())} readings that see the rig is valid (covered, dead or "
+                               "unplugged?): left out of the fit")
+            s50, sw, s50_ci, _ = fit_dropout(obs.subset(sel & use), (angle50, width), noise=(a, b), near=True)
             entry.update(angle50_deg=s50, width_deg=sw, angle50_ci=list(s50_ci))
         except FitError as exc:  # one sensor's readings may not bound its own numbers: said, and the pooled fit stands
-            entry["note"] = f"sensor {k} (yaw {log.meta['ring']['params']['yaw_deg'][k]:g} deg) not fitted alone: {exc}"
+            entry["note"] = f"sensor {k} (yaw {yaw[k]:g} deg) not fitted alone: {exc}"
             fit.notes.append(entry["note"])
         fit.per_sensor.append(entry)
     thin = [b for b in fit.bins if 0 < b["n"] < MIN_BIN_POINTS]
