@@ -68,3 +68,31 @@ def test_no_bias_beyond_the_interval_and_the_interval_not_too_wide(runs, name):
     bias = np.mean([est - truth for truth, est, _ in (run[name] for run in runs)])
     half = np.mean([(hi - lo) / 2 for _, _, (lo, hi) in (run[name] for run in runs)])
     assert abs(bias) <= 0.5 * half, (name, bias, half)
+
+
+def test_the_fits_probability_of_a_valid_reading_is_the_firmwares_frequency(tmp_path):
+    """At each of 20 headings on a stand, the ring firmware measures 300 times with numbers this test chooses; per
+    (heading, sensor) the fraction of valid readings it drew agrees with the probability the fit's likelihood
+    gives them (trial/calibrate/fit.py's p_valid, the firmware's law with the rig's geometry): each difference in
+    units of its binomial standard error, their mean square near 1 and none beyond 4.5. Measured: mean square
+    about 1.1, largest 2.8; a likelihood without the floor or the rejection of noisy ranges at the limits is off
+    by tens of standard errors where the far wall is seen past 3 m."""
+    from hil.trial.calibrate.fit import observations, p_valid
+
+    stand = RingRig(tmp_path, rig_text(1.1, -2.4))
+    try:
+        log = stand.readings({"dropout_angle50_deg": 50.0, "dropout_width_deg": 8.0, "noise_sigma_m": [0.02, 0.03]},
+                             seed=9, steps=20, per_step=300)
+    finally:
+        stand.close()
+    obs = observations(log, stand.rig)
+    p = p_valid(obs, 50.0, 8.0, (0.02, 0.03))
+    groups: dict[float, list[int]] = {}  # rows of one geometry (heading, sensor) share their probability
+    for prob, valid in zip(p.tolist(), obs.valid.tolist()):
+        counts = groups.setdefault(round(prob, 9), [0, 0])
+        counts[0] += 1
+        counts[1] += int(valid)
+    z = np.array([(k / n - prob) / np.sqrt(prob * (1 - prob) / n) for prob, (n, k) in groups.items()
+                  if n >= 50 and 1e-6 < prob < 1 - 1e-6])
+    assert len(z) >= 20, len(z)  # many geometries in the dropout's transition, not only sure ones
+    assert np.mean(z ** 2) <= 1.5 and np.abs(z).max() <= 4.5, (np.mean(z ** 2), np.abs(z).max())

@@ -7,8 +7,10 @@ them: each ray that meets a surface within range survives unless it drops out wi
 logistic((incidence - angle50) / width); the sensor reads the nearest surviving echo plus Gaussian noise
 sigma = a + b r, and a noisy value beyond the range limits is rejected. Hence:
 
-- dropout (angle50, width) by maximum likelihood of valid/invalid over every reading: P(valid) = sum over the
-  sensor's rays, nearest first, of P(the first to survive) * P(its noisy range accepted) (scipy.optimize,
+- dropout (angle50, width) by maximum likelihood of valid/invalid over every reading taken still (fitted_rows:
+  a turning reading's pose lags it), leaving out the readings of the ring's first period (its registers'
+  power-on values, not a measure) and a sensor that never echoes (silent_sensors, named): P(valid) = sum over
+  the sensor's rays, nearest first, of P(the first to survive) * P(its noisy range accepted) (scipy.optimize,
   Nelder-Mead on angle50 and log width), with 95 % intervals from the likelihood's curvature (a numerical
   Hessian); the acceptance needs the noise, so dropout and noise are fitted twice, the second dropout fit with
   the first noise fit's sigma;
@@ -221,7 +223,7 @@ def _p_valid_law(law: _LawInputs, angle50: float, width: float) -> np.ndarray:
     return valid_probability(drop, law.accept)
 
 
-def _p_valid(obs: Observations, angle50: float, width: float, noise: tuple[float, float]) -> np.ndarray:
+def p_valid(obs: Observations, angle50: float, width: float, noise: tuple[float, float]) -> np.ndarray:
     """Each row's probability of a valid reading under the firmware's law with these numbers."""
     return _p_valid_law(_law_inputs(obs, noise), angle50, width)
 
