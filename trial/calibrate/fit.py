@@ -274,7 +274,8 @@ def fit_dropout(obs: Observations, start: tuple[float, float] = (50.0, 5.0),
     half = _intervals(f, best.x, np.array([0.05, 0.01]))
     _check_bounded(obs, angle50, log_w, half)
     width = math.exp(log_w)
-    return angle50, width, (angle50 - half[0], angle50 + half[0]), (width * math.exp(-half[1]), width * math.exp(half[1]))
+    return (angle50, width, (angle50 - half[0], angle50 + half[0]),
+            (width * math.exp(-half[1]), width * math.exp(half[1])))
 
 
 def _check_bounded(obs: Observations, angle50: float, log_w: float, half: np.ndarray) -> None:
