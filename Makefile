@@ -3,6 +3,8 @@
 #   make test    the whole suite (hil + the test extra: only what the tests import; + view: the viewer they drive),
 #                and .venv-ros: the ros extra's ROS 2 wheels alone, in a venv of their own (the ROS tests' nodes)
 #   make bench   side-by-side benchmarks (+ the bench extra: the peers, JuPedSim and pysocialforce among them)
+#   make calibration-coverage   `hil calibrate ring` on the virtual commbot over a grid of hidden ring numbers:
+#                how often the 95 % intervals hold them, and the bias (SEEDS=N seeds a cell; ~10 min at 1)
 #   make fuzz    the long fuzz run against every server (1M messages each), every config kind (5,000 files), a
 #                trial's saved states (300 damaged states/ folders resumed from) and the bus decoder (1M streams)
 #   make wheel-smoke   the wheel installed in a fresh venv outside the checkout, used from another folder
@@ -16,7 +18,7 @@ ROS_VENV := .venv-ros
 # the ros extra's packages, read from pyproject.toml: the bridge's venv holds those, not hil
 ROS_PACKAGES = $(shell $(PYTHON) -c "import tomllib; print(' '.join(chr(39) + p + chr(39) for p in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['ros']))")
 
-.PHONY: demo test bench fuzz wheel-smoke clean
+.PHONY: demo test bench calibration-coverage fuzz wheel-smoke clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +54,9 @@ test: $(VENV)/.installed-test-$(SUM) $(ROS_VENV)/.installed-$(SUM)
 
 bench: $(VENV)/.installed-bench-$(SUM)
 	$(BIN)/python -m bench
+
+calibration-coverage: $(VENV)/.installed-test-$(SUM)
+	$(BIN)/python -m bench.calibration_coverage --grid full --seeds $${SEEDS:-1}
 
 fuzz: $(VENV)/.installed-test-$(SUM)
 	HIL_TEST_HANG_S=$${HIL_TEST_HANG_S:-0} FUZZ_N=$${FUZZ_N:-1000000} FUZZ_YAML_N=$${FUZZ_YAML_N:-5000} \

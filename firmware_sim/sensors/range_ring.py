@@ -32,6 +32,9 @@ its cause (``no_hit`` stays ``no_target_raw``), so that the host can tell per re
 counters say only how many); a valid one is round(range_m / 1 mm), clamped to [0, the lowest code - 1]. Each
 invalid reading adds one to the model's counter of its cause.
 
+The law (dropout, noise, the valid rule) is written once in ring_law.py: this model samples it, the calibration
+fit computes its probabilities.
+
 Randomness: one generator per part (``numpy.random.Generator(PCG64(seed))``). Each measure draws exactly one
 uniform per ray and one normal per sensor whatever the scene, so a sensor's random stream never depends on
 what the other sensors saw, and the same seed with the same scene gives identical readings.
@@ -49,6 +52,7 @@ from hil.devices.descriptor.schema import Sensor
 
 from .geometry import quat_matrix
 from .params import ParamReader
+from .ring_law import dropout_probability, noise_sigma
 
 CAUSES: tuple[str, ...] = ("no_hit", "range", "angle", "noise")
 VARIANTS: tuple[str, ...] = ("infrared", "ultrasonic")
@@ -232,12 +236,10 @@ class RangeRingModel:
     # the model
     def dropout_probability(self, incidence_deg: np.ndarray | float) -> np.ndarray:
         """Probability that an echo at this incidence angle (degrees) is lost: the logistic of the descriptor."""
-        x = (np.asarray(incidence_deg, dtype=float) - self.config.dropout_angle50_deg) / self.config.dropout_width_deg
-        return 0.5 * (1.0 + np.tanh(0.5 * x))
+        return dropout_probability(incidence_deg, self.config.dropout_angle50_deg, self.config.dropout_width_deg)
 
     def sigma_m(self, range_m: np.ndarray | float) -> np.ndarray:
-        a, b = self.config.noise_sigma_m
-        return a + b * np.asarray(range_m, dtype=float)
+        return noise_sigma(range_m, *self.config.noise_sigma_m)
 
     @property
     def counters(self) -> dict[str, int]:

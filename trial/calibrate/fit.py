@@ -1,22 +1,28 @@
 """The fit: the ring's dropout, noise and range limits from a calibration log and its rig (reference 003).
 
 Per reading of each sensor, the rig's geometry and the logged pose give every ray's expected range and incidence
-(geometry.py). The part's model (firmware_sim/sensors/range_ring.py) is what is fitted, so the numbers mean
-what the firmware does with them: each ray that meets a face within range survives unless it drops out with
-probability logistic((incidence - angle50) / width); the sensor reads the nearest surviving echo plus Gaussian
-noise sigma = a + b r. Hence:
+on the nearest surface, a face or the floor (geometry.py). The law fitted is the firmware's own
+(firmware_sim/sensors/ring_law.py, imported, not re-derived), so the numbers mean what the firmware does with
+them: each ray that meets a surface within range survives unless it drops out with probability
+logistic((incidence - angle50) / width); the sensor reads the nearest surviving echo plus Gaussian noise
+sigma = a + b r, and a noisy value beyond the range limits is rejected. Hence:
 
-- dropout (angle50, width) by maximum likelihood of valid/invalid over every reading: P(valid) = 1 - prod over
-  the sensor's rays meeting a face of p_drop(incidence) (scipy.optimize, Nelder-Mead on angle50 and log width),
-  with 95 % intervals from the likelihood's curvature (a numerical Hessian);
+- dropout (angle50, width) by maximum likelihood of valid/invalid over every reading taken still (fitted_rows:
+  a turning reading's pose lags it), leaving out the readings of the ring's first period (its registers'
+  power-on values, not a measure) and a sensor that never echoes (silent_sensors, named): P(valid) = sum over
+  the sensor's rays, nearest first, of P(the first to survive) * P(its noisy range accepted) (scipy.optimize,
+  Nelder-Mead on angle50 and log width), with 95 % intervals from the likelihood's curvature (a numerical
+  Hessian); the acceptance needs the noise, so dropout and noise are fitted twice, the second dropout fit with
+  the first noise fit's sigma;
 - reference 003's threshold beside it: the incidence below which 80 % of the valid readings lie;
 - noise (bias, a, b) by maximum likelihood of the residuals of readings whose nearest ray surely survived
   (its dropout probability < 1 %), so the true range of the echo is known;
 - the minimum and maximum range seen; the valid fraction per 5-degree bin of the axis ray's incidence.
 
-Named, not fitted: a reading that is not a finite pose and ranges within 0..MAX_READING_M, too few readings (MIN_READINGS), a bin with too few points (reported as such), a pose that
-drifts off the rig (odometry farther than MAX_DRIFT_M from the start while turning), readings that contradict the
-rig (a valid echo where no ray meets a face, more than MAX_CONTRADICTING of them).
+Named, not fitted: a reading that is not a finite pose and ranges within 0..MAX_READING_M, too few readings
+(MIN_READINGS), a bin with too few points (reported as such), a pose that drifts off the rig (odometry farther
+than MAX_DRIFT_M from the start while turning), readings that contradict the rig (a valid echo where no ray
+meets a surface, more than MAX_CONTRADICTING of them), a number the likelihood cannot bound (flat in it).
 """
 from __future__ import annotations
 
@@ -25,6 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from hil.firmware_sim.sensors.ring_law import (acceptance, can_echo, dropout_probability, nearest_first,
+                                               valid_probability)
 
 from .geometry import expected_rays, ray_pattern
 from .log import CalibrationLog
@@ -39,6 +48,10 @@ SURE_INCIDENCE_DEG = 15.0  # ...or its incidence below this (a wide dropout tran
 SURE_SURVIVAL = 0.01  # the nearest ray's dropout probability below this: its echo is the reading's true range
 MAX_READING_M = 100.0  # no range ring measures farther (devices/calibration.py PARAM_BOUNDS agrees)
 MAX_POSE = 1e4  # m, rad: an odometry pose beyond this is not a robot turning before a rig
+ECHO_SLACK_M = (0.2, 0.1)  # a valid reading farther than 0.2 m + 10 % from every ray's surface is not the rig's
+FIRST_PERIODS = 0.999  # readings within the ring's first period may precede its first measure: left out
+MAX_LOG_HALF_WIDTH = 3.0  # an interval on log width wider than a factor e^3 either way bounds nothing
+MAX_ANGLE_HALF_DEG = 45.0  # ...nor one on angle50 wider than +-45 degrees
 
 
 class FitError(ValueError):
@@ -59,6 +72,16 @@ class Observations:
     dropped_drift: int = 0
     contradicting: int = 0
     no_face: int = 0
+    min_range_m: float = 0.0
+    max_range_m: float = math.inf
+    stated_noise: tuple[float, float] = (0.0, 0.0)  # the log's noise_sigma_m: the first dropout fit's acceptance
+
+    def subset(self, mask: np.ndarray) -> Observations:
+        """The rows of ``mask`` (one sensor's, say), with the same ring."""
+        return Observations(self.sensor[mask], self.valid[mask], self.still[mask], self.measured[mask],
+                            self.ranges[mask], self.incidence[mask], self.axis_incidence[mask],
+                            min_range_m=self.min_range_m, max_range_m=self.max_range_m,
+                            stated_noise=self.stated_noise)
 
 
 @dataclass
@@ -102,7 +125,10 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
         _check_sample(sample, k, n_sensors)
     rows: dict[str, list] = {k: [] for k in ("sensor", "valid", "still", "measured", "ranges", "incidence", "axis")}
     drift = contradicting = no_face = 0
+    first_measure_s = FIRST_PERIODS / float(log.meta.get("hz") or params.get("update_hz") or 10.0)
     for sample in log.samples:
+        if _number(sample.get("t")) and sample["t"] < first_measure_s:  # the registers' power-on values
+            continue
         if math.hypot(sample["x"], sample["y"]) > MAX_DRIFT_M:
             drift += 1
             continue
@@ -112,11 +138,11 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
         for k in range(n_sensors):
             rt, ri = t[k * per:(k + 1) * per], inc[k * per:(k + 1) * per]
             measured = ranges[k]
+            if measured is not None and not _explained(measured, rt):
+                contradicting += 1  # an echo where the rig has nothing
+                continue
             if not np.isfinite(rt).any():
-                if measured is not None:
-                    contradicting += 1  # an echo where the rig has nothing
-                else:
-                    no_face += 1
+                no_face += 1
                 continue
             rows["sensor"].append(k)
             rows["valid"].append(measured is not None)
@@ -141,7 +167,14 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
     return Observations(np.array(rows["sensor"]), np.array(rows["valid"]), np.array(rows["still"], dtype=bool),
                         np.array(rows["measured"]),
                         np.array(rows["ranges"]), np.array(rows["incidence"]), np.array(rows["axis"], dtype=float),
-                        drift, contradicting, no_face)
+                        drift, contradicting, no_face, min_r, max_r,
+                        tuple(float(v) for v in params["noise_sigma_m"]))  # type: ignore[arg-type]
+
+
+def _explained(measured: float, ray_ranges: np.ndarray) -> bool:
+    """Whether a valid reading lies near some ray's surface (else something stood where the rig has nothing)."""
+    finite = ray_ranges[np.isfinite(ray_ranges)]
+    return bool(np.any(np.abs(finite - measured) <= ECHO_SLACK_M[0] + ECHO_SLACK_M[1] * finite))
 
 
 def _check_sample(sample: dict, index: int, n_sensors: int) -> None:
@@ -167,17 +200,38 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _p_valid(obs: Observations, angle50: float, width: float) -> np.ndarray:
-    x = (np.nan_to_num(obs.incidence, nan=90.0) - angle50) / width
-    drop = 0.5 * (1.0 + np.tanh(0.5 * x))
-    drop = np.where(np.isfinite(obs.ranges), drop, 1.0)  # a ray that meets nothing cannot echo
-    return 1.0 - np.prod(drop, axis=1)
+@dataclass
+class _LawInputs:
+    """What the firmware's law needs per row that does not change while the dropout is fitted: the rays ordered
+    nearest first, which of them can echo, and each one's chance that its noisy range is accepted."""
+
+    incidence: np.ndarray
+    echo: np.ndarray
+    accept: np.ndarray
 
 
-def _dropout_nll(theta: np.ndarray, obs: Observations) -> float:
-    angle50, width = theta[0], math.exp(theta[1])
-    p = np.clip(_p_valid(obs, angle50, width), 1e-12, 1 - 1e-12)
-    return -float(np.sum(np.where(obs.valid, np.log(p), np.log1p(-p))))
+def _law_inputs(obs: Observations, noise: tuple[float, float]) -> _LawInputs:
+    order = nearest_first(obs.ranges)
+    ranges = np.take_along_axis(obs.ranges, order, axis=1)
+    incidence = np.nan_to_num(np.take_along_axis(obs.incidence, order, axis=1), nan=90.0)
+    return _LawInputs(incidence, can_echo(ranges, obs.min_range_m),
+                      acceptance(ranges, noise[0], noise[1], obs.min_range_m, obs.max_range_m))
+
+
+def _p_valid_law(law: _LawInputs, angle50: float, width: float) -> np.ndarray:
+    drop = np.where(law.echo, dropout_probability(law.incidence, angle50, width), 1.0)
+    return valid_probability(drop, law.accept)
+
+
+def p_valid(obs: Observations, angle50: float, width: float, noise: tuple[float, float]) -> np.ndarray:
+    """Each row's probability of a valid reading under the firmware's law with these numbers."""
+    return _p_valid_law(_law_inputs(obs, noise), angle50, width)
+
+
+def _dropout_nll(theta: np.ndarray, law: _LawInputs, valid: np.ndarray) -> float:
+    angle50, width = theta[0], math.exp(min(theta[1], 10.0))
+    p = np.clip(_p_valid_law(law, angle50, width), 1e-12, 1 - 1e-12)
+    return -float(np.sum(np.where(valid, np.log(p), np.log1p(-p))))
 
 
 def _hessian(f, x: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -191,28 +245,56 @@ def _hessian(f, x: np.ndarray, step: np.ndarray) -> np.ndarray:
 
 
 def _intervals(f, x: np.ndarray, step: np.ndarray) -> np.ndarray:
-    """95 % half-widths from the inverse Hessian of the negative log-likelihood (nan where it is not definite)."""
-    try:
-        cov = np.linalg.inv(_hessian(f, x, step))
-        return 1.96 * np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    except np.linalg.LinAlgError:
+    """95 % half-widths from the inverse Hessian of the negative log-likelihood (nan where it is not positive
+    definite: the likelihood does not curve up around the estimate in every direction)."""
+    h = _hessian(f, x, step)
+    if not np.all(np.isfinite(h)) or np.any(np.linalg.eigvalsh((h + h.T) / 2) <= 0):
         return np.full(len(x), np.nan)
+    cov = np.linalg.inv(h)
+    return 1.96 * np.sqrt(np.clip(np.diag(cov), 0.0, None))
 
 
-def fit_dropout(obs: Observations, start: tuple[float, float] = (50.0, 5.0)) -> tuple[float, float, tuple, tuple]:
+def fit_dropout(obs: Observations, start: tuple[float, float] = (50.0, 5.0),
+                noise: tuple[float, float] | None = None, near: bool = False) -> tuple[float, float, tuple, tuple]:
+    """(angle50, width, their 95 % intervals) by maximum likelihood under the firmware's law; ``noise`` (a, b)
+    gives the acceptance of a noisy range at the limits (default: the log's stated noise); ``near``: the start is
+    already close (a refit), so one descent from it, not three 15 degrees apart. FitError when the likelihood
+    cannot bound a number (flat or not curving up in it), naming which and why."""
     from scipy.optimize import minimize
 
-    f = lambda th: _dropout_nll(th, obs)  # noqa: E731
+    law = _law_inputs(obs, obs.stated_noise if noise is None else noise)
+    f = lambda th: _dropout_nll(th, law, obs.valid)  # noqa: E731
     best = None
-    for a50 in (start[0] - 15, start[0], start[0] + 15):
+    for a50 in (start[0],) if near else (start[0] - 15, start[0], start[0] + 15):
         res = minimize(f, np.array([a50, math.log(start[1])]), method="Nelder-Mead",
                        options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 2000})
         if best is None or res.fun < best.fun:
             best = res
     angle50, log_w = best.x
     half = _intervals(f, best.x, np.array([0.05, 0.01]))
+    _check_bounded(obs, angle50, log_w, half)
     width = math.exp(log_w)
-    return angle50, width, (angle50 - half[0], angle50 + half[0]), (width * math.exp(-half[1]), width * math.exp(half[1]))
+    return (angle50, width, (angle50 - half[0], angle50 + half[0]),
+            (width * math.exp(-half[1]), width * math.exp(half[1])))
+
+
+def _check_bounded(obs: Observations, angle50: float, log_w: float, half: np.ndarray) -> None:
+    """FitError, naming the number and why, when the likelihood does not bound angle50 or width (it is flat in
+    it, or the optimiser ran off to where no ring's numbers lie): such an interval says nothing."""
+    n, valid = len(obs.valid), int(obs.valid.sum())
+    why = (f"none of its {n} readings is valid (a covered or dead sensor?)" if valid == 0 else
+           f"all of its {n} readings are valid, none shows the dropout" if valid == n else
+           f"its {n} readings ({valid} valid) hardly see the dropout's transition")
+    width = math.exp(min(log_w, 10.0))
+    if not (math.isfinite(half[0]) and math.isfinite(half[1])):
+        raise FitError(f"the dropout fit cannot bound angle50 or width: the likelihood is flat or not curving up "
+                       f"at angle50 {angle50:.3g} deg, width {width:.3g} deg; {why}")
+    if half[0] > MAX_ANGLE_HALF_DEG or not 0.0 <= angle50 <= 180.0:
+        raise FitError(f"the dropout fit cannot bound angle50: {angle50:.3g} deg, its 95 % interval "
+                       f"+-{min(half[0], 1e9):.3g} deg; {why}")
+    if half[1] > MAX_LOG_HALF_WIDTH or log_w > math.log(90.0):
+        raise FitError(f"the dropout fit cannot bound width: {width:.3g} deg, its 95 % interval a factor "
+                       f"e^{min(half[1], 999.0):.3g} either way; {why}")
 
 
 def noise_points(obs: Observations, angle50: float, width: float) -> tuple[np.ndarray, np.ndarray]:
@@ -267,23 +349,57 @@ def valid_bins(obs: Observations, mask: np.ndarray | None = None) -> list[dict[s
     return out
 
 
+def fit_law(obs: Observations) -> tuple[tuple[float, float, tuple, tuple], tuple]:
+    """The pooled fit: (fit_dropout's and fit_noise's results). The dropout's likelihood needs the noise (a noisy
+    range beyond the limits is rejected) and the noise fit needs the dropout (which readings are sure), so the
+    dropout is fitted with the log's stated noise, the noise with that dropout, and both once more."""
+    angle50, width, _, _ = fit_dropout(obs)
+    _, a, b, _, _, _ = fit_noise(obs, angle50, width)
+    dropout = fit_dropout(obs, (angle50, width), noise=(a, b), near=True)
+    return dropout, fit_noise(obs, dropout[0], dropout[1])
+
+
+def fitted_rows(obs: Observations) -> np.ndarray:
+    """The rows the fit uses: those read with the robot still, whose logged pose is the pose the ring measured
+    from (a reading taken while turning was measured up to one ring period before the odometry read with it:
+    the 1.5 degrees at 15 deg/s that widened the width and moved angle50 end to end); all rows when fewer than
+    MIN_READINGS were still."""
+    return obs.still.copy() if obs.still.sum() >= MIN_READINGS else np.ones(len(obs.still), bool)
+
+
+def silent_sensors(obs: Observations) -> list[int]:
+    """Sensors with at least MIN_BIN_POINTS readings that see the rig and not one valid: covered, dead or
+    unplugged, not a dropout (a sensor facing a wall squarely would echo); the law has no such sensor, so the fit
+    leaves them out and says so."""
+    return [k for k in sorted(set(obs.sensor.tolist()))
+            if (obs.sensor == k).sum() >= MIN_BIN_POINTS and not obs.valid[obs.sensor == k].any()]
+
+
 def fit_ring(log: CalibrationLog, rig: Rig) -> RingFit:
     obs = observations(log, rig)
-    angle50, width, a_ci, w_ci = fit_dropout(obs)
-    bias, a, b, na_ci, nb_ci, points = fit_noise(obs, angle50, width)
+    silent = silent_sensors(obs)
+    use = fitted_rows(obs) & ~np.isin(obs.sensor, silent)
+    (angle50, width, a_ci, w_ci), (bias, a, b, na_ci, nb_ci, points) = fit_law(obs.subset(use))
     measured = obs.measured[obs.valid]
     fit = RingFit(angle50, width, a_ci, w_ci, angle80(obs), a, b, na_ci, nb_ci, bias,
-                  float(measured.min()), float(measured.max()), len(obs.valid), points, valid_bins(obs))
+                  float(measured.min()), float(measured.max()), int(use.sum()), points, valid_bins(obs))
+    if not obs.still.all():
+        fit.notes.append(f"{int((~obs.still).sum())} of {len(obs.still)} sensor readings were taken while turning: "
+                         "left out of the fit (their pose lags the reading)" if obs.still[use].all() else
+                         f"only {int(obs.still.sum())} readings were taken still: the turning ones are fitted too")
+    yaw = log.meta["ring"]["params"]["yaw_deg"]
     for k in sorted(set(obs.sensor.tolist())):
         sel = obs.sensor == k
-        sub = Observations(obs.sensor[sel], obs.valid[sel], obs.still[sel], obs.measured[sel], obs.ranges[sel], obs.incidence[sel],
-                           obs.axis_incidence[sel])
-        entry: dict[str, Any] = {"sensor": k, "readings": int(sel.sum()), "bins": valid_bins(sub)}
+        entry: dict[str, Any] = {"sensor": k, "readings": int(sel.sum()), "bins": valid_bins(obs.subset(sel))}
         try:
-            s50, sw, s50_ci, _ = fit_dropout(sub, (angle50, width))
+            if k in silent:
+                raise FitError(f"none of its {int(sel.sum())} readings that see the rig is valid (covered, dead or "
+                               "unplugged?): left out of the fit")
+            s50, sw, s50_ci, _ = fit_dropout(obs.subset(sel & use), (angle50, width), noise=(a, b), near=True)
             entry.update(angle50_deg=s50, width_deg=sw, angle50_ci=list(s50_ci))
-        except (ValueError, FloatingPointError) as exc:
-            entry["note"] = f"not fitted: {exc}"
+        except FitError as exc:  # one sensor's readings may not bound its own numbers: said, and the pooled fit stands
+            entry["note"] = f"sensor {k} (yaw {yaw[k]:g} deg) not fitted alone: {exc}"
+            fit.notes.append(entry["note"])
         fit.per_sensor.append(entry)
     thin = [b for b in fit.bins if 0 < b["n"] < MIN_BIN_POINTS]
     if thin:

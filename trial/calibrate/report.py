@@ -89,10 +89,10 @@ def plot(fit: RingFit, obs: Observations, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .fit import _p_valid
+    from .fit import p_valid
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    model = _p_valid(obs, fit.angle50_deg, fit.width_deg)
+    model = p_valid(obs, fit.angle50_deg, fit.width_deg, (fit.noise_a_m, fit.noise_b))
     centres = [b["lo_deg"] + 2.5 for b in fit.bins]
     for entry in fit.per_sensor:
         ys = [b["valid"] if b["enough"] else np.nan for b in entry["bins"]]
