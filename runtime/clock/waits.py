@@ -1,0 +1,195 @@
+"""A Python controller's threads as one participant of the simulator's clock: every wait they make on the clock
+(time.sleep, a lock, a condition, an event, a queue, a selector, a join) is registered here, and simulated time
+moves only when every one of them waits, then to the earliest deadline among them (as the native time shim does
+for a compiled program, docs/CLOCKS.md).
+
+A wait is an ``attempt(wall_s) -> bool`` that tries the real thing for at most ``wall_s`` of wall time (acquire a
+lock, select on descriptors) and a ``ready() -> bool`` anyone may call that says whether the attempt would succeed
+now, without taking anything. Time never moves while some wait is ready or due, so a wait ends at the simulated
+time at which another thread made it ready: the same controller gives the same log run after run.
+
+The thread that is the last to wait drives the clock itself (no helper thread, no latency for a controller of one
+thread); a thread that waits while others run tries its attempt in slices of :data:`SLICE_S` of wall time. A thread
+on the clock that blocks anywhere else (a socket read with no timeout, a pipe, a C library's own wait) counts as
+running, so time stops until it returns; runtime/clock/stall.py names it.
+"""
+from __future__ import annotations
+
+import _thread
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .base import WALL_SLEEP, Clock
+
+SLICE_S = 0.002  # a waiter's wall-time slice while another thread of the controller runs
+_acquire = _thread.LockType.acquire  # the originals: nothing here may go through a patched lock
+_release = _thread.LockType.release
+
+
+@dataclass
+class Wait:
+    """One thread's wait on the clock: until ``deadline`` (simulated s; inf: none) or ``ready()``."""
+
+    deadline: float
+    ready: Callable[[], bool]
+    what: str  # what it waits on, for a stall report: "threading.Event.wait", "select on fds 5, 7"
+
+
+class ClockWaits:
+    """The waits of the threads on one clock (those given to :meth:`adopt`), and the clock moved when all wait."""
+
+    def __init__(self, clock: Clock):
+        self.clock = clock
+        self._lock = _thread.allocate_lock()
+        self.threads: dict[int, threading.Thread | None] = {}  # on the clock: ident -> its Thread (None: unknown)
+        self.running: set[int] = set()  # on the clock and not in a wait
+        self.starting = 0  # threads started by a thread on the clock that have not begun yet
+        self.waits: dict[int, Wait] = {}
+        self.failure: BaseException | None = None  # the driver's RunComplete / ClockError: every waiter raises it
+        self._driving = False
+        self._bypass = threading.local()  # a thread inside the clock itself: its locks are the runtime's own
+
+    # --- which threads are on the clock ------------------------------------------------------------------------
+    def adopt(self, ident: int, thread: threading.Thread | None = None) -> None:
+        with _Held(self._lock):
+            self.threads[ident] = thread
+            self.running.add(ident)
+
+    def forget(self, ident: int) -> None:
+        with _Held(self._lock):
+            self.threads.pop(ident, None)
+            self.running.discard(ident)
+            self.waits.pop(ident, None)
+
+    def announce_start(self) -> None:
+        """A thread on the clock is starting another: time must not move before the new one runs."""
+        with _Held(self._lock):
+            self.starting += 1
+
+    def begun(self, ident: int, thread: threading.Thread | None, started: bool = True) -> None:
+        with _Held(self._lock):
+            self.starting -= 1
+            if started:
+                self.threads[ident] = thread
+                self.running.add(ident)
+
+    def on_clock(self) -> bool:
+        """Whether the calling thread's waits and time reads follow the clock."""
+        return threading.get_ident() in self.threads and not getattr(self._bypass, "on", False)
+
+    # --- waiting ----------------------------------------------------------------------------------------------
+    def sleep(self, dt_s: float) -> None:
+        """time.sleep on the clock."""
+        self.sleep_until(self.clock.now() + max(0.0, dt_s))
+
+    def sleep_until(self, t_s: float) -> float:
+        """time.sleep and robot.loop: wait for nothing but the time."""
+        self.wait(t_s - self.clock.now(), _sleep_slice, _never, "time.sleep")
+        return self.clock.now()
+
+    def wait(self, timeout_s: float | None, attempt: Callable[[float], bool], ready: Callable[[], bool],
+             what: str) -> bool:
+        """Wait until ``attempt`` succeeds (True) or ``timeout_s`` of simulated time has passed (False; None: no
+        timeout)."""
+        if self.failure is not None:
+            raise self.failure
+        if attempt(0.0):
+            return True
+        if timeout_s is not None and timeout_s <= 0:
+            return False
+        deadline = math.inf if timeout_s is None else self.clock.now() + timeout_s
+        me = threading.get_ident()
+        with _Held(self._lock):
+            self.running.discard(me)
+            self.waits[me] = Wait(deadline, ready, what)
+        try:
+            return self._wait(deadline, attempt)
+        finally:
+            with _Held(self._lock):
+                self.waits.pop(me, None)
+                if me in self.threads:
+                    self.running.add(me)
+
+    def _wait(self, deadline: float, attempt: Callable[[float], bool]) -> bool:
+        while True:
+            if self.failure is not None:
+                raise self.failure
+            target = self._claim_drive()
+            if target is not None:
+                self._drive(target)
+            elif attempt(SLICE_S):
+                return True
+            if self.clock.now() >= deadline:
+                return attempt(0.0)
+
+    def _claim_drive(self) -> float | None:
+        """The time to move the clock to when every thread waits and none is ready or due; else None."""
+        with _Held(self._lock):
+            if self.running or self.starting or self._driving or not self.waits:
+                return None
+            now = self.clock.now()
+            waits = list(self.waits.values())
+            if any(w.deadline <= now for w in waits) or any(_safe_ready(w) for w in waits):
+                return None
+            target = min(w.deadline for w in waits)
+            if math.isinf(target):
+                return None  # everyone waits for ever: only another thread (off the clock) can end it
+            self._driving = True
+            return target
+
+    def _drive(self, target: float) -> None:
+        self._bypass.on = True
+        try:
+            self.clock.sleep_until(target)
+        except BaseException as exc:  # RunComplete at the run's end, ClockError: every waiter ends with it
+            self.failure = exc
+            raise
+        finally:
+            self._bypass.on = False
+            with _Held(self._lock):
+                self._driving = False
+
+    def close(self, failure: BaseException) -> None:
+        """The run is over: waits still going (threads the controller left behind) end with ``failure``."""
+        if self.failure is None:
+            self.failure = failure
+        with _Held(self._lock):
+            self.threads.clear()  # from now on every thread is on the wall clock
+            self.running.clear()
+
+    def where(self) -> dict[int, str]:
+        """What each thread on the clock waits on ("" for one running or blocked outside the clock)."""
+        with _Held(self._lock):
+            return {ident: (self.waits[ident].what if ident in self.waits else "") for ident in self.threads}
+
+
+class _Held:
+    """``with`` on a raw lock through the original methods (a patched lock's would recurse into the clock)."""
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        _acquire(self.lock)
+
+    def __exit__(self, *exc):
+        _release(self.lock)
+
+
+def _sleep_slice(wall_s: float) -> bool:
+    if wall_s > 0:
+        WALL_SLEEP(wall_s)
+    return False
+
+
+def _never() -> bool:
+    return False
+
+
+def _safe_ready(wait: Wait) -> bool:
+    try:
+        return bool(wait.ready())
+    except Exception:  # noqa: BLE001 - a descriptor closed meanwhile: let its owner find out by trying
+        return True
