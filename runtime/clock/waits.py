@@ -49,6 +49,7 @@ class ClockWaits:
         self.waits: dict[int, Wait] = {}
         self.failure: BaseException | None = None  # the driver's RunComplete / ClockError: every waiter raises it
         self._driving = False
+        self._driver: int | None = None  # the thread asking the clock for time while everyone waits
         self._bypass = threading.local()  # a thread inside the clock itself: its locks are the runtime's own
 
     # --- which threads are on the clock ------------------------------------------------------------------------
@@ -136,7 +137,7 @@ class ClockWaits:
             target = min(w.deadline for w in waits)
             if math.isinf(target):
                 return None  # everyone waits for ever: only another thread (off the clock) can end it
-            self._driving = True
+            self._driving, self._driver = True, threading.get_ident()
             return target
 
     def _drive(self, target: float) -> None:
@@ -149,7 +150,7 @@ class ClockWaits:
         finally:
             self._bypass.on = False
             with _Held(self._lock):
-                self._driving = False
+                self._driving, self._driver = False, None
 
     def close(self, failure: BaseException) -> None:
         """The run is over: waits still going (threads the controller left behind) end with ``failure``."""
@@ -162,7 +163,19 @@ class ClockWaits:
     def where(self) -> dict[int, str]:
         """What each thread on the clock waits on ("" for one running or blocked outside the clock)."""
         with _Held(self._lock):
-            return {ident: (self.waits[ident].what if ident in self.waits else "") for ident in self.threads}
+            return {ident: self._describe(ident) for ident in self.threads}
+
+    def _describe(self, ident: int) -> str:
+        wait = self.waits.get(ident)
+        if wait is None:
+            return ""
+        if math.isinf(wait.deadline):
+            return f"{wait.what} with no timeout (no thread of the controller runs to end it)"
+        text = f"{wait.what} until {wait.deadline:.3f} s"
+        if ident == self._driver:
+            text += (": the simulator has not given that time (another participant of its clock holds it; the "
+                     "clock's own stall timeout names it)")
+        return text
 
 
 class _Held:
