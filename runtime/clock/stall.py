@@ -31,7 +31,7 @@ DEFAULT_STALL_S = 30.0
 INTERRUPT = signal.SIGUSR2  # raised in the main thread only while a watch runs; the previous handler comes back
 HIL_ROOT = str(Path(__file__).parents[2]) + os.sep  # hil/: frames of hil itself are left out of the stack shown
 FRAMES_SHOWN = 6
-RUNNER_FRAMES = ("run", "_run_file_main", "run_path", "_bootstrap_inner")  # hil's frames that call a controller
+RUNNER_FRAMES = ("run", "_run_file_main", "run_path", "run_on_clock")  # hil's frames that call a controller
 # system calls a blocked thread is seen in (/proc/self/task/TID/syscall): number -> (name, first arg is an fd)
 SYSCALLS = {
     "x86_64": {0: ("read", True), 7: ("poll", False), 23: ("select", False), 43: ("accept", True),
