@@ -48,6 +48,7 @@ class ClockWaits:
         self.starting = 0  # threads started by a thread on the clock that have not begun yet
         self.waits: dict[int, Wait] = {}
         self.failure: BaseException | None = None  # the driver's RunComplete / ClockError: every waiter raises it
+        self._told: set[int] = set()  # the threads that have been given the failure
         self._driving = False
         self._driver: int | None = None  # the thread asking the clock for time while everyone waits
         self._bypass = threading.local()  # a thread inside the clock itself: its locks are the runtime's own
@@ -94,12 +95,12 @@ class ClockWaits:
              what: str) -> bool:
         """Wait until ``attempt`` succeeds (True) or ``timeout_s`` of simulated time has passed (False; None: no
         timeout)."""
-        if self.failure is not None:
-            raise self.failure
         if attempt(0.0):
             return True
         if timeout_s is not None and timeout_s <= 0:
             return False
+        if self.failure is not None:
+            return self._ended()
         deadline = math.inf if timeout_s is None else self.clock.now() + timeout_s
         me = threading.get_ident()
         with _Held(self._lock):
@@ -116,7 +117,7 @@ class ClockWaits:
     def _wait(self, deadline: float, attempt: Callable[[float], bool]) -> bool:
         while True:
             if self.failure is not None:
-                raise self.failure
+                return self._ended() or attempt(0.0)
             target = self._claim_drive()
             if target is not None:
                 self._drive(target)
@@ -146,11 +147,21 @@ class ClockWaits:
             self.clock.sleep_until(target)
         except BaseException as exc:  # RunComplete at the run's end, ClockError: every waiter ends with it
             self.failure = exc
+            self._told.add(threading.get_ident())
             raise
         finally:
             self._bypass.on = False
             with _Held(self._lock):
                 self._driving, self._driver = False, None
+
+    def _ended(self) -> bool:
+        """A wait after the run's end: the first in each thread raises the end (RunComplete, ClockError), to unwind
+        it; later ones (its finally blocks, asyncio cancelling its tasks) time out at once."""
+        me = threading.get_ident()
+        if me not in self._told:
+            self._told.add(me)
+            raise self.failure
+        return False
 
     def close(self, failure: BaseException) -> None:
         """The run is over: waits still going (threads the controller left behind) end with ``failure``."""
