@@ -18,7 +18,8 @@ from __future__ import annotations
 import _thread
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .base import WALL_SLEEP, Clock
@@ -26,6 +27,19 @@ from .base import WALL_SLEEP, Clock
 SLICE_S = 0.002  # a waiter's wall-time slice while another thread of the controller runs
 _acquire = _thread.LockType.acquire  # the originals: nothing here may go through a patched lock
 _release = _thread.LockType.release
+_off = threading.local()  # depth of off_clock() in this thread
+
+
+@contextmanager
+def off_clock() -> Iterator[None]:
+    """The runtime's own work in a controller's thread (a bus cycle, its hooks, driving the clock): its waits and
+    reads stay on the wall clock, as the runtime's timeouts must."""
+    depth = getattr(_off, "depth", 0)
+    _off.depth = depth + 1
+    try:
+        yield
+    finally:
+        _off.depth = depth
 
 
 @dataclass
@@ -51,7 +65,6 @@ class ClockWaits:
         self._told: set[int] = set()  # the threads that have been given the failure
         self._driving = False
         self._driver: int | None = None  # the thread asking the clock for time while everyone waits
-        self._bypass = threading.local()  # a thread inside the clock itself: its locks are the runtime's own
 
     # --- which threads are on the clock ------------------------------------------------------------------------
     def adopt(self, ident: int, thread: threading.Thread | None = None) -> None:
@@ -79,7 +92,7 @@ class ClockWaits:
 
     def on_clock(self) -> bool:
         """Whether the calling thread's waits and time reads follow the clock."""
-        return threading.get_ident() in self.threads and not getattr(self._bypass, "on", False)
+        return threading.get_ident() in self.threads and not getattr(_off, "depth", 0)
 
     # --- waiting ----------------------------------------------------------------------------------------------
     def sleep(self, dt_s: float) -> None:
@@ -142,15 +155,14 @@ class ClockWaits:
             return target
 
     def _drive(self, target: float) -> None:
-        self._bypass.on = True
         try:
-            self.clock.sleep_until(target)
+            with off_clock():
+                self.clock.sleep_until(target)
         except BaseException as exc:  # RunComplete at the run's end, ClockError: every waiter ends with it
             self.failure = exc
             self._told.add(threading.get_ident())
             raise
         finally:
-            self._bypass.on = False
             with _Held(self._lock):
                 self._driving, self._driver = False, None
 
