@@ -185,3 +185,18 @@ def test_a_controller_waiting_for_ever_on_the_clock_is_reported(tmp_path):
     assert f"{controller}:5 in main: threading.Event().wait()" in error
     assert "thread 'listener' is blocked outside the simulator's clock, in recvfrom on fd" in error
     assert "(socket:[" in error
+
+
+def test_a_stall_in_a_trial_run_off_the_main_thread_is_reported(tmp_path):
+    """A sweep's worker or a viewer runs its trial in another thread: no signal reaches it, the stall is raised
+    there when it next runs Python code (here: in its endless wait on the clock)."""
+    results = []
+    controller = tmp_path / "stuck.py"
+    controller.write_text("import queue\ndef main(robot):\n    queue.Queue().get()\n")
+    runner = threading.Thread(target=lambda: results.append(Trial(controller, duration=10, camera_rate=0,
+                                                                  stall_s=2).run()))
+    runner.start()
+    runner.join(timeout=60)
+    assert not runner.is_alive() and results[0].status == "failed" and results[0].traceback is None
+    assert "thread 'MainThread'" not in results[0].error, "the trial's own thread is named, not the main one"
+    assert f"{controller}:3 in main: queue.Queue().get()" in results[0].error
