@@ -101,7 +101,7 @@ class ClockWaits:
 
     def sleep_until(self, t_s: float) -> float:
         """time.sleep and robot.loop: wait for nothing but the time."""
-        self.wait(t_s - self.clock.now(), _sleep_slice, _never, "time.sleep")
+        self.wait(t_s - self.clock.now(), _sleep_slice, _never, "a sleep")
         return self.clock.now()
 
     def wait(self, timeout_s: float | None, attempt: Callable[[float], bool], ready: Callable[[], bool],
