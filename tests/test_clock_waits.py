@@ -109,6 +109,37 @@ def test_threads_of_a_controller_are_one_participant():
     clock.close()
 
 
+def test_a_hand_off_between_threads_takes_no_simulated_time():
+    """A main thread asks a planner thread through a queue and waits for the answer with Event.wait(0.05): the
+    answer always comes at the simulated time it was asked (time never moves between a wait's end and its thread
+    running again), 200 times over."""
+    clock = sim_clock()
+    with patched(clock):
+        asks, answered, stop = queue.Queue(), threading.Event(), threading.Event()
+
+        def planner() -> None:
+            while not stop.is_set():
+                try:
+                    asks.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                answered.set()
+
+        thread = threading.Thread(target=planner)
+        thread.start()
+        late = []
+        for k in range(200):
+            asks.put(k)
+            if not answered.wait(0.05):
+                late.append(k)
+            answered.clear()
+            time.sleep(0.01)
+        stop.set()
+        thread.join()
+        assert late == [] and clock.now() == pytest.approx(2.09), "the planner ends at its last get's timeout"
+    clock.close()
+
+
 def test_asyncio_and_datetime_follow_the_clock():
     clock = sim_clock()
     with patched(clock):

@@ -57,11 +57,11 @@ class ClockLock:
         if not blocking or not self._waits.on_clock():
             return lock.acquire(blocking, timeout)
 
-        def attempt(wall_s: float) -> bool:
-            return lock.acquire(True, wall_s) if wall_s > 0 else lock.acquire(False)
-
         what = "threading.RLock.acquire" if self._reentrant else "threading.Lock.acquire"
-        return self._waits.wait(None if timeout is None or timeout < 0 else timeout, attempt, self._free, what)
+        return self._waits.wait(None if timeout is None or timeout < 0 else timeout, self._take, self._free, what)
+
+    def _take(self) -> bool:
+        return self._lock.acquire(False)
 
     def _free(self) -> bool:
         if not self._reentrant:
@@ -74,10 +74,11 @@ class ClockLock:
     __enter__ = acquire
 
     def __exit__(self, *exc) -> None:
-        self._lock.release()
+        self.release()
 
     def release(self) -> None:
         self._lock.release()
+        self._waits.ring()  # a waiter on it (a condition's notify releases its waiter's lock) tries again now
 
     def locked(self) -> bool:
         return not self._free() if self._reentrant else self._lock.locked()
@@ -166,11 +167,11 @@ def _patch_thread_class(waits: ClockWaits, stack: ExitStack) -> None:
         if not waits.on_clock() or self is threading.current_thread() or not self._started.is_set():
             return join(self, timeout)
 
-        def attempt(wall_s: float) -> bool:
-            join(self, wall_s)
+        def ended() -> bool:
+            join(self, 0)
             return not self.is_alive()
 
-        waits.wait(timeout, attempt, lambda: not self.is_alive(), f"Thread.join of {self.name!r}")
+        waits.wait(timeout, ended, lambda: not self.is_alive(), f"Thread.join of {self.name!r}")
 
     _set(stack, Thread, "start", clock_start)
     _set(stack, Thread, "_bootstrap_inner", clock_bootstrap)
@@ -203,8 +204,8 @@ def _clock_selector_select(waits: ClockWaits, original: Callable) -> Callable:
             return original(self, timeout)
         found: list = []
 
-        def attempt(wall_s: float) -> bool:
-            found[:] = original(self, wall_s)
+        def attempt() -> bool:
+            found[:] = original(self, 0)
             return bool(found)
 
         fds = ", ".join(str(fd) for fd in sorted(self.get_map() or ()))
@@ -220,8 +221,8 @@ def _clock_select(waits: ClockWaits, original: Callable) -> Callable:
             return original(rlist, wlist, xlist, timeout)
         found: list = [([], [], [])]
 
-        def attempt(wall_s: float) -> bool:
-            found[0] = original(rlist, wlist, xlist, wall_s)
+        def attempt() -> bool:
+            found[0] = original(rlist, wlist, xlist, 0)
             return any(found[0])
 
         what = f"select.select on {len(rlist)} readers, {len(wlist)} writers"

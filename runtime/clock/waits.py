@@ -3,15 +3,19 @@
 moves only when every one of them waits, then to the earliest deadline among them (as the native time shim does
 for a compiled program, docs/CLOCKS.md).
 
-A wait is an ``attempt(wall_s) -> bool`` that tries the real thing for at most ``wall_s`` of wall time (acquire a
-lock, select on descriptors) and a ``ready() -> bool`` anyone may call that says whether the attempt would succeed
-now, without taking anything. Time never moves while some wait is ready or due, so a wait ends at the simulated
-time at which another thread made it ready: the same controller gives the same log run after run.
+A wait is an ``attempt() -> bool`` that tries the real thing without blocking (take a lock, select on descriptors
+with no timeout) and a ``ready() -> bool`` anyone may call that says whether the attempt would succeed now, without
+taking anything. A waiter's tries, the end of its wait and the decision to move time are all made under one lock,
+and time never moves while some wait is ready or due, so a wait ends at the simulated time at which another thread
+made it ready, and a thread whose wait has ended counts as running before it returns: the same controller gives the
+same log run after run, however its threads were scheduled.
 
 The thread that is the last to wait drives the clock itself (no helper thread, no latency for a controller of one
-thread); a thread that waits while others run tries its attempt in slices of :data:`SLICE_S` of wall time. A thread
-on the clock that blocks anywhere else (a socket read with no timeout, a pipe, a C library's own wait) counts as
-running, so time stops until it returns; runtime/clock/stall.py names it.
+thread). Between tries a waiter blocks on a bell of its own for at most :data:`SLICE_S` of wall time; a lock's
+release (so a condition's notify, an event's set, a queue's put), a thread's end and time moving ring every bell,
+so a waiter tries again at once; data from outside on a descriptor is seen at the next slice. A thread on the clock
+that blocks anywhere else (a socket read with no timeout, a pipe, a C library's own wait) counts as running, so
+time stops until it returns; runtime/clock/stall.py names it.
 """
 from __future__ import annotations
 
@@ -22,9 +26,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .base import WALL_SLEEP, Clock
+from .base import Clock
 
-SLICE_S = 0.002  # a waiter's wall-time slice while another thread of the controller runs
+SLICE_S = 0.002  # wall time between a waiter's tries when nothing rings its bell (data from outside)
 _acquire = _thread.LockType.acquire  # the originals: nothing here may go through a patched lock
 _release = _thread.LockType.release
 _off = threading.local()  # depth of off_clock() in this thread
@@ -49,6 +53,7 @@ class Wait:
     deadline: float
     ready: Callable[[], bool]
     what: str  # what it waits on, for a stall report: "threading.Event.wait", "select on fds 5, 7"
+    bell: object = None  # a raw lock the waiter blocks on between tries; ring() releases it
 
 
 class ClockWaits:
@@ -77,6 +82,7 @@ class ClockWaits:
             self.threads.pop(ident, None)
             self.running.discard(ident)
             self.waits.pop(ident, None)
+        self.ring()  # a join may be waiting for it
 
     def announce_start(self) -> None:
         """A thread on the clock is starting another: time must not move before the new one runs."""
@@ -101,58 +107,82 @@ class ClockWaits:
 
     def sleep_until(self, t_s: float) -> float:
         """time.sleep and robot.loop: wait for nothing but the time."""
-        self.wait(t_s - self.clock.now(), _sleep_slice, _never, "a sleep")
+        self.wait(t_s - self.clock.now(), _never, _never, "a sleep")
         return self.clock.now()
 
-    def wait(self, timeout_s: float | None, attempt: Callable[[float], bool], ready: Callable[[], bool],
+    def wait(self, timeout_s: float | None, attempt: Callable[[], bool], ready: Callable[[], bool],
              what: str) -> bool:
-        """Wait until ``attempt`` succeeds (True) or ``timeout_s`` of simulated time has passed (False; None: no
-        timeout)."""
-        if attempt(0.0):
+        """Wait until ``attempt()`` (which must not block) succeeds (True) or ``timeout_s`` of simulated time has
+        passed (False; None: no timeout)."""
+        if attempt():
             return True
         if timeout_s is not None and timeout_s <= 0:
             return False
         if self.failure is not None:
             return self._ended()
-        deadline = math.inf if timeout_s is None else self.clock.now() + timeout_s
-        me = threading.get_ident()
+        me, bell = threading.get_ident(), _thread.allocate_lock()
+        _acquire(bell)
         with _Held(self._lock):
             self.running.discard(me)
-            self.waits[me] = Wait(deadline, ready, what)
+            self.waits[me] = Wait(math.inf if timeout_s is None else self.clock.now() + timeout_s, ready, what, bell)
         try:
-            return self._wait(deadline, attempt)
+            return self._wait(me, attempt, bell)
         finally:
             with _Held(self._lock):
-                self.waits.pop(me, None)
-                if me in self.threads:
-                    self.running.add(me)
+                self._resume(me)
 
-    def _wait(self, deadline: float, attempt: Callable[[float], bool]) -> bool:
+    def _wait(self, me: int, attempt: Callable[[], bool], bell) -> bool:
+        """Each try, the end of the wait and the decision to move time are made under one lock, so time can never
+        move between a wait's end and its thread counting as running again."""
+        deadline = self.waits[me].deadline
         while True:
             if self.failure is not None:
-                return self._ended() or attempt(0.0)
-            target = self._claim_drive()
+                return self._ended() or attempt()
+            with _Held(self._lock):
+                if attempt():
+                    self._resume(me)
+                    return True
+                if self.clock.now() >= deadline:
+                    self._resume(me)
+                    return False
+                target = self._claim_drive()
             if target is not None:
                 self._drive(target)
-            elif attempt(SLICE_S):
-                return True
-            if self.clock.now() >= deadline:
-                return attempt(0.0)
+            else:
+                _acquire(bell, True, SLICE_S)  # rung by a release, a thread's end, time moving; else try again
+
+    def _resume(self, me: int) -> None:
+        self.waits.pop(me, None)
+        if me in self.threads:
+            self.running.add(me)
+
+    def ring(self) -> None:
+        """Something a waiter may wait for happened (a lock released, a thread ended, time moved): every waiter
+        tries again now rather than at the end of its slice."""
+        if not self.waits:
+            return
+        with _Held(self._lock):
+            for wait in self.waits.values():
+                if wait.bell.locked():
+                    try:
+                        _release(wait.bell)
+                    except RuntimeError:  # released by another ring meanwhile
+                        pass
 
     def _claim_drive(self) -> float | None:
-        """The time to move the clock to when every thread waits and none is ready or due; else None."""
-        with _Held(self._lock):
-            if self.running or self.starting or self._driving or not self.waits:
-                return None
-            now = self.clock.now()
-            waits = list(self.waits.values())
-            if any(w.deadline <= now for w in waits) or any(_safe_ready(w) for w in waits):
-                return None
-            target = min(w.deadline for w in waits)
-            if math.isinf(target):
-                return None  # everyone waits for ever: only another thread (off the clock) can end it
-            self._driving, self._driver = True, threading.get_ident()
-            return target
+        """The time to move the clock to when every thread waits and none is ready or due; else None. Called
+        with the lock held."""
+        if self.running or self.starting or self._driving or not self.waits:
+            return None
+        now = self.clock.now()
+        waits = list(self.waits.values())
+        if any(w.deadline <= now for w in waits) or any(_safe_ready(w) for w in waits):
+            return None
+        target = min(w.deadline for w in waits)
+        if math.isinf(target):
+            return None  # everyone waits for ever: only another thread (off the clock) can end it
+        self._driving, self._driver = True, threading.get_ident()
+        return target
 
     def _drive(self, target: float) -> None:
         try:
@@ -165,6 +195,7 @@ class ClockWaits:
         finally:
             with _Held(self._lock):
                 self._driving, self._driver = False, None
+            self.ring()
 
     def _ended(self) -> bool:
         """A wait after the run's end: the first in each thread raises the end (RunComplete, ClockError), to unwind
@@ -212,12 +243,6 @@ class _Held:
 
     def __exit__(self, *exc):
         _release(self.lock)
-
-
-def _sleep_slice(wall_s: float) -> bool:
-    if wall_s > 0:
-        WALL_SLEEP(wall_s)
-    return False
 
 
 def _never() -> bool:
