@@ -13,8 +13,8 @@
    loop in this process under the patch: microseconds per wait of each (interpreter start and exit included
    for the shim's side, subtracted by a run with no sleeps), shim / patch.
 4. Two threads: a main thread asking a planner thread through a queue and waiting for the answer with
-   Event.wait(0.05), the planner on queue.get(timeout=0.1), N round trips: microseconds per round trip (a thread
-   that waits while another runs tries its wait in slices of 2 ms of wall time).
+   Event.wait(0.05), the planner on queue.get(timeout=0.1), N round trips: microseconds per round trip (each
+   hand-off rings the waiter's bell: the lock's release wakes it at once).
 
     .venv/bin/python -m bench.clock_waits [--rounds 3] [--waits 2000] [--duration 20] [--trips 300]
 """
