@@ -12,8 +12,8 @@
    native time shim (LD_PRELOAD: its epoll_wait and clock_gettime are simulated, docs/CLOCKS.md), against the
    loop in this process under the patch: microseconds per wait of each (interpreter start and exit included
    for the shim's side, subtracted by a run with no sleeps), shim / patch.
-4. Two threads: a main thread asking a planner thread through a queue and waiting for the answer with
-   Event.wait(0.05), the planner on queue.get(timeout=0.1), N round trips: microseconds per round trip (each
+4. Two threads: a main thread asking the example's planner thread through a queue and waiting for the answer
+   with Event.wait(0.05), the planner on queue.get(timeout=0.1), N round trips: microseconds per round trip (each
    hand-off rings the waiter's bell: the lock's release wakes it at once).
 
     .venv/bin/python -m bench.clock_waits [--rounds 3] [--waits 2000] [--duration 20] [--trips 300]
@@ -202,29 +202,24 @@ def _paced_under_shim(program: Path, grace: int | None, count: int) -> tuple[flo
 
 
 def round_trips(trips: int, rounds: int) -> None:
+    sys.path.insert(0, str(EXAMPLE.parent))
+    from async_wander import planner  # the example's planner thread, asked as the example asks it
+
     walls = []
     with CpuMeter() as cpu:
         for _ in range(rounds):
             clock = _bare_clock()
             try:
                 with patched(clock):
-                    asks, answered, stop = queue.Queue(), threading.Event(), threading.Event()
-
-                    def planner():
-                        while not stop.is_set():
-                            try:
-                                asks.get(timeout=0.1)
-                            except queue.Empty:
-                                continue
-                            answered.set()
-
-                    thread = threading.Thread(target=planner)
+                    asks, answers, answered, stop = queue.Queue(), queue.Queue(), threading.Event(), threading.Event()
+                    thread = threading.Thread(target=planner, args=(asks, answers, answered, stop))
                     thread.start()
                     start = _wall()
                     for _ in range(trips):
-                        asks.put(1)
+                        asks.put((None, None, None))
                         answered.wait(0.05)
                         answered.clear()
+                        answers.get_nowait()
                         time.sleep(0.01)
                     walls.append((_wall() - start) / trips)
                     stop.set()
@@ -232,8 +227,8 @@ def round_trips(trips: int, rounds: int) -> None:
             finally:
                 clock.close()
     each = statistics.median(walls)
-    print(f"4. two threads: {trips} round trips (queue.put, Event.wait(0.05), then time.sleep(0.01)), "
-          f"{rounds} rounds (median)")
+    print(f"4. two threads: {trips} round trips to examples/async_wander.py's planner (queue.put, Event.wait(0.05), "
+          f"then time.sleep(0.01)), {rounds} rounds (median)")
     print(f"   {each * 1e6:,.0f} us per round trip of 10 ms simulated   ({0.01 / each:,.1f}x real time)")
     print(f"   {cpu.note()}")
 

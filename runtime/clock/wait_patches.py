@@ -37,8 +37,6 @@ from .waits import ClockWaits
 
 _allocate = _thread.allocate_lock
 _rlock = _thread.RLock
-_acquire = _thread.LockType.acquire
-_release = _thread.LockType.release
 
 
 class ClockLock:
