@@ -176,6 +176,9 @@ def _add_trial_arguments(parser: argparse.ArgumentParser) -> None:
                            "unless given: importing runs their code)")
     task.add_argument("--crowd-timeout", type=float, dest="crowd_timeout_s", metavar="S",
                       help="wall seconds the world waits for the crowd (default 10)")
+    task.add_argument("--stall", type=float, dest="stall_s", metavar="S",
+                      help="wall seconds the simulator's time may stand still before the trial fails, naming where "
+                           "the controller waits (default 30)")
     task.add_argument("--scenario", help="a staged script (child_interacts, a .scn file) or none")
     task.add_argument("--start", metavar="X,Y[,YAW]|PLACE", help="the robot's start pose in the map (m, m, rad) or "
                                                                  "a place; write --start=-18,0,0 for a negative X")
@@ -236,7 +239,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 _TRIAL_KEYS = ("robot", "profile", "bus", "clock", "gui", "map", "crowd", "crowd_scale", "crowd_start",
-               "crowd_endpoint", "crowd_timeout_s", "scenario", "start", "goal", "goal_radius", "end_on_goal",
+               "crowd_endpoint", "crowd_timeout_s", "stall_s", "scenario", "start", "goal", "goal_radius", "end_on_goal",
                "after_goal_s", "seed", "duration", "name", "camera_rate", "camera_depth", "allow_objectives")
 
 

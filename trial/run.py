@@ -80,6 +80,23 @@ def arm_faults(spec: TrialSpec, robot: Any) -> Any:
     return plan
 
 
+def stall_watch(spec: TrialSpec, robot: Any) -> Any:
+    """A watch that ends a trial on the sim clock whose time stands still for ``stall_s`` (runtime/clock/stall.py);
+    a do-nothing context on the real clock or with ``stall_s: none``."""
+    from contextlib import nullcontext
+
+    from hil.runtime.clock.stall import StallWatch
+
+    if robot.clock.kind != "sim" or not spec.stall_s:
+        return nullcontext(None)
+    inner = robot.clock
+    while getattr(inner, "inner", None) is not None:
+        inner = inner.inner
+    core = getattr(getattr(inner, "participant", None), "core", None)
+    return StallWatch(lambda: robot.clock.now(), spec.stall_s, waits=lambda: getattr(robot.clock, "waits", None),
+                      paused=lambda: bool(getattr(core, "paused", False)))
+
+
 def _part_id(robot: Any, name: Any) -> int | None:
     """The bus ID of a part named by blueprint joint or sensor name, tree path or ID; None if there is none."""
     if isinstance(name, int):
@@ -113,6 +130,7 @@ class _Run:
 
     def _go(self) -> TrialResult:
         from hil.runtime.clock.base import WALL
+        from hil.runtime.clock.stall import ControllerStalled
         from hil.runtime.robot.runner import FAILED as RUN_FAILED
         from hil.runtime.robot.runner import INTERRUPTED as INTERRUPTED_RUN
         from hil.runtime.robot.runner import arm_deadline, load_controller, run_until_done, summarize
@@ -183,14 +201,17 @@ class _Run:
             if self.progress is not None:
                 robot.after_cycle.append(self._progress_hook(probe))
             robot.after_cycle.extend(self.hooks)
-            with self.held.allowed():
+            with self.held.allowed(), stall_watch(spec, robot) as watch:
                 stopped = INTERRUPTED_RUN if self.held.pending else run_until_done(controller, robot)
             if stopped == "duration" and self.script_end_at is not None and robot.deadline_s == self.script_end_at:
                 stopped = SCRIPT_END
             elif stopped == "duration" and self.reached_at is not None:
                 stopped = GOAL
-        except Exception as exc:  # noqa: BLE001 - the controller's (or the world's) failure is the result
-            error, trace = f"{type(exc).__name__}: {exc}", _trace(exc)
+        except (Exception, ControllerStalled) as exc:  # noqa: BLE001 - the controller's (or the world's) failure
+            if isinstance(exc, ControllerStalled):  # is the result; a stall says where it waits, no traceback
+                error, trace = f"ControllerStalled: {watch.report}", None
+            else:
+                error, trace = f"{type(exc).__name__}: {exc}", _trace(exc)
             if saver is not None:
                 saver.failed()
         finally:

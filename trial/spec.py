@@ -63,6 +63,7 @@ class TrialSpec:
     crowd_start: str | None = None  # "sat 14:00": the day and time at trial time 0
     crowd_endpoint: str | None = None  # a crowd already served (hil crowd --serve): none is started
     crowd_timeout_s: float = 10.0
+    stall_s: float | None = 30.0  # wall seconds the simulator's time may stand still (runtime/clock/stall.py)
     crowd_pipeline: bool = False  # true: the crowd computes tick N+1 while the world steps N (one-tick lag, issue 24)
     scenario: str | None = None
     start: Any = None  # (x, y, yaw) | place name | None (the profile's start_pose, the map's start, the origin)
@@ -124,7 +125,7 @@ class TrialSpec:
                 return str(value)
             return getattr(value, "__qualname__", None) or getattr(value, "source", None) or type(value).__name__
 
-        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source", "lines")
+        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source", "lines", "stall_s")
                and not (f.name == "success" and not self.success)}  # the default criteria: as logs always had it
         out["controller"] = plain(self.controller) if not callable(self.controller) or \
             isinstance(self.controller, (str, Path)) else self.label
@@ -465,6 +466,9 @@ KEY_TABLE: dict[str, Key] = {
                           "(hil crowd --serve EP): none is started", "tcp://127.0.0.1:5600", _endpoint),
     "crowd_timeout_s": Key("seconds", "10", "seconds of wall time the world waits for the crowd before the trial "
                            "fails (> 0)", 30, _number(0.0, 3600.0, low_open=True)),
+    "stall_s": Key("seconds or none", "30", "seconds (> 0) of wall time the simulator's time may stand still "
+                   "before a trial on the sim clock ends failed, naming where the controller waits; none: never",
+                   2, _number(0.0, 3600.0, low_open=True, allow_none=True)),
     "crowd_pipeline": Key("true or false", "false", "true: the crowd computes the next tick while the world steps "
                           "(the intents lag one tick, as deterministic); false: strict lockstep", True, _flag),
     "scenario": Key("name or file", "none", "a staged script on the config search path (child_interacts) or a .scn "

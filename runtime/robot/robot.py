@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from ..bus import BusHost
 from ..bus.stats import BusStats
 from ..clock.base import Clock
+from ..clock.waits import off_clock
 from ..drivers import PartDriver, TrustStore
 from ..model import Model
 from ..scan import VirtualRobot
@@ -165,6 +166,10 @@ class Robot:
         """One bus cycle now: write the targets that changed, read every joint and sensor (loop() calls it;
         a controller that paces itself, e.g. with time.sleep under the time patch, calls it directly)."""
         self._check_open()
+        with off_clock():  # the bus's and the hooks' waits are the runtime's: wall time, not the controller's clock
+            self._cycle()
+
+    def _cycle(self) -> None:
         for hook in self.before_cycle:
             hook(self)
         self._assembly.cycle.run()

@@ -89,7 +89,7 @@ class Controller:
 
     def run(self, robot: Robot) -> None:
         """Run it on ``robot`` (time patch on the robot's clock); returns when the controller returns."""
-        with _controller_context(self.path, robot.clock):
+        with _controller_context(self.path, robot):
             if self.mode == SCRIPT:
                 runpy.run_path(str(self.path), init_globals={"robot": robot}, run_name="__main__")
             elif self.mode == MAIN:
@@ -173,18 +173,22 @@ def _run_file_main(path: Path, robot: Robot) -> None:
 
 
 @contextmanager
-def _controller_context(path: Path | None, clock: Clock) -> Iterator[None]:
-    """The time patch on the clock; for a file, its folder importable and argv as if it were run directly."""
+def _controller_context(path: Path | None, robot: Robot) -> Iterator[None]:
+    """The time patch on the robot's clock (which the robot sleeps on meanwhile: on the simulator's clock,
+    ``robot.loop`` is one of the controller's waits); for a file, its folder importable and argv as if it were
+    run directly."""
     from ..clock.patch import patched
 
-    saved_argv, saved_path = sys.argv, list(sys.path)
+    saved_argv, saved_path, clock = sys.argv, list(sys.path), robot.clock
     if path is not None:
         sys.argv = [str(path)]
         sys.path.insert(0, str(path.resolve().parent))
     try:
-        with patched(clock):
+        with patched(clock) as controller_clock:
+            robot.use_clock(controller_clock)
             yield
     finally:
+        robot.use_clock(clock)
         sys.argv = saved_argv
         sys.path[:] = saved_path
 

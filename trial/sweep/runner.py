@@ -6,8 +6,8 @@ ever ticking the bus, or blocked in C) can only be stopped by killing its proces
 worker; a crash in C (or a controller's ``os._exit``) must take down one trial, not the worker and what it
 holds; and a trial changes process-wide state while it runs: ``sys.argv`` and ``sys.path`` for a controller
 file, ``sys.modules``, and the time patch (runtime/clock/patch.py), which keeps threads that were running before
-it on the wall clock but puts every thread started meanwhile on the trial's clock, a thread the worker starts
-then included (before the patch kept earlier threads apart, the worker's own event loop ran on simulated time
+it on the wall clock but once put every thread started meanwhile on the trial's clock, a thread the worker
+starts then included (before the patch kept earlier threads apart, the worker's own event loop ran on simulated time
 during a trial: heartbeats and timers stalled). So each worker thread keeps one of these
 (trial/sweep/worker.py): started once (the imports are paid once, as in a plain loop), killed and started again
 only when a trial overruns or its process dies.
