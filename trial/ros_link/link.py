@@ -32,6 +32,7 @@ from msgspec import Meta, Struct
 from hil.bridge.envelope import EnvelopeError, pack, unpack
 
 from ..record.live_tap import LiveTap
+from .ros_side.bridge_node import Diagnostics
 
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"  # ros_side/bridge_node.py has the same names
 JOINT_POSITIONS, JOINT_TRAJECTORY = "ros_joint_positions", "ros_joint_trajectory"
@@ -82,6 +83,19 @@ class JointCommand(Struct, frozen=True):
     command: JointPositions | JointTrajectory
 
 
+class _LoggedPose(Struct):
+    """What the link reads of the log's /robot/state: x, y, yaw (ground truth when ``odometry`` is beside)."""
+
+    x: float
+    y: float
+    yaw: float
+    odometry: list[float] | None = None
+
+
+# the log's topics the link follows (recorder tap -> method) beside /clock
+_FOLLOWED = {"/robot/state": "_follow_state", "/pedestrians": "_follow_people", "/bus/stats": "_follow_bus",
+             "/robot/parts": "_follow_part"}
+_TYPE_OF = {"/robot/state": _LoggedPose}
 REFUSED = CmdVel(0.0, 0.0)  # returned (by identity) for a refused command: the base stops
 _DECODE = msgspec.convert
 
@@ -115,11 +129,36 @@ class RosLink(LiveTap):
         self._parts: tuple[Any, Any] | None = None  # (base or None, ring or None), found at the first cycle
         self._description: dict[str, Any] | None = None
         self.joint_commands: list[JointCommand] = []  # checked, not yet taken by the driver
+        # what the log says beside the robot (the tap): the base's ground truth, the people, the parts and buses
+        self._truth: list[float] | None = None
+        self._people: list[dict[str, Any]] | None = None  # the newest /pedestrians, not yet sent
+        self.diagnostics = Diagnostics()
+        self._diagnostics_due = False
 
     # --- as a recorder tap and a hook (LiveTap: taps, hooks, bind, write) ------------------------------------
     def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
         if topic == "/clock":
             self.now_s = t_s
+        elif topic in _FOLLOWED:
+            try:
+                getattr(self, _FOLLOWED[topic])(msgspec.json.decode(data, type=_TYPE_OF.get(topic, Any)))
+            except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError, ValueError):
+                pass  # the log's own messages, checked when written: nothing to publish of one that is not
+
+    def _follow_state(self, state: _LoggedPose) -> None:
+        """The base's ground truth in the map, when the log has it (x, y, yaw beside the odometry)."""
+        self._truth = [state.x, state.y, state.yaw] if state.odometry is not None else None
+
+    def _follow_people(self, message: dict[str, Any]) -> None:
+        self._people = list(message["people"])
+
+    def _follow_bus(self, counters: dict[str, Any]) -> None:
+        self.diagnostics.bus(counters)
+        self._diagnostics_due = True
+
+    def _follow_part(self, event: dict[str, Any]) -> None:
+        self.diagnostics.part(event)
+        self._diagnostics_due = True
 
     def trial_time(self, robot: Any) -> float:
         """The time the log gives this cycle; without a log, the robot's clock since the first cycle seen."""
@@ -150,6 +189,12 @@ class RosLink(LiveTap):
         joints = robot.joints
         out["joints"] = {"name": list(joints.keys()), "position": [j.position for j in joints.values()],
                          "velocity": [j.velocity for j in joints.values()]}
+        if self._truth is not None:
+            out["truth"] = self._truth
+        if self._people is not None:
+            out["people"], self._people = self._people, None
+        if self._diagnostics_due:
+            out["diagnostics"], self._diagnostics_due = self.diagnostics.statuses(), False
         if self.seq % DESCRIPTION_EVERY == 1:
             if self._description is None:
                 from .description import description_of_robot

@@ -1,0 +1,116 @@
+"""What the ROS 2 bridge says of the world around the robot, with a real rclpy node (Fast DDS) in a process of its
+own against the real ``hil trial --ros`` (tests/ros_helpers.py runs them): the people as
+``visualization_msgs/MarkerArray`` on ``/people/markers`` and as ground truth on ``/people/ground_truth``
+(sensor_msgs/PointCloud2), and ``/diagnostics``. One trial in the lab with a busy crowd (people come through the
+door and leave again within seconds) and one node that listens to everything until the trial's clock stops; each
+test checks what the node received against the trial's log.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ros_helpers import NODE_COMMON, ros_env, ros_python, run_with_node  # noqa: F401 (fixtures)
+
+LISTENER = NODE_COMMON + '''
+from diagnostic_msgs.msg import DiagnosticArray
+from sensor_msgs.msg import PointCloud2
+from visualization_msgs.msg import MarkerArray
+markers, clouds, diagnostics = [], [], []
+
+def on_markers(msg):
+    markers.append([[stamp(m), m.header.frame_id, m.ns, m.id, m.type, m.action, m.pose.position.x,
+                     m.pose.position.y, m.pose.position.z, m.scale.x, m.scale.y, m.scale.z] for m in msg.markers])
+
+def on_cloud(msg):
+    clouds.append([stamp(msg), msg.header.frame_id, msg.width, msg.height, msg.point_step, msg.is_bigendian,
+                   [[f.name, f.offset, f.datatype, f.count] for f in msg.fields], bytes(msg.data).hex()])
+
+def on_diagnostics(msg):
+    diagnostics.append([stamp(msg), [[s.level[0] if isinstance(s.level, bytes) else s.level, s.name, s.message,
+                                      s.hardware_id, {kv.key: kv.value for kv in s.values}] for s in msg.status]])
+
+node.create_subscription(MarkerArray, "/people/markers", on_markers, 500)  # deep: a busy machine drops none
+node.create_subscription(PointCloud2, "/people/ground_truth", on_cloud, 500)
+node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 500)
+spin_until(lambda: False, 90)  # until the trial's clock stops
+finish(markers=markers, clouds=clouds, diagnostics=diagnostics)
+'''
+DURATION_S = 4.0
+CLOUD_TYPES = {7: "<f4", 8: "<f8", 6: "<u4", 5: "<i4"}  # sensor_msgs/PointField's datatypes used here
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory, ros_env, ros_python):
+    """(what the node saw, the trial's log, the trial's stderr): the lab, a weekday crowd 100 times as busy."""
+    return run_with_node(tmp_path_factory.mktemp("ros_world"), ros_env, ros_python, LISTENER,
+                         "--crowd", "weekday", "--crowd-scale", "100", "--seed", "1", "--duration",
+                         f"{DURATION_S:g}", "--ros-rtf", "4")
+
+
+def _people(log) -> list[tuple[int, list[dict]]]:
+    return [(round(m.t * 1e9), m.data["people"]) for m in log.messages["/pedestrians"]]
+
+
+def test_people_markers_follow_the_crowd_and_delete_who_left(session):
+    """One MarkerArray per /pedestrians message, at its time, in the map frame: a cylinder per person whose id is
+    the person's (so it moves rather than multiplies), where the log has the person; a DELETE for each person
+    gone since the message before; the first starts with a DELETEALL."""
+    seen, log, _ = session
+    people = _people(log)
+    got = seen["markers"]
+    assert len(people) > 20 and len(got) == len(people)
+    before: set[int] = set()
+    deleted = 0
+    for k, ((t, persons), markers) in enumerate(zip(people, got)):
+        assert all(m[0] == t and m[1] == "map" for m in markers)  # (none while nobody is or was there)
+        if k == 0:
+            assert markers[0][5] == 3  # DELETEALL
+            markers = markers[1:]
+        added = {m[3]: m for m in markers if m[5] == 0}
+        assert set(added) == {p["id"] for p in persons}
+        for person in persons:
+            m = added[person["id"]]
+            assert (m[2], m[4]) == ("people", 3)  # namespace, CYLINDER
+            assert (m[6], m[7]) == (person["x"], person["y"])
+            assert m[9] == m[10] == pytest.approx(2 * person.get("radius", 0.25))
+            assert m[8] == pytest.approx(m[11] / 2)  # standing on the floor
+        gone = sorted(m[3] for m in markers if m[5] == 2)
+        assert gone == sorted(before - set(added))
+        deleted += len(gone)
+        before = set(added)
+    assert deleted > 0, "nobody left during the trial: the DELETE was not exercised"
+
+
+def test_ground_truth_cloud_holds_every_persons_position_and_velocity(session):
+    """/people/ground_truth, read by the fields the message itself declares, gives each person's id, x, y, vx, vy
+    and radius exactly as the log has them."""
+    seen, log, _ = session
+    people = _people(log)
+    assert len(seen["clouds"]) == len(people)
+    for (t, persons), (stamp, frame, width, height, step, big, fields, data) in zip(people, seen["clouds"]):
+        assert (stamp, frame, width, height, big) == (t, "map", len(persons), 1, False)
+        dtype = np.dtype({"names": [f[0] for f in fields], "offsets": [f[1] for f in fields],
+                          "formats": [CLOUD_TYPES[f[2]] for f in fields], "itemsize": step})
+        points = np.frombuffer(bytes.fromhex(data), dtype=dtype)
+        assert [int(i) for i in points["id"]] == [p["id"] for p in persons]
+        for point, person in zip(points, persons):
+            assert [float(point[k]) for k in ("x", "y", "vx", "vy")] == [person[k] for k in ("x", "y", "vx", "vy")]
+            assert float(point["radius"]) == person.get("radius", 0.25) and float(point["z"]) == 0.0
+
+
+def test_diagnostics_give_the_bus_statistics_as_the_log_does(session):
+    """A DiagnosticArray at each /bus/stats of the log written during the run (once a second; the final counters,
+    written as the trial closes, come after its last cycle), its bus status holding the log's counters; the
+    parts' status says every part answers (no fault in this trial)."""
+    seen, log, _ = session
+    stats = log.messages["/bus/stats"][:-1]
+    got = seen["diagnostics"]
+    assert len(stats) >= 4 and [t for t, _ in got] == [round(m.t * 1e9) for m in stats]
+    for (_, statuses), logged in zip(got, stats):
+        by_name = {s[1]: s for s in statuses}
+        level, _, message, hardware, values = by_name["hil: bus main"]
+        assert hardware == "bus main" and f"{logged.data['transactions']} transactions" in message
+        assert values == {k: str(v) for k, v in logged.data.items() if k != "bus"}
+        assert level == (0 if logged.data["failures"] == 0 else 1)
+        assert by_name["hil: parts"][:3] == [0, "hil: parts", "every part answers"]
