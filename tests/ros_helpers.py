@@ -10,6 +10,8 @@ trials: so a module runs one ``hil trial --ros`` with one node that goes through
 in turn, each scenario timed from what the node saw, and the tests assert on that one recording."""
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import os
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from hil.cli import main
 from hil.trial.record import read_log
 from hil.trial.ros_link.launch import DISCOVERY_PROFILE, PROFILE_ENV, PYTHON_ENV, checkout_venv, works
 
@@ -130,3 +133,24 @@ def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_sou
     assert trial.returncode == 0, trial.stdout + trial.stderr
     assert seen_file.exists(), (tmp_path / "node.log").read_text() + trial.stderr
     return json.loads(seen_file.read_text()), read_log(out / "trial.mcap"), trial.stderr
+
+
+def hil_log_rosbag(*argv: str) -> tuple[int, str, str]:
+    """``hil log rosbag ARGV``, hil's command line called in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["log", "rosbag", *argv])
+    return status, out.getvalue(), err.getvalue()
+
+
+def decoded_bag(bag: Path) -> dict[str, list[tuple[int, object]]]:
+    """Every message of a rosbag2 by topic, (recorded time in ns, the message) as ``rosbags`` decodes it."""
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_JAZZY)
+    out: dict[str, list[tuple[int, object]]] = {}
+    with Reader(bag) as reader:
+        for connection, timestamp, raw in reader.messages():
+            out.setdefault(connection.topic, []).append((timestamp, store.deserialize_cdr(raw, connection.msgtype)))
+    return out

@@ -7,12 +7,15 @@ test checks what the node received against the trial's log.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from ros_helpers import NODE_COMMON, ros_env, ros_python, run_with_node  # noqa: F401 (fixtures)
+from ros_helpers import NODE_COMMON, decoded_bag, hil_log_rosbag, ros_env, ros_python, run_with_node  # noqa: F401
 
 LISTENER = NODE_COMMON + '''
+DRIVE_S = 2.0
 from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import PointCloud2
 from visualization_msgs.msg import MarkerArray
@@ -33,7 +36,14 @@ def on_diagnostics(msg):
 node.create_subscription(MarkerArray, "/people/markers", on_markers, 500)  # deep: a busy machine drops none
 node.create_subscription(PointCloud2, "/people/ground_truth", on_cloud, 500)
 node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 500)
-spin_until(lambda: False, 90)  # until the trial's clock stops
+from geometry_msgs.msg import Twist
+cmd_vel = node.create_publisher(Twist, "/cmd_vel", 10)
+turning, still = Twist(), Twist()
+turning.linear.x, turning.angular.z = 0.2, 0.5
+began = time.monotonic()
+while not clock_stopped() and time.monotonic() - began < 90:  # until the trial's clock stops
+    rclpy.spin_once(node, timeout_sec=0.02)
+    cmd_vel.publish(turning if 0 < sim_now() < DRIVE_S else still)  # drive a curve, then stand
 finish(markers=markers, clouds=clouds, diagnostics=diagnostics)
 '''
 DURATION_S = 4.0
@@ -41,11 +51,23 @@ CLOUD_TYPES = {7: "<f4", 8: "<f8", 6: "<u4", 5: "<i4"}  # sensor_msgs/PointField
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory, ros_env, ros_python):
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("ros_world")
+
+
+@pytest.fixture(scope="module")
+def session(folder, ros_env, ros_python):
     """(what the node saw, the trial's log, the trial's stderr): the lab, a weekday crowd 100 times as busy."""
-    return run_with_node(tmp_path_factory.mktemp("ros_world"), ros_env, ros_python, LISTENER,
-                         "--crowd", "weekday", "--crowd-scale", "100", "--seed", "1", "--duration",
-                         f"{DURATION_S:g}", "--ros-rtf", "4")
+    return run_with_node(folder, ros_env, ros_python, LISTENER, "--crowd", "weekday", "--crowd-scale", "100",
+                         "--seed", "1", "--duration", f"{DURATION_S:g}", "--ros-rtf", "4")
+
+
+@pytest.fixture(scope="module")
+def bag(session, folder):
+    """The same trial's log written as a rosbag2 by ``hil log rosbag``, read back with rosbags."""
+    status, out, err = hil_log_rosbag(str(folder / "trial"), "--out", str(folder / "bag"))
+    assert status == 0, out + err
+    return decoded_bag(folder / "bag")
 
 
 def _people(log) -> list[tuple[int, list[dict]]]:
@@ -114,3 +136,75 @@ def test_diagnostics_give_the_bus_statistics_as_the_log_does(session):
         assert values == {k: str(v) for k, v in logged.data.items() if k != "bus"}
         assert level == (0 if logged.data["failures"] == 0 else 1)
         assert by_name["hil: parts"][:3] == [0, "hil: parts", "every part answers"]
+
+
+# --- the same in the trial's rosbag2 (hil log rosbag), checked against the log ---------------------------------
+def _ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def test_bag_has_the_people_as_the_log_does(session, bag):
+    _, log, _ = session
+    people = _people(log)
+    assert [t for t, _ in bag["/people/markers"]] == [t for t, _ in people]
+    before: set[int] = set()
+    deleted = 0
+    for (t, persons), (_, array), (_, cloud) in zip(people, bag["/people/markers"], bag["/people/ground_truth"]):
+        added = {m.id: m for m in array.markers if m.action == 0}
+        assert set(added) == {p["id"] for p in persons}
+        assert all(_ns(m.header.stamp) == t and m.header.frame_id == "map" for m in array.markers)
+        for person in persons:
+            position = added[person["id"]].pose.position
+            assert (position.x, position.y) == (person["x"], person["y"])
+        gone = {m.id for m in array.markers if m.action == 2}
+        assert gone == before - set(added)
+        deleted += len(gone)
+        before = set(added)
+        dtype = np.dtype({"names": [f.name for f in cloud.fields], "offsets": [f.offset for f in cloud.fields],
+                          "formats": [CLOUD_TYPES[f.datatype] for f in cloud.fields], "itemsize": cloud.point_step})
+        points = np.frombuffer(cloud.data.tobytes(), dtype=dtype)
+        assert [(int(p["id"]), float(p["vx"]), float(p["vy"])) for p in points] == [
+            (p["id"], p["vx"], p["vy"]) for p in persons]
+    assert deleted > 0
+
+
+def test_bag_has_the_diagnostics_and_map_to_odom_from_ground_truth(session, bag):
+    """One DiagnosticArray per /bus/stats (the final counters too); /tf carries map -> odom, which composed with
+    odom -> base_link puts the base where the world's ground truth has it."""
+    _, log, _ = session
+    stats = log.messages["/bus/stats"]
+    assert [t for t, _ in bag["/diagnostics"]] == [round(m.t * 1e9) for m in stats]
+    for (_, array), logged in zip(bag["/diagnostics"], stats):
+        bus = next(s for s in array.status if s.name == "hil: bus main")
+        assert {kv.key: kv.value for kv in bus.values} == {k: str(v) for k, v in logged.data.items() if k != "bus"}
+    states = log.messages["/robot/state"]
+    assert len(bag["/tf"]) == len(states)
+    moved = 0.0
+    for (_, tf), state in zip(bag["/tf"], states):
+        frames = {(t.header.frame_id, t.child_frame_id): t.transform for t in tf.transforms}
+        assert set(frames) == {("odom", "base_link"), ("map", "odom")}
+        total = _matrix(frames[("map", "odom")]) @ _matrix(frames[("odom", "base_link")])
+        truth = state.data
+        assert total[:2, 2] == pytest.approx([truth["x"], truth["y"]], abs=1e-9)
+        assert math.atan2(total[1, 0], total[0, 0]) == pytest.approx(truth["yaw"], abs=1e-9)
+        moved = max(moved, math.hypot(truth["x"] - states[0].data["x"], truth["y"] - states[0].data["y"]))
+    assert moved > 0.2  # the node drove it
+
+
+def test_bag_replays_the_cmd_vel_the_trial_applied(session, bag):
+    """/cmd_vel as the trial applied it: 0.2 m/s and 0.5 rad/s every cycle from the first applied command to the
+    stop, then one stop (so a replay feeds a trial's watchdog as the node did)."""
+    _, log, _ = session
+    applied = log.messages["/ros/cmd_vel"]
+    start, stop = applied[0].t, next(m.t for m in applied if m.data["v"] == 0.0)
+    assert (applied[0].data["v"], applied[0].data["w"]) == (0.2, 0.5)
+    got = bag["/cmd_vel"]
+    clock = [round(m.t * 1e9) for m in log.messages["/clock"] if start - 1e-9 <= m.t <= stop + 1e-9]
+    assert [t for t, _ in got] == clock
+    assert [(m.linear.x, m.angular.z) for _, m in got] == [(0.2, 0.5)] * (len(clock) - 1) + [(0.0, 0.0)]
+
+
+def _matrix(transform) -> np.ndarray:
+    q, p = transform.rotation, transform.translation
+    yaw = 2 * math.atan2(q.z, q.w)
+    return np.array([[math.cos(yaw), -math.sin(yaw), p.x], [math.sin(yaw), math.cos(yaw), p.y], [0, 0, 1]])

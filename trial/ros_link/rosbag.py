@@ -36,7 +36,9 @@ import numpy as np
 from ..record.log import read_log
 from ..record.repair import log_path
 from .description import ROOT_FRAME, description_of_log
-from .ros_side.bridge_node import scan_layout, scan_ranges, stamp_of
+from .ros_side.bridge_node import (MAP_FRAME, PEOPLE_MARKERS, PEOPLE_TRUTH, Diagnostics, diagnostic_array,
+                                   map_to_odom, marker_array, people_cloud_message, people_markers, scan_layout,
+                                   scan_ranges, stamp_of)
 
 ODOM_FRAME = "odom"
 RELIABLE, BEST_EFFORT, LATCHED = "reliable", "best_effort", "transient_local"
@@ -48,6 +50,10 @@ TOPICS: dict[str, tuple[str, str]] = {  # topic -> (type, QoS offered), as the b
     "/joint_states": ("sensor_msgs/msg/JointState", RELIABLE),
     "/robot_description": ("std_msgs/msg/String", LATCHED),
     "/tf_static": ("tf2_msgs/msg/TFMessage", LATCHED),
+    PEOPLE_MARKERS: ("visualization_msgs/msg/MarkerArray", RELIABLE),
+    PEOPLE_TRUTH: ("sensor_msgs/msg/PointCloud2", RELIABLE),
+    "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", RELIABLE),
+    "/cmd_vel": ("geometry_msgs/msg/Twist", RELIABLE),
 }
 
 
@@ -91,10 +97,13 @@ def messages_of(messages: dict[str, list[Any]], make: _Maker) -> Iterator[tuple[
     sensors = {round(m.t * 1e9): m.data for m in messages.get("/robot/sensors", ())}
     states = {round(m.t * 1e9): m.data for m in messages.get("/robot/state", ())}
     layout = _ring_layout(ring) if ring else None
+    world = _World(messages, make)
     for clock in messages.get("/clock", ()):
         t = clock.t
         stamp = make.stamp(t)
+        yield from world.until(t)
         yield "/clock", t, make("rosgraph_msgs/msg/Clock", clock=stamp)
+        yield from world.command(t)
         state = states.get(round(t * 1e9))
         if state is not None:
             yield from _odometry(t, stamp, state, make)
@@ -124,8 +133,63 @@ def _odometry(t: float, stamp: Any, state: dict[str, Any], make: _Maker) -> Iter
     yield "/odom", t, make("nav_msgs/msg/Odometry", header=make.header(stamp, ODOM_FRAME), child_frame_id=ROOT_FRAME,
                            pose=make("geometry_msgs/msg/PoseWithCovariance", pose=pose),
                            twist=make("geometry_msgs/msg/TwistWithCovariance", twist=twist))
-    yield "/tf", t, make("tf2_msgs/msg/TFMessage",
-                         transforms=[make.transform(stamp, ODOM_FRAME, ROOT_FRAME, [x, y, 0.0], xyzw)])
+    transforms = [make.transform(stamp, ODOM_FRAME, ROOT_FRAME, [x, y, 0.0], xyzw)]
+    if state.get("odometry"):  # x, y, yaw are the world's ground truth: map -> odom
+        mx, my, myaw = map_to_odom([state["x"], state["y"], state["yaw"]], state["odometry"])
+        transforms.append(make.transform(stamp, MAP_FRAME, ODOM_FRAME, [mx, my, 0.0],
+                                         [0.0, 0.0, math.sin(myaw / 2), math.cos(myaw / 2)]))
+    yield "/tf", t, make("tf2_msgs/msg/TFMessage", transforms=transforms)
+
+
+class _World:
+    """What the log says beside the robot's cycles, in time order: the people (/pedestrians: the markers and the
+    ground truth), the diagnostics (/bus/stats and /robot/parts, one DiagnosticArray per time they have, as the
+    bridge publishes one per cycle) and the /cmd_vel the trial applied (/ros/cmd_vel)."""
+
+    def __init__(self, messages: dict[str, list[Any]], make: _Maker):
+        self.make = make
+        self.events = sorted([(m.t, 0, "people", m.data) for m in messages.get("/pedestrians", ())] +
+                             [(m.t, 1, "bus", m.data) for m in messages.get("/bus/stats", ())] +
+                             [(m.t, 1, "part", m.data) for m in messages.get("/robot/parts", ())],
+                             key=lambda e: (e[0], e[1]))
+        self.next = 0
+        self.shown: set | None = None
+        self.diagnostics = Diagnostics()
+        self.commands = [(m.t, float(m.data["v"]), float(m.data["w"])) for m in messages.get("/ros/cmd_vel", ())]
+        self.applied = (0.0, 0.0)
+        self.next_command = 0
+
+    def until(self, t: float) -> Iterator[tuple[str, float, Any]]:
+        """The people and diagnostics of the log up to trial time ``t``."""
+        while self.next < len(self.events) and self.events[self.next][0] <= t + 1e-9:
+            at = self.events[self.next][0]
+            stamp = self.make.stamp(at)
+            diagnosed = False
+            while self.next < len(self.events) and self.events[self.next][0] == at:
+                _, _, kind, data = self.events[self.next]
+                self.next += 1
+                if kind == "people":
+                    markers, self.shown = people_markers(data["people"], self.shown)
+                    yield PEOPLE_MARKERS, at, marker_array(self.make, stamp, markers)
+                    yield PEOPLE_TRUTH, at, people_cloud_message(self.make, stamp, data["people"])
+                else:
+                    diagnosed = True
+                    getattr(self.diagnostics, kind)(data)
+            if diagnosed:
+                yield "/diagnostics", at, diagnostic_array(self.make, stamp, self.diagnostics.statuses())
+
+    def command(self, t: float) -> Iterator[tuple[str, float, Any]]:
+        """/cmd_vel as the trial applied it: at each change, and every cycle while the base is told to move (a
+        replay into a trial keeps its watchdog fed, as the node that drove it did)."""
+        changed = False
+        while self.next_command < len(self.commands) and self.commands[self.next_command][0] <= t + 1e-9:
+            self.applied = self.commands[self.next_command][1:]
+            self.next_command += 1
+            changed = True
+        if changed or self.applied != (0.0, 0.0):
+            v, w = self.applied
+            yield "/cmd_vel", t, self.make("geometry_msgs/msg/Twist", linear=self.make("geometry_msgs/msg/Vector3", x=v),
+                                           angular=self.make("geometry_msgs/msg/Vector3", z=w))
 
 
 def _ring_layout(ring: dict[str, Any]) -> tuple[float, float, list[int], float, float]:
@@ -168,6 +232,14 @@ class _Maker:
         if inner_kind == Nodetype.BASE and inner[0] not in ("string", "wstring"):
             return np.zeros(size if kind == Nodetype.ARRAY else 0, dtype=_DTYPES.get(inner[0], np.float64))
         return [self._default(inner_kind, inner) for _ in range(size if kind == Nodetype.ARRAY else 0)]
+
+    @staticmethod
+    def u8(data: bytes) -> Any:
+        return np.frombuffer(data, dtype=np.uint8)
+
+    @staticmethod
+    def byte(value: int) -> int:
+        return int(value)
 
     def stamp(self, t_s: float) -> Any:
         sec, nanosec = stamp_of(t_s)
