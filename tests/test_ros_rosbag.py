@@ -120,8 +120,9 @@ def test_bag_reads_back_with_rosbags_as_the_log_says(trial_and_bag):
         q = odom.pose.pose.orientation
         assert 2 * math.atan2(q.z, q.w) == pytest.approx(yaw, abs=1e-12)
         assert (odom.twist.twist.linear.x, odom.twist.twist.angular.z) == (state.data["vx"], state.data["w"])
-        [transform] = tf.transforms
+        transform, placed = tf.transforms  # odom -> base_link; map -> odom (tests/test_ros_world.py checks it)
         assert (transform.header.frame_id, transform.child_frame_id) == ("odom", "base_link")
+        assert (placed.header.frame_id, placed.child_frame_id) == ("map", "odom")
         assert (transform.transform.translation.x, transform.transform.translation.y) == (x, y)
         assert dict(zip(joints.name, joints.position)) == state.data["joints"]
     hits = misses = 0
