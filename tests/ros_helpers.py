@@ -111,17 +111,19 @@ def ros_env(ros_python) -> dict[str, str]:
             PYTHON_ENV: ros_python, PROFILE_ENV: str(DISCOVERY_PROFILE)}
 
 
-def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str):
-    """The node started first, then ``hil trial --ros --ros-wait-for test_driver``: the trial's clock starts once
-    the node is on the graph, so the node hears the trial from its first cycle however busy the machine is;
-    (node's JSON, the trial's log, the trial's stderr)."""
+def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str,
+                  target: str | None = None):
+    """The node started first, then ``hil trial [TARGET] --ros --ros-wait-for test_driver`` (TARGET: a trial file,
+    e.g. one with ``controller: ros``): the trial's clock starts once the node is on the graph, so the node hears
+    the trial from its first cycle however busy the machine is; (node's JSON, the trial's log, the trial's
+    stderr)."""
     node_file, seen_file, out = tmp_path / "node.py", tmp_path / "seen.json", tmp_path / "trial"
     node_file.write_text(textwrap.dedent(node_source), encoding="utf-8")
     node_log = open(tmp_path / "node.log", "w")
     node = subprocess.Popen([ros_python, str(node_file), str(seen_file)], env=env, stdout=node_log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        trial = subprocess.run([*hil_command(), "trial", "--ros", "--ros-wait-for", NODE_NAME, "--map", "lab",
+        trial = subprocess.run([*hil_command(), "trial", *([target] if target else []), "--ros", "--ros-wait-for", NODE_NAME, "--map", "lab",
                                 "--out", str(out), "--quiet", *trial_args], env=env, capture_output=True, text=True,
                                timeout=TRIAL_TIMEOUT_S)
         node.wait(timeout=30)

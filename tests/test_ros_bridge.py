@@ -155,6 +155,24 @@ def test_no_rclpy_says_what_to_do_in_one_line(tmp_path, capsys, monkeypatch):
     assert len(lines) == 1, said.err
     assert "rclpy" in lines[0] and "source" in lines[0] and "hil[ros]" in lines[0] and sys.executable in lines[0]
     assert not out.exists() and "bridge up" not in said.out
+    ros_file = tmp_path / "ros.yaml"  # controller: ros is --ros with no controller: the same line
+    ros_file.write_text("map: lab\ncontroller: ros\nduration: 1\n")
+    assert main(["trial", str(ros_file), "--ros-python", sys.executable, "--out", str(out)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "rclpy" in lines[0] and not out.exists()
+
+
+def test_controller_ros_outside_hil_trial_says_where_in_one_line(tmp_path):
+    """A trial file's ``controller: ros`` needs the bridge hil trial starts: run from Python, the trial refuses at
+    the file's line, before anything starts."""
+    from hil.devices.yaml_source import ConfigError
+    from hil.trial.run import Trial
+
+    ros_file = tmp_path / "ros.yaml"
+    ros_file.write_text("map: lab\ncontroller: ros\n")
+    with pytest.raises(ConfigError, match=r"ros\.yaml:2: controller: ros: .*hil trial"):
+        Trial.from_file(ros_file).run(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 # --- with ROS 2 ---------------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ while not clock_stopped() and time.monotonic() - began < 90:  # until the trial'
 finish(markers=markers, clouds=clouds, diagnostics=diagnostics)
 '''
 DURATION_S = 4.0
+LOST_PART = "head.neck_pitch"
 CLOUD_TYPES = {7: "<f4", 8: "<f8", 6: "<u4", 5: "<i4"}  # sensor_msgs/PointField's datatypes used here
 
 
@@ -55,11 +56,25 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("ros_world")
 
 
+TRIAL_FILE = f"""\
+controller: ros            # ROS 2 nodes drive: the node below
+map: lab
+crowd: weekday
+crowd_scale: 100           # people come through the door and leave within seconds
+seed: 1
+duration: {DURATION_S:g}
+faults:
+  - {{at: 1, unplug: {LOST_PART}}}
+  - {{at: 2.5, plug: {LOST_PART}}}
+"""
+
+
 @pytest.fixture(scope="module")
 def session(folder, ros_env, ros_python):
-    """(what the node saw, the trial's log, the trial's stderr): the lab, a weekday crowd 100 times as busy."""
-    return run_with_node(folder, ros_env, ros_python, LISTENER, "--crowd", "weekday", "--crowd-scale", "100",
-                         "--seed", "1", "--duration", f"{DURATION_S:g}", "--ros-rtf", "4")
+    """(what the node saw, the trial's log, the trial's stderr): a trial file with ``controller: ros``, the lab,
+    a weekday crowd 100 times as busy, the neck's pitch servo unplugged from 1 s to 2.5 s."""
+    (folder / "world.yaml").write_text(TRIAL_FILE)
+    return run_with_node(folder, ros_env, ros_python, LISTENER, "--ros-rtf", "4", target=str(folder / "world.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -121,21 +136,34 @@ def test_ground_truth_cloud_holds_every_persons_position_and_velocity(session):
             assert float(point["radius"]) == person.get("radius", 0.25) and float(point["z"]) == 0.0
 
 
-def test_diagnostics_give_the_bus_statistics_as_the_log_does(session):
+def test_diagnostics_give_the_bus_statistics_and_the_lost_part_as_the_log_does(session):
     """A DiagnosticArray at each /bus/stats of the log written during the run (once a second; the final counters,
-    written as the trial closes, come after its last cycle), its bus status holding the log's counters; the
-    parts' status says every part answers (no fault in this trial)."""
+    written as the trial closes, come after its last cycle) and at each /robot/parts event: the bus status holds
+    the log's counters; while the unplugged servo is lost its part status is ERROR, and so is the parts' summary;
+    once it is back both are OK."""
     seen, log, _ = session
     stats = log.messages["/bus/stats"][:-1]
+    events = log.messages["/robot/parts"]
+    assert [e.data["kind"] for e in events] == ["lost", "back"]
     got = seen["diagnostics"]
-    assert len(stats) >= 4 and [t for t, _ in got] == [round(m.t * 1e9) for m in stats]
-    for (_, statuses), logged in zip(got, stats):
-        by_name = {s[1]: s for s in statuses}
-        level, _, message, hardware, values = by_name["hil: bus main"]
+    assert len(stats) >= 4
+    assert [t for t, _ in got] == sorted({round(m.t * 1e9) for m in [*stats, *events]})
+    by_time = {t: {s[1]: s for s in statuses} for t, statuses in got}
+    for logged in stats:
+        level, _, message, hardware, values = by_time[round(logged.t * 1e9)]["hil: bus main"]
         assert hardware == "bus main" and f"{logged.data['transactions']} transactions" in message
         assert values == {k: str(v) for k, v in logged.data.items() if k != "bus"}
         assert level == (0 if logged.data["failures"] == 0 else 1)
-        assert by_name["hil: parts"][:3] == [0, "hil: parts", "every part answers"]
+    part = events[0].data["part_id"]
+    for t, statuses in by_time.items():
+        lost = events[0].t * 1e9 <= t < events[1].t * 1e9
+        summary = statuses["hil: parts"]
+        assert summary[0] == (2 if lost else 0), (t, summary)
+        assert summary[2] == (f"lost: {part}" if lost else "every part answers")
+        if t >= events[0].t * 1e9:
+            level, _, message, hardware, values = statuses[f"hil: part {part}"]
+            assert level == (2 if lost else 0) and message.startswith("lost" if lost else "back")
+            assert hardware == f"bus main id {part}" and LOST_PART in values["names"].split(",")
 
 
 # --- the same in the trial's rosbag2 (hil log rosbag), checked against the log ---------------------------------
@@ -169,13 +197,15 @@ def test_bag_has_the_people_as_the_log_does(session, bag):
 
 
 def test_bag_has_the_diagnostics_and_map_to_odom_from_ground_truth(session, bag):
-    """One DiagnosticArray per /bus/stats (the final counters too); /tf carries map -> odom, which composed with
+    """One DiagnosticArray per /bus/stats (the final counters too) and /robot/parts event; /tf carries map -> odom, which composed with
     odom -> base_link puts the base where the world's ground truth has it."""
     _, log, _ = session
     stats = log.messages["/bus/stats"]
-    assert [t for t, _ in bag["/diagnostics"]] == [round(m.t * 1e9) for m in stats]
-    for (_, array), logged in zip(bag["/diagnostics"], stats):
-        bus = next(s for s in array.status if s.name == "hil: bus main")
+    events = log.messages["/robot/parts"]
+    assert [t for t, _ in bag["/diagnostics"]] == sorted({round(m.t * 1e9) for m in [*stats, *events]})
+    arrays = {t: array for t, array in bag["/diagnostics"]}
+    for logged in stats:
+        bus = next(s for s in arrays[round(logged.t * 1e9)].status if s.name == "hil: bus main")
         assert {kv.key: kv.value for kv in bus.values} == {k: str(v) for k, v in logged.data.items() if k != "bus"}
     states = log.messages["/robot/state"]
     assert len(bag["/tf"]) == len(states)
