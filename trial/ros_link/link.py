@@ -8,7 +8,11 @@ one that does not. Two ZeroMQ sockets bound on loopback (random ports unless giv
 - **state** (PUB): one ``ros_state`` envelope (hil/bridge/envelope.py) per bus cycle: ``t`` (trial time, s),
   ``odom`` [x, y, yaw] and ``twist`` [v, w] from the base's odometry, ``ring`` (ranges in m or None, the cause of
   each failed reading, the sensors' angles, min and max range) and ``joints`` (blueprint names, positions,
-  velocities); every :data:`DESCRIPTION_EVERY` cycles from the first, ``description``: the URDF and the fixed
+  velocities); from what the log says beside the robot (this tap follows ``/robot/state``, ``/pedestrians``,
+  ``/bus/stats`` and ``/robot/parts``): ``truth`` [x, y, yaw], the base's ground truth in the map when the log has
+  it (the bridge's map -> odom), ``people`` (the newest /pedestrians' people, once) and ``diagnostics`` (the
+  statuses of ros_side/bridge_node.py's :class:`Diagnostics`, after a bus report or a part event); every
+  :data:`DESCRIPTION_EVERY` cycles from the first, ``description``: the URDF and the fixed
   joints (description.py; the bridge publishes them once, transient-local, and again only if they change; sent
   again so that a bridge that connects late still gets them); ``ros_bye`` when the trial ends. A bridge that is slow or absent costs the trial nothing (PUB drops).
 - **commands** (PULL): ``ros_cmd_vel`` envelopes ``{v, w}`` as the bridge got them from ``/cmd_vel``;

@@ -8,7 +8,8 @@ topic                   type                        from the log
 ======================  ==========================  ========================================================
 /clock                  rosgraph_msgs/Clock         /clock
 /odom                   nav_msgs/Odometry           /robot/state: ``odometry`` (odom -> base_link), vx and w
-/tf                     tf2_msgs/TFMessage          the same pose, odom -> base_link
+/tf                     tf2_msgs/TFMessage          the same pose, odom -> base_link; map -> odom from the
+                                                    ground truth (x, y, yaw beside ``odometry``)
 /scan                   sensor_msgs/LaserScan       /robot/sensors ``ring`` and ``ring_cause``, /robot/model's
                                                     ring (directions, min and max range), in base_link
 /joint_states           sensor_msgs/JointState      /robot/state ``joints`` (positions; the log has no
@@ -16,6 +17,13 @@ topic                   type                        from the log
 /robot_description      std_msgs/String             /robot/model, once (transient local: a late subscriber
                                                     of ``ros2 bag play`` still gets it)
 /tf_static              tf2_msgs/TFMessage          /robot/model's fixed joints, once (transient local)
+/people/markers         visualization_msgs/         /pedestrians: one cylinder per person, DELETE when one
+                        MarkerArray                 leaves (in map)
+/people/ground_truth    sensor_msgs/PointCloud2     /pedestrians: id, x, y, vx, vy, radius (in map)
+/diagnostics            diagnostic_msgs/            /bus/stats and /robot/parts, one array at each time
+                        DiagnosticArray
+/cmd_vel                geometry_msgs/Twist         /ros/cmd_vel, as applied: at each change and every cycle
+                                                    while it says move
 ======================  ==========================  ========================================================
 
 Every message is stamped, and recorded, at the log's trial time (the bag's time starts at 0, as the trial's

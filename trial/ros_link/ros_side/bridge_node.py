@@ -11,7 +11,12 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock. The robot's
   description, when the state carries it, as ``/robot_description`` (std_msgs/String: the URDF, joints named by
   the blueprint) and ``/tf_static`` (its fixed joints; only where tf2_msgs imports), both transient-local and
-  published again only when they change.
+  published again only when they change. What the trial's log says beside the robot, when the state carries it:
+  ``/people/markers`` (visualization_msgs/MarkerArray: one cylinder per person, DELETE when one leaves),
+  ``/people/ground_truth`` (sensor_msgs/PointCloud2: id, x, y, vx, vy, radius), both in ``map``; ``/diagnostics``
+  (diagnostic_msgs/DiagnosticArray: the buses' statistics, the parts lost or quarantined); ``map`` -> ``odom`` on
+  ``/tf`` from the base's ground truth. The conversions are plain functions below, shared with
+  trial/ros_link/rosbag.py, which builds the same messages with rosbags.
 - **commands** (PUSH, the trial's PULL): every ``/cmd_vel`` (geometry_msgs/Twist, or TwistStamped when the
   publishers on the topic use that type) forwarded as it came, NaN and all: the trial checks it, applies it within
   the wheels' limits and keeps the watchdog (trial/ros_link/drive.py), so what reaches the robot is decided and
@@ -19,11 +24,12 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   (std_msgs/Float64MultiArray, positions in the declared order) and
   ``/joint_trajectory_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory, where it imports).
 
-QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/clock``, ``/odom``, ``/tf`` and
-``/joint_states`` reliable, depth 10 (a best-effort publisher would match no reliable subscriber: tf2's listener
+QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/clock``, ``/odom``, ``/tf``,
+``/joint_states``, the people and ``/diagnostics`` reliable, depth 10 (a best-effort publisher would match no reliable subscriber: tf2's listener
 and Nav2 take these reliably; a reliable publisher also serves best-effort subscribers); ``/cmd_vel`` reliable.
 
 Without rclpy (or pyzmq, msgpack) it prints one line saying what to install or source and exits with status 3.
+A state it cannot publish is logged (once per kind of error) and dropped: nothing the trial sends stops it.
 """
 from __future__ import annotations
 
