@@ -108,7 +108,7 @@ def _trial(duration: float, out: Path, mode: str, python: str | None, tmp: Path)
     try:
         bridge.wait_ready()
         jiffies0 = process_jiffies(bridge.proc.pid)
-        taps, hooks = [_Timed(t) for t in link.taps], [_Timed(h) for h in link.hooks]
+        taps, hooks = [_Timed(t) for t in link.taps], [_FirstApart(h) for h in link.hooks]
         cpu0 = _cpu_s()
         result = Trial(spec=spec).run(out, taps=tuple(taps), hooks=tuple(hooks))
         cpu = _cpu_s() - cpu0
@@ -121,7 +121,26 @@ def _trial(duration: float, out: Path, mode: str, python: str | None, tmp: Path)
         text = node.communicate(timeout=60)[0]
         line = next((x for x in text.splitlines() if x.startswith("{")), None)
         report = json.loads(line) if line else None
-    return result, cpu, sum(t.cpu_s for t in [*taps, *hooks]), bridge_s, report
+    link_s = (sum(t.cpu_s for t in [*taps, *hooks]), sum(h.first_s for h in hooks))
+    return result, cpu, link_s, bridge_s, report
+
+
+class _FirstApart(_Timed):
+    """The after-cycle hook timed as :class:`_Timed` does, its first call apart (``first_s``: the link builds the
+    robot's URDF once there, a start-up cost, not a per-cycle one)."""
+
+    def __init__(self, fn):
+        super().__init__(fn)
+        self.first_s: float | None = None
+
+    def __call__(self, *args):
+        before = self.cpu_s
+        try:
+            return super().__call__(*args)
+        finally:
+            if self.first_s is None:
+                self.first_s = self.cpu_s - before
+                self.cpu_s = before
 
 
 def _cpu_s() -> float:
@@ -136,6 +155,7 @@ def bench_publishing(duration: float, rounds: int) -> None:
     rtfs: dict[str, list[float]] = {m: [] for m in modes}
     cpus: dict[str, list[float]] = {m: [] for m in modes}
     link_cpu: dict[str, list[float]] = {m: [] for m in modes[1:]}
+    first_cpu: list[float] = []
     bridge_cpu: dict[str, list[float]] = {m: [] for m in modes[1:]}
     with tempfile.TemporaryDirectory() as tmp:
         _trial(min(duration, 2.0), Path(tmp) / "warm-up", "plain", python, Path(tmp))  # imports, caches
@@ -148,10 +168,11 @@ def bench_publishing(duration: float, rounds: int) -> None:
                 cpus[mode].append(cpu / result.sim_s)
                 extra = ""
                 if link_s is not None:
-                    link_cpu[mode].append(link_s / result.sim_s)
+                    link_cpu[mode].append(link_s[0] / result.sim_s)
+                    first_cpu.append(link_s[1])
                     bridge_cpu[mode].append(bridge_s / result.sim_s)
-                    extra = (f"; the link {1000 * link_s / result.sim_s:.1f} ms, the bridge "
-                             f"{1000 * bridge_s / result.sim_s:.0f} ms CPU per sim s")
+                    extra = (f"; the link {1000 * link_s[0] / result.sim_s:.1f} ms per sim s (+ {1000 * link_s[1]:.0f} "
+                             f"ms at its first cycle), the bridge {1000 * bridge_s / result.sim_s:.0f} ms CPU per sim s")
                 if report is not None:
                     extra += "; the node got " + ", ".join(f"{t} {n}" for t, n in report["counts"].items())
                 print(f"  {mode:10s} run {k + 1}: {result.sim_s:5.1f} s sim in {result.wall_s:5.1f} s wall -> "
@@ -165,8 +186,8 @@ def bench_publishing(duration: float, rounds: int) -> None:
               f"(median; runs {', '.join(f'{r:.3f}' for r in ratios)}; target >= 0.97)")
         print(f"    the link's own CPU on the trial's thread (load-independent): {1000 * median(link_cpu[mode]):.1f} "
               f"ms per sim s = {100 * median(link_cpu[mode]) / plain_cpu:.1f} % of the plain trial's "
-              f"{1000 * plain_cpu:.0f} ms; the bridge process {1000 * median(bridge_cpu[mode]):.0f} ms per sim s "
-              f"(its own process)")
+              f"{1000 * plain_cpu:.0f} ms (target <= 3 %), + {1000 * median(first_cpu):.0f} ms once at the first "
+              f"cycle (the URDF); the bridge process {1000 * median(bridge_cpu[mode]):.0f} ms per sim s (its own)")
 
 
 def main(argv: list[str] | None = None) -> int:
