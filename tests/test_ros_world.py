@@ -7,31 +7,45 @@ test checks what the node received against the trial's log.
 """
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import textwrap
 
 import numpy as np
 import pytest
 
 from ros_helpers import NODE_COMMON, decoded_bag, hil_log_rosbag, ros_env, ros_python, run_with_node  # noqa: F401
 
-LISTENER = NODE_COMMON + '''
+# what the node (and the bag's reader) keeps of each message, as plain JSON: both run in ROS's Python
+ROWS = '''
+def ns(stamp):
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+def marker_rows(msg):
+    return [[ns(m.header.stamp), m.header.frame_id, m.ns, m.id, m.type, m.action, m.pose.position.x,
+             m.pose.position.y, m.pose.position.z, m.scale.x, m.scale.y, m.scale.z] for m in msg.markers]
+
+def cloud_row(msg):
+    return [ns(msg.header.stamp), msg.header.frame_id, msg.width, msg.height, msg.point_step, msg.is_bigendian,
+            [[f.name, f.offset, f.datatype, f.count] for f in msg.fields], bytes(msg.data).hex()]
+
+def diagnostic_row(msg):
+    return [ns(msg.header.stamp), [[s.level[0] if isinstance(s.level, bytes) else s.level, s.name, s.message,
+                                    s.hardware_id, {kv.key: kv.value for kv in s.values}] for s in msg.status]]
+
+def twist_row(msg):
+    return [msg.linear.x, msg.angular.z]
+'''
+LISTENER = NODE_COMMON + ROWS + '''
 DRIVE_S = 2.0
 from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import PointCloud2
 from visualization_msgs.msg import MarkerArray
 markers, clouds, diagnostics = [], [], []
-
-def on_markers(msg):
-    markers.append([[stamp(m), m.header.frame_id, m.ns, m.id, m.type, m.action, m.pose.position.x,
-                     m.pose.position.y, m.pose.position.z, m.scale.x, m.scale.y, m.scale.z] for m in msg.markers])
-
-def on_cloud(msg):
-    clouds.append([stamp(msg), msg.header.frame_id, msg.width, msg.height, msg.point_step, msg.is_bigendian,
-                   [[f.name, f.offset, f.datatype, f.count] for f in msg.fields], bytes(msg.data).hex()])
-
-def on_diagnostics(msg):
-    diagnostics.append([stamp(msg), [[s.level[0] if isinstance(s.level, bytes) else s.level, s.name, s.message,
-                                      s.hardware_id, {kv.key: kv.value for kv in s.values}] for s in msg.status]])
+on_markers = lambda msg: markers.append(marker_rows(msg))
+on_cloud = lambda msg: clouds.append(cloud_row(msg))
+on_diagnostics = lambda msg: diagnostics.append(diagnostic_row(msg))
 
 node.create_subscription(MarkerArray, "/people/markers", on_markers, 500)  # deep: a busy machine drops none
 node.create_subscription(PointCloud2, "/people/ground_truth", on_cloud, 500)
@@ -165,6 +179,21 @@ def test_diagnostics_give_the_bus_statistics_and_the_lost_part_as_the_log_does(s
             assert level == (2 if lost else 0) and message.startswith("lost" if lost else "back")
             assert hardware == f"bus main id {part}" and LOST_PART in values["names"].split(",")
 
+DESERIALIZE = ROWS + '''
+import json, sys
+from rclpy.serialization import deserialize_message
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import Twist
+from sensor_msgs.msg import PointCloud2
+from visualization_msgs.msg import MarkerArray
+
+raw = json.load(open(sys.argv[1]))
+kinds = {"/people/markers": (MarkerArray, marker_rows), "/people/ground_truth": (PointCloud2, cloud_row),
+         "/diagnostics": (DiagnosticArray, diagnostic_row), "/cmd_vel": (Twist, twist_row)}
+json.dump({topic: [kinds[topic][1](deserialize_message(bytes.fromhex(data), kinds[topic][0])) for data in items]
+           for topic, items in raw.items()}, open(sys.argv[2], "w"))
+'''
+
 
 # --- the same in the trial's rosbag2 (hil log rosbag), checked against the log ---------------------------------
 def _ns(stamp) -> int:
@@ -238,3 +267,27 @@ def _matrix(transform) -> np.ndarray:
     q, p = transform.rotation, transform.translation
     yaw = 2 * math.atan2(q.z, q.w)
     return np.array([[math.cos(yaw), -math.sin(yaw), p.x], [math.sin(yaw), math.cos(yaw), p.y], [0, 0, 1]])
+
+
+def test_bag_reads_back_with_rclpy_as_the_node_heard_it_live(session, folder, ros_python, tmp_path):
+    """The bag's people, diagnostics and commands deserialized by rclpy in ROS's Python: message for message what
+    the node received from the bridge (the diagnostics' final report aside, which only the bag has), and /cmd_vel
+    what the node sent."""
+    from rosbags.rosbag2 import Reader
+
+    raw: dict[str, list[str]] = {}
+    with Reader(folder / "bag") as reader:
+        for connection, _, data in reader.messages():
+            if connection.topic in ("/people/markers", "/people/ground_truth", "/diagnostics", "/cmd_vel"):
+                raw.setdefault(connection.topic, []).append(bytes(data).hex())
+    (tmp_path / "raw.json").write_text(json.dumps(raw))
+    (tmp_path / "read.py").write_text(textwrap.dedent(DESERIALIZE))
+    done = subprocess.run([ros_python, str(tmp_path / "read.py"), str(tmp_path / "raw.json"),
+                           str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads((tmp_path / "out.json").read_text())
+    seen, _, _ = session
+    assert got["/people/markers"] == seen["markers"]
+    assert got["/people/ground_truth"] == seen["clouds"]
+    assert got["/diagnostics"][:-1] == seen["diagnostics"]
+    assert {tuple(row) for row in got["/cmd_vel"]} == {(0.2, 0.5), (0.0, 0.0)}
