@@ -36,9 +36,18 @@ def diagnostic_row(msg):
 
 def twist_row(msg):
     return [msg.linear.x, msg.angular.z]
+
+def image_row(msg):
+    return [ns(msg.header.stamp), msg.header.frame_id, msg.width, msg.height, msg.encoding, msg.step,
+            bytes(msg.data).hex()]
+
+def info_row(msg):
+    return [ns(msg.header.stamp), msg.header.frame_id, msg.width, msg.height, msg.distortion_model, list(msg.k),
+            list(msg.p)]
 '''
 LISTENER = NODE_COMMON + ROWS + '''
 DRIVE_S = 2.0
+CAMERAS = ("head_camera", "right_camera")
 from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import PointCloud2
 from visualization_msgs.msg import MarkerArray
@@ -50,6 +59,18 @@ on_diagnostics = lambda msg: diagnostics.append(diagnostic_row(msg))
 node.create_subscription(MarkerArray, "/people/markers", on_markers, 500)  # deep: a busy machine drops none
 node.create_subscription(PointCloud2, "/people/ground_truth", on_cloud, 500)
 node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 500)
+from sensor_msgs.msg import CameraInfo, Image
+cameras = {}  # topic -> rows (the pixels of the first two frames only: the JSON stays small)
+
+def on_camera(topic, row):
+    rows = cameras.setdefault(topic, [])
+    rows.append(row if len(rows) < 2 or "image_raw" not in topic else row[:-1])
+
+for camera in CAMERAS:
+    for kind, topic, rowed in ((Image, f"/{camera}/image_raw", image_row),
+                               (Image, f"/{camera}/depth/image_raw", image_row),
+                               (CameraInfo, f"/{camera}/camera_info", info_row)):
+        node.create_subscription(kind, topic, lambda m, t=topic, r=rowed: on_camera(t, r(m)), qos_profile_sensor_data)
 from geometry_msgs.msg import Twist
 cmd_vel = node.create_publisher(Twist, "/cmd_vel", 10)
 turning, still = Twist(), Twist()
@@ -58,7 +79,7 @@ began = time.monotonic()
 while not clock_stopped() and time.monotonic() - began < 90:  # until the trial's clock stops
     rclpy.spin_once(node, timeout_sec=0.02)
     cmd_vel.publish(turning if 0 < sim_now() < DRIVE_S else still)  # drive a curve, then stand
-finish(markers=markers, clouds=clouds, diagnostics=diagnostics)
+finish(markers=markers, clouds=clouds, diagnostics=diagnostics, cameras=cameras)
 '''
 DURATION_S = 4.0
 LOST_PART = "head.neck_pitch"
@@ -77,6 +98,8 @@ crowd: weekday
 crowd_scale: 100           # people come through the door and leave within seconds
 seed: 1
 duration: {DURATION_S:g}
+camera_rate: 2             # the cameras recorded (and so published) twice a trial second
+camera_depth: true
 faults:
   - {{at: 1, unplug: {LOST_PART}}}
   - {{at: 2.5, plug: {LOST_PART}}}
@@ -193,6 +216,41 @@ kinds = {"/people/markers": (MarkerArray, marker_rows), "/people/ground_truth": 
 json.dump({topic: [kinds[topic][1](deserialize_message(bytes.fromhex(data), kinds[topic][0])) for data in items]
            for topic, items in raw.items()}, open(sys.argv[2], "w"))
 '''
+
+
+def test_cameras_publish_the_frames_the_log_recorded(session):
+    """Each camera's image_raw (rgb8), depth/image_raw (32FC1, NaN invalid) and camera_info, in its optical frame,
+    at the times the log recorded its images (camera_rate 2 Hz; best effort, so a busy machine may lose some): the
+    RGB is what the log's JPEG shows (within JPEG's loss), the depth exactly the log's depth, K and P the log's
+    calibration."""
+    from hil.trial.view.camera_panel import decode_depth, decode_rgb, protobuf_fields
+
+    seen, log, _ = session
+    for camera in ("head_camera", "right_camera"):
+        images = {round(m.t * 1e9): m.data for m in log.messages[f"/foxglove/{camera}/image"]}
+        depths = {round(m.t * 1e9): m.data for m in log.messages[f"/foxglove/{camera}/depth"]}
+        calibration = protobuf_fields(log.messages[f"/foxglove/{camera}/calibration"][0].data)
+        assert len(images) >= 7  # 2 Hz for 4 s
+        rgb, depth, info = (seen["cameras"][f"/{camera}/{kind}"] for kind in ("image_raw", "depth/image_raw",
+                                                                                 "camera_info"))
+        assert min(len(rgb), len(depth), len(info)) >= 3  # of 8 (best effort: a loaded machine drops some)
+        assert {row[0] for row in rgb + depth + info} <= set(images)
+        assert {row[1] for row in rgb + depth + info} == {f"{camera}_optical"}
+        for stamp, _, width, height, encoding, step, data in rgb[:2]:
+            assert (encoding, step) == ("rgb8", 3 * width)
+            got = np.frombuffer(bytes.fromhex(data), np.uint8).reshape(height, width, 3).astype(int)
+            logged = decode_rgb(images[stamp]).astype(int)
+            assert got.shape == logged.shape and np.abs(got - logged).mean() < 4.0  # JPEG at quality 85
+        for stamp, _, width, height, encoding, step, data in depth[:2]:
+            assert (encoding, step) == ("32FC1", 4 * width)
+            got = np.frombuffer(bytes.fromhex(data), "<f4").reshape(height, width)
+            np.testing.assert_array_equal(got, decode_depth(depths[stamp]))  # NaN where the log has NaN
+            assert np.isnan(got).any() and np.isfinite(got).any()
+        k = np.frombuffer(calibration[6], "<f8")
+        p = np.frombuffer(calibration[8], "<f8")
+        for _, _, width, height, model, got_k, got_p in info:
+            assert (width, height, model) == (calibration[2], calibration[3], "plumb_bob")
+            assert got_k == list(k) and got_p == list(p)
 
 
 # --- the same in the trial's rosbag2 (hil log rosbag), checked against the log ---------------------------------

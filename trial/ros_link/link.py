@@ -11,7 +11,9 @@ one that does not. Two ZeroMQ sockets bound on loopback (random ports unless giv
   velocities); from what the log says beside the robot (this tap follows ``/robot/state``, ``/pedestrians``,
   ``/bus/stats`` and ``/robot/parts``): ``truth`` [x, y, yaw], the base's ground truth in the map when the log has
   it (the bridge's map -> odom), ``people`` (the newest /pedestrians' people, once) and ``diagnostics`` (the
-  statuses of ros_side/bridge_node.py's :class:`Diagnostics`, after a bus report or a part event); every
+  statuses of ros_side/bridge_node.py's :class:`Diagnostics`, after a bus report or a part event) and
+  ``cameras`` (each camera whose image the log recorded this cycle: its frame's RGB and depth bytes, size,
+  intrinsics, optical frame; so at the trial's ``camera_rate``, and never a frame the trial did not render); every
   :data:`DESCRIPTION_EVERY` cycles from the first, ``description``: the URDF and the fixed
   joints (description.py; the bridge publishes them once, transient-local, and again only if they change; sent
   again so that a bridge that connects late still gets them); ``ros_bye`` when the trial ends. A bridge that is slow or absent costs the trial nothing (PUB drops).
@@ -138,11 +140,14 @@ class RosLink(LiveTap):
         self._people: list[dict[str, Any]] | None = None  # the newest /pedestrians, not yet sent
         self.diagnostics = Diagnostics()
         self._diagnostics_due = False
+        self._imaged: list[str] = []  # the cameras whose image the log recorded this cycle
 
     # --- as a recorder tap and a hook (LiveTap: taps, hooks, bind, write) ------------------------------------
     def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
         if topic == "/clock":
             self.now_s = t_s
+        elif topic.startswith("/foxglove/") and topic.endswith("/image"):  # the log recorded a camera's image
+            self._imaged.append(topic[len("/foxglove/"):-len("/image")])
         elif topic in _FOLLOWED:
             try:
                 getattr(self, _FOLLOWED[topic])(msgspec.json.decode(data, type=_TYPE_OF.get(topic, Any)))
@@ -197,6 +202,9 @@ class RosLink(LiveTap):
             out["truth"] = self._truth
         if self._people is not None:
             out["people"], self._people = self._people, None
+        if self._imaged:
+            out["cameras"] = [c for c in (_camera_frame(robot, name) for name in self._imaged) if c is not None]
+            self._imaged = []
         if self._diagnostics_due:
             out["diagnostics"], self._diagnostics_due = self.diagnostics.statuses(), False
         if self.seq % DESCRIPTION_EVERY == 1:
@@ -268,6 +276,24 @@ class RosLink(LiveTap):
         self.pull.close(linger=0)
         self.pub.close()
         self.context.term()
+
+
+def _camera_frame(robot: Any, name: str) -> dict[str, Any] | None:
+    """The frame of camera ``name`` the log just recorded (this frame period's: a camera renders at most once a
+    period, so reading it again renders nothing and draws no noise), as the bridge publishes it: RGB (rgb8) and
+    depth (32FC1, NaN invalid) bytes, size, intrinsics, the optical frame; None when it gives none."""
+    import numpy as np
+
+    try:
+        frame = robot.sensors[name].frame()
+    except Exception:  # noqa: BLE001 - a camera unplugged since: nothing to publish of it
+        return None
+    k = frame.intrinsics
+    rgb, depth = frame.rgb, frame.depth
+    return {"name": name, "frame_id": f"{name}_optical", "width": int(k.width), "height": int(k.height),
+            "k": [float(k.fx), float(k.fy), float(k.cx), float(k.cy)],
+            "rgb": np.ascontiguousarray(rgb, dtype=np.uint8).tobytes() if rgb is not None else None,
+            "depth": np.ascontiguousarray(depth, dtype="<f4").tobytes() if depth is not None else None}
 
 
 def _parts_of(robot: Any) -> tuple[Any, Any]:

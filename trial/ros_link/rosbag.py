@@ -249,6 +249,10 @@ class _Maker:
     def byte(value: int) -> int:
         return int(value)
 
+    @staticmethod
+    def f64(values: list) -> Any:
+        return np.array(values, dtype=np.float64)
+
     def stamp(self, t_s: float) -> Any:
         sec, nanosec = stamp_of(t_s)
         return self("builtin_interfaces/msg/Time", sec=sec, nanosec=nanosec)

@@ -237,6 +237,10 @@ class RosMessages:
     def byte(value: int) -> bytes:
         return bytes([value])
 
+    @staticmethod
+    def f64(values: list) -> list:
+        return [float(v) for v in values]
+
 
 def marker_array(make, stamp, markers: list[dict]):
     """A visualization_msgs/MarkerArray of :func:`people_markers`' markers, in the map frame."""
@@ -274,6 +278,33 @@ def diagnostic_array(make, stamp, statuses: list[dict]):
                              message=s["message"], hardware_id=s["hardware_id"],
                              values=[make("diagnostic_msgs/msg/KeyValue", key=k, value=v) for k, v in s["values"]])
                         for s in statuses])
+
+
+def camera_topics(name: str) -> tuple[str, str, str]:
+    """(image, depth, camera_info) topics of camera ``name``: ``/NAME/image_raw``, ``/NAME/depth/image_raw``,
+    ``/NAME/camera_info``, NAME with anything a ROS name cannot hold made ``_``."""
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "camera"
+    if safe[0].isdigit():
+        safe = "camera_" + safe
+    return f"/{safe}/image_raw", f"/{safe}/depth/image_raw", f"/{safe}/camera_info"
+
+
+def camera_messages(make, stamp, camera: dict) -> tuple:
+    """(Image rgb8 or None, Image 32FC1 or None, CameraInfo) of one camera frame (the link's ``cameras``
+    entries), stamped, in the camera's optical frame; CameraInfo: the pinhole K and P, plumb_bob, no distortion."""
+    width, height = int(camera["width"]), int(camera["height"])
+    header = make("std_msgs/msg/Header", stamp=stamp, frame_id=camera["frame_id"])
+    rgb = make("sensor_msgs/msg/Image", header=header, height=height, width=width, encoding="rgb8",
+               is_bigendian=0, step=3 * width, data=make.u8(camera["rgb"])) if camera.get("rgb") else None
+    depth = make("sensor_msgs/msg/Image", header=header, height=height, width=width, encoding="32FC1",
+                 is_bigendian=0, step=4 * width, data=make.u8(camera["depth"])) if camera.get("depth") else None
+    fx, fy, cx, cy = (float(v) for v in camera["k"])
+    info = make("sensor_msgs/msg/CameraInfo", header=header, height=height, width=width,
+                distortion_model="plumb_bob", d=make.f64([0.0] * 5),
+                k=make.f64([fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]),
+                r=make.f64([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]),
+                p=make.f64([fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]))
+    return rgb, depth, info
 
 
 def _shown_value(value) -> str:
@@ -339,6 +370,7 @@ class Bridge:
                                                         reliable)
         self.people_shown: set | None = None
         self.messages = RosMessages()
+        self.camera_pubs: dict[str, tuple] = {}
         self.failed: set[str] = set()  # the kinds of state that failed to publish (each said once)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -492,6 +524,8 @@ class Bridge:
             self._publish_odom(stamp, state["odom"], state["twist"], state.get("truth"))
         if state.get("people") is not None:
             self._publish_people(stamp, state["people"])
+        for camera in state.get("cameras") or ():
+            self._publish_camera(stamp, camera)
         if state.get("diagnostics") is not None and self.diagnostics_pub is not None:
             self.diagnostics_pub.publish(diagnostic_array(self.messages, stamp, state["diagnostics"]))
         if state.get("ring") is not None:
@@ -528,6 +562,20 @@ class Bridge:
                 r.x, r.y, r.z, r.w = (float(v) for v in fixed["xyzw"])
                 transforms.append(tf)
             self.tf_static_pub.publish(TFMessage(transforms=transforms))
+
+    def _publish_camera(self, stamp, camera: dict) -> None:
+        """/NAME/image_raw, /NAME/depth/image_raw and /NAME/camera_info, best effort (sensor data)."""
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import CameraInfo, Image
+
+        name = camera["name"]
+        if name not in self.camera_pubs:
+            image, depth, info = camera_topics(name)
+            self.camera_pubs[name] = tuple(self.node.create_publisher(kind, topic, qos_profile_sensor_data)
+                                           for kind, topic in ((Image, image), (Image, depth), (CameraInfo, info)))
+        for publisher, message in zip(self.camera_pubs[name], camera_messages(self.messages, stamp, camera)):
+            if message is not None:
+                publisher.publish(message)
 
     def _publish_people(self, stamp, people: list) -> None:
         """/people/markers (where visualization_msgs imports) and /people/ground_truth, in the map frame."""
