@@ -349,3 +349,37 @@ def test_bag_reads_back_with_rclpy_as_the_node_heard_it_live(session, folder, ro
     assert got["/people/ground_truth"] == seen["clouds"]
     assert got["/diagnostics"][:-1] == seen["diagnostics"]
     assert {tuple(row) for row in got["/cmd_vel"]} == {(0.2, 0.5), (0.0, 0.0)}
+
+
+def test_bag_has_the_cameras_as_the_log_recorded_them(session, bag):
+    """Each camera's JPEG as /NAME/image_raw/compressed, its depth as /NAME/depth/image_raw and its calibration as
+    /NAME/camera_info, byte for byte the log's, at the log's times in the optical frame; /tf_static places each
+    optical frame on its camera's link as the log's /foxglove/tf does (z forward along the body's x)."""
+    from hil.trial.view.camera_panel import decode_depth, protobuf_fields
+
+    _, log, _ = session
+    [(_, static)] = bag["/tf_static"]
+    optical = {t.child_frame_id: t for t in static.transforms if t.child_frame_id.endswith("_optical")}
+    assert set(optical) == {"head_camera_optical", "right_camera_optical"}
+    for camera in ("head_camera", "right_camera"):
+        assert optical[f"{camera}_optical"].header.frame_id.startswith("camera_")
+        q = optical[f"{camera}_optical"].transform.rotation
+        z_axis = [2 * (q.x * q.z + q.y * q.w), 2 * (q.y * q.z - q.x * q.w), 1 - 2 * (q.x ** 2 + q.y ** 2)]
+        assert z_axis == pytest.approx([1.0, 0.0, 0.0])
+        images = log.messages[f"/foxglove/{camera}/image"]
+        got = bag[f"/{camera}/image_raw/compressed"]
+        assert [t for t, _ in got] == [round(m.t * 1e9) for m in images]
+        for (t, message), logged in zip(got, images):
+            assert _ns(message.header.stamp) == t and message.header.frame_id == f"{camera}_optical"
+            assert message.format == "jpeg" and message.data.tobytes() == protobuf_fields(logged.data)[2]
+        depths = log.messages[f"/foxglove/{camera}/depth"]
+        got = bag[f"/{camera}/depth/image_raw"]
+        assert len(got) == len(depths)
+        for (_, message), logged in zip(got, depths):
+            pixels = message.data.view("<f4").reshape(message.height, message.width)
+            np.testing.assert_array_equal(pixels, decode_depth(logged.data))
+        calibration = protobuf_fields(log.messages[f"/foxglove/{camera}/calibration"][0].data)
+        infos = bag[f"/{camera}/camera_info"]
+        assert len(infos) == len(images)
+        assert list(infos[0][1].k) == list(np.frombuffer(calibration[6], "<f8"))
+        assert (infos[0][1].width, infos[0][1].height) == (calibration[2], calibration[3])

@@ -16,7 +16,8 @@ topic                   type                        from the log
                                                     joint velocities, so none are given)
 /robot_description      std_msgs/String             /robot/model, once (transient local: a late subscriber
                                                     of ``ros2 bag play`` still gets it)
-/tf_static              tf2_msgs/TFMessage          /robot/model's fixed joints, once (transient local)
+/tf_static              tf2_msgs/TFMessage          /robot/model's fixed joints and the cameras' optical
+                                                    frames (/foxglove/tf), once (transient local)
 /people/markers         visualization_msgs/         /pedestrians: one cylinder per person, DELETE when one
                         MarkerArray                 leaves (in map)
 /people/ground_truth    sensor_msgs/PointCloud2     /pedestrians: id, x, y, vx, vy, radius (in map)
@@ -24,6 +25,10 @@ topic                   type                        from the log
                         DiagnosticArray
 /cmd_vel                geometry_msgs/Twist         /ros/cmd_vel, as applied: at each change and every cycle
                                                     while it says move
+/NAME/image_raw/        sensor_msgs/CompressedImage /foxglove/NAME/image: each camera's JPEG, as
+compressed                                          image_transport's compressed transport names it
+/NAME/depth/image_raw   sensor_msgs/Image           /foxglove/NAME/depth (32FC1, when the trial recorded it)
+/NAME/camera_info       sensor_msgs/CameraInfo      /foxglove/NAME/calibration
 ======================  ==========================  ========================================================
 
 Every message is stamped, and recorded, at the log's trial time (the bag's time starts at 0, as the trial's
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -45,10 +51,11 @@ from ..record.log import read_log
 from ..record.repair import log_path
 from .description import ROOT_FRAME, description_of_log
 from .ros_side.bridge_node import (MAP_FRAME, PEOPLE_MARKERS, PEOPLE_TRUTH, Diagnostics, diagnostic_array,
-                                   map_to_odom, marker_array, people_cloud_message, people_markers, scan_layout,
-                                   scan_ranges, stamp_of)
+                                   camera_topics, map_to_odom, marker_array, people_cloud_message, people_markers,
+                                   scan_layout, scan_ranges, stamp_of)
 
 ODOM_FRAME = "odom"
+CAMERA_LOG_TOPIC = re.compile(r"^/foxglove/[A-Za-z0-9_.-]+/(image|depth|calibration)$")  # camera_log.py's
 RELIABLE, BEST_EFFORT, LATCHED = "reliable", "best_effort", "transient_local"
 TOPICS: dict[str, tuple[str, str]] = {  # topic -> (type, QoS offered), as the bridge publishes them
     "/clock": ("rosgraph_msgs/msg/Clock", RELIABLE),
@@ -87,9 +94,12 @@ def write_rosbag(log_file: str | Path, out: str | Path) -> dict[str, int]:
                                                         offered_qos_profiles=[_qos(qos)])
                            for topic, (kind, qos) in TOPICS.items()}
             for topic, t_s, message in messages_of(log.messages, _Maker(store)):
-                data = store.serialize_cdr(message, TOPICS[topic][0])
+                if topic not in connections:  # a camera's, named by the camera
+                    connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=store,
+                                                               offered_qos_profiles=[_qos(BEST_EFFORT)])
+                data = store.serialize_cdr(message, connections[topic].msgtype)
                 writer.write(connections[topic], round(t_s * 1e9), bytes(data))
-                counts[topic] += 1
+                counts[topic] = counts.get(topic, 0) + 1
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # nothing half-written is left to be mistaken for a bag
         raise
@@ -101,7 +111,7 @@ def messages_of(messages: dict[str, list[Any]], make: _Maker) -> Iterator[tuple[
     model = messages.get("/robot/model")
     ring = model[0].data.get("ring") if model else None
     if model:
-        yield from _description(model[0].t, model[0].data, make)
+        yield from _description(model[0].t, model[0].data, make, _optical_frames(messages))
     sensors = {round(m.t * 1e9): m.data for m in messages.get("/robot/sensors", ())}
     states = {round(m.t * 1e9): m.data for m in messages.get("/robot/state", ())}
     layout = _ring_layout(ring) if ring else None
@@ -123,11 +133,13 @@ def messages_of(messages: dict[str, list[Any]], make: _Maker) -> Iterator[tuple[
             yield "/scan", t, _scan(stamp, reading, layout, make)
 
 
-def _description(t: float, model: dict[str, Any], make: _Maker) -> Iterator[tuple[str, float, Any]]:
+def _description(t: float, model: dict[str, Any], make: _Maker,
+                 optical: list[dict[str, Any]]) -> Iterator[tuple[str, float, Any]]:
     described = description_of_log(model)
     yield "/robot_description", t, make("std_msgs/msg/String", data=described["urdf"])
     stamp = make.stamp(t)
-    transforms = [make.transform(stamp, s["parent"], s["child"], s["xyz"], s["xyzw"]) for s in described["static"]]
+    transforms = [make.transform(stamp, s["parent"], s["child"], s["xyz"], s["xyzw"])
+                  for s in described["static"] + optical]
     yield "/tf_static", t, make("tf2_msgs/msg/TFMessage", transforms=transforms)
 
 
@@ -156,9 +168,11 @@ class _World:
 
     def __init__(self, messages: dict[str, list[Any]], make: _Maker):
         self.make = make
+        cameras = [topic for topic in messages if CAMERA_LOG_TOPIC.match(topic)]
         self.events = sorted([(m.t, 0, "people", m.data) for m in messages.get("/pedestrians", ())] +
                              [(m.t, 1, "bus", m.data) for m in messages.get("/bus/stats", ())] +
-                             [(m.t, 1, "part", m.data) for m in messages.get("/robot/parts", ())],
+                             [(m.t, 1, "part", m.data) for m in messages.get("/robot/parts", ())] +
+                             [(m.t, 2, topic, m.data) for topic in cameras for m in messages[topic]],
                              key=lambda e: (e[0], e[1]))
         self.next = 0
         self.shown: set | None = None
@@ -180,6 +194,9 @@ class _World:
                     markers, self.shown = people_markers(data["people"], self.shown)
                     yield PEOPLE_MARKERS, at, marker_array(self.make, stamp, markers)
                     yield PEOPLE_TRUTH, at, people_cloud_message(self.make, stamp, data["people"])
+                elif kind.startswith("/"):
+                    for topic, message in _camera_messages(kind, bytes(data), self.make):
+                        yield topic, at, message
                 else:
                     diagnosed = True
                     getattr(self.diagnostics, kind)(data)
@@ -198,6 +215,53 @@ class _World:
             v, w = self.applied
             yield "/cmd_vel", t, self.make("geometry_msgs/msg/Twist", linear=self.make("geometry_msgs/msg/Vector3", x=v),
                                            angular=self.make("geometry_msgs/msg/Vector3", z=w))
+
+
+def _optical_frames(messages: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The cameras' optical frames as the log's /foxglove/tf places them at t = 0 (camera_log.py writes them
+    there once, beside the links' frames; parent and child of each, the rotation the optical convention's), as
+    static transforms."""
+    from ..record.camera_log import OPTICAL_XYZW
+    from ..view.camera_panel import protobuf_fields, protobuf_items
+
+    out = []
+    for message in (m for m in messages.get("/foxglove/tf", ()) if m.t == 0.0):  # the camera log's, at 0
+        for number, transform in protobuf_items(bytes(message.data)):
+            fields = protobuf_fields(transform) if number == 1 else {}
+            child = fields.get(3, b"").decode("utf-8", "replace")
+            if child.endswith("_optical"):
+                out.append({"parent": fields.get(2, b"").decode("utf-8", "replace"), "child": child,
+                            "xyz": [0.0, 0.0, 0.0], "xyzw": list(OPTICAL_XYZW)})
+    return out
+
+
+def _camera_messages(topic: str, data: bytes, make: _Maker) -> Iterator[tuple[str, Any]]:
+    """The ROS messages of one of the log's camera messages (protobuf, trial/record/camera_log.py): the JPEG as
+    ``/NAME/image_raw/compressed`` (sensor_msgs/CompressedImage, as image_transport names it), the depth as
+    ``/NAME/depth/image_raw`` (32FC1, the log's bytes), the calibration as ``/NAME/camera_info``."""
+    from ..view.camera_panel import protobuf_fields
+
+    name, kind = topic[len("/foxglove/"):].rsplit("/", 1)
+    image, depth, info = camera_topics(name)
+    fields = protobuf_fields(data)
+    stamp = protobuf_fields(fields.get(1, b""))
+    header = make("std_msgs/msg/Header", stamp=make("builtin_interfaces/msg/Time", sec=int(stamp.get(1, 0)),
+                                                    nanosec=int(stamp.get(2, 0))),
+                  frame_id=fields.get({"image": 4, "depth": 7, "calibration": 9}[kind], b"").decode())
+    if kind == "image":
+        yield image + "/compressed", make("sensor_msgs/msg/CompressedImage", header=header,
+                                          format=fields.get(3, b"jpeg").decode(), data=make.u8(fields.get(2, b"")))
+    elif kind == "depth":
+        yield depth, make("sensor_msgs/msg/Image", header=header, width=int(fields.get(2, 0)),
+                          height=int(fields.get(3, 0)), encoding=fields.get(4, b"").decode(),
+                          step=int(fields.get(5, 0)), data=make.u8(fields.get(6, b"")))
+    else:
+        yield info, make("sensor_msgs/msg/CameraInfo", header=header, width=int(fields.get(2, 0)),
+                         height=int(fields.get(3, 0)), distortion_model=fields.get(4, b"").decode(),
+                         d=np.frombuffer(fields.get(5, b""), "<f8").astype(np.float64),
+                         k=np.frombuffer(fields.get(6, bytes(72)), "<f8").astype(np.float64),
+                         r=np.frombuffer(fields.get(7, bytes(72)), "<f8").astype(np.float64),
+                         p=np.frombuffer(fields.get(8, bytes(96)), "<f8").astype(np.float64))
 
 
 def _ring_layout(ring: dict[str, Any]) -> tuple[float, float, list[int], float, float]:
