@@ -189,13 +189,14 @@ def bench_publishing(duration: float, rounds: int, camera_rate: float) -> None:
                       f"per sim s{extra}", flush=True)
     print(f"  plain: real-time factor {median(rtfs['plain']):.2f} (median)")
     plain_cpu = median(cpus["plain"])
+    target = 10 if camera_rate else 3  # the issue's: with cameras, without
     for mode in modes[1:]:
         ratios = [r / p for r, p in zip(rtfs[mode], rtfs["plain"])]  # each round against its own plain run
         print(f"  {mode} ({WHAT[mode]}): real-time factor {median(rtfs[mode]):.2f}, {median(ratios):.3f} of plain "
-              f"(median; runs {', '.join(f'{r:.3f}' for r in ratios)}; target >= 0.97)")
+              f"(median; runs {', '.join(f'{r:.3f}' for r in ratios)}; target >= {1 - target / 100:.2f})")
         print(f"    the link's own CPU on the trial's thread (load-independent): {1000 * median(link_cpu[mode]):.1f} "
               f"ms per sim s = {100 * median(link_cpu[mode]) / plain_cpu:.1f} % of the plain trial's "
-              f"{1000 * plain_cpu:.0f} ms (target <= 3 %), + {1000 * median(first_cpu):.0f} ms once at the first "
+              f"{1000 * plain_cpu:.0f} ms (target <= {target} %), + {1000 * median(first_cpu):.0f} ms once at the first "
               f"cycle (the URDF); the bridge process {1000 * median(bridge_cpu[mode]):.0f} ms per sim s (its own)")
 
 
