@@ -25,6 +25,11 @@ topic                   type                        from the log
                         DiagnosticArray
 /cmd_vel                geometry_msgs/Twist         /ros/cmd_vel, as applied: at each change and every cycle
                                                     while it says move
+/forward_position_      std_msgs/Float64MultiArray  /ros/joint_command: the joint commands the trial took,
+controller/commands                                 as the node sent them (positions in the declared order)
+/joint_trajectory_      trajectory_msgs/            /ros/joint_command: the trajectory, stamped with its
+controller/             JointTrajectory             start, its points' positions and time_from_start
+joint_trajectory
 /NAME/image_raw/        sensor_msgs/CompressedImage /foxglove/NAME/image: each camera's JPEG, as
 compressed                                          image_transport's compressed transport names it
 /NAME/depth/image_raw   sensor_msgs/Image           /foxglove/NAME/depth (32FC1, when the trial recorded it)
@@ -50,7 +55,7 @@ import numpy as np
 from ..record.log import read_log
 from ..record.repair import log_path
 from .description import ROOT_FRAME, description_of_log
-from .ros_side.bridge_node import (MAP_FRAME, PEOPLE_MARKERS, PEOPLE_TRUTH, Diagnostics, diagnostic_array,
+from .ros_side.bridge_node import (FORWARD_TOPIC, MAP_FRAME, TRAJECTORY_TOPIC, PEOPLE_MARKERS, PEOPLE_TRUTH, Diagnostics, diagnostic_array,
                                    camera_topics, map_to_odom, marker_array, people_cloud_message, people_markers,
                                    scan_layout, scan_ranges, stamp_of)
 
@@ -69,6 +74,8 @@ TOPICS: dict[str, tuple[str, str]] = {  # topic -> (type, QoS offered), as the b
     PEOPLE_TRUTH: ("sensor_msgs/msg/PointCloud2", RELIABLE),
     "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", RELIABLE),
     "/cmd_vel": ("geometry_msgs/msg/Twist", RELIABLE),
+    FORWARD_TOPIC: ("std_msgs/msg/Float64MultiArray", RELIABLE),
+    TRAJECTORY_TOPIC: ("trajectory_msgs/msg/JointTrajectory", RELIABLE),
 }
 
 
@@ -172,7 +179,8 @@ class _World:
         self.events = sorted([(m.t, 0, "people", m.data) for m in messages.get("/pedestrians", ())] +
                              [(m.t, 1, "bus", m.data) for m in messages.get("/bus/stats", ())] +
                              [(m.t, 1, "part", m.data) for m in messages.get("/robot/parts", ())] +
-                             [(m.t, 2, topic, m.data) for topic in cameras for m in messages[topic]],
+                             [(m.t, 2, topic, m.data) for topic in cameras for m in messages[topic]] +
+                             [(m.t, 3, "joints", m.data) for m in messages.get("/ros/joint_command", ())],
                              key=lambda e: (e[0], e[1]))
         self.next = 0
         self.shown: set | None = None
@@ -197,6 +205,8 @@ class _World:
                 elif kind.startswith("/"):
                     for topic, message in _camera_messages(kind, bytes(data), self.make):
                         yield topic, at, message
+                elif kind == "joints":
+                    yield from _joint_command(at, data, self.make)
                 else:
                     diagnosed = True
                     getattr(self.diagnostics, kind)(data)
@@ -262,6 +272,23 @@ def _camera_messages(topic: str, data: bytes, make: _Maker) -> Iterator[tuple[st
                          k=np.frombuffer(fields.get(6, bytes(72)), "<f8").astype(np.float64),
                          r=np.frombuffer(fields.get(7, bytes(72)), "<f8").astype(np.float64),
                          p=np.frombuffer(fields.get(8, bytes(96)), "<f8").astype(np.float64))
+
+
+def _joint_command(t: float, command: dict[str, Any], make: _Maker) -> Iterator[tuple[str, float, Any]]:
+    """A joint command the trial took (/ros/joint_command) as the node sent it: a Float64MultiArray of the
+    positions in the declared order, or a JointTrajectory stamped with its start (trial time) and its points (a
+    log written before trajectories logged their points has none to give: left out)."""
+    if command.get("topic") == FORWARD_TOPIC:
+        yield FORWARD_TOPIC, t, make("std_msgs/msg/Float64MultiArray",
+                                     data=np.array(command["positions"], dtype=np.float64))
+    elif command.get("topic") == TRAJECTORY_TOPIC and "times" in command:
+        points = [make("trajectory_msgs/msg/JointTrajectoryPoint", positions=np.array(row, dtype=np.float64),
+                       time_from_start=make("builtin_interfaces/msg/Duration", sec=stamp_of(at)[0],
+                                            nanosec=stamp_of(at)[1]))
+                  for at, row in zip(command["times"], command["positions"])]
+        yield TRAJECTORY_TOPIC, t, make("trajectory_msgs/msg/JointTrajectory",
+                                        header=make.header(make.stamp(command["start"]), ""),
+                                        joint_names=list(command["joints"]), points=points)
 
 
 def _ring_layout(ring: dict[str, Any]) -> tuple[float, float, list[int], float, float]:
