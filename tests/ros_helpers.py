@@ -10,6 +10,8 @@ trials: so a module runs one ``hil trial --ros`` with one node that goes through
 in turn, each scenario timed from what the node saw, and the tests assert on that one recording."""
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import os
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from hil.cli import main
 from hil.trial.record import read_log
 from hil.trial.ros_link.launch import DISCOVERY_PROFILE, PROFILE_ENV, PYTHON_ENV, checkout_venv, works
 
@@ -108,17 +111,19 @@ def ros_env(ros_python) -> dict[str, str]:
             PYTHON_ENV: ros_python, PROFILE_ENV: str(DISCOVERY_PROFILE)}
 
 
-def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str):
-    """The node started first, then ``hil trial --ros --ros-wait-for test_driver``: the trial's clock starts once
-    the node is on the graph, so the node hears the trial from its first cycle however busy the machine is;
-    (node's JSON, the trial's log, the trial's stderr)."""
+def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_source: str, *trial_args: str,
+                  target: str | None = None):
+    """The node started first, then ``hil trial [TARGET] --ros --ros-wait-for test_driver`` (TARGET: a trial file,
+    e.g. one with ``controller: ros``): the trial's clock starts once the node is on the graph, so the node hears
+    the trial from its first cycle however busy the machine is; (node's JSON, the trial's log, the trial's
+    stderr)."""
     node_file, seen_file, out = tmp_path / "node.py", tmp_path / "seen.json", tmp_path / "trial"
     node_file.write_text(textwrap.dedent(node_source), encoding="utf-8")
     node_log = open(tmp_path / "node.log", "w")
     node = subprocess.Popen([ros_python, str(node_file), str(seen_file)], env=env, stdout=node_log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        trial = subprocess.run([*hil_command(), "trial", "--ros", "--ros-wait-for", NODE_NAME, "--map", "lab",
+        trial = subprocess.run([*hil_command(), "trial", *([target] if target else []), "--ros", "--ros-wait-for", NODE_NAME, "--map", "lab",
                                 "--out", str(out), "--quiet", *trial_args], env=env, capture_output=True, text=True,
                                timeout=TRIAL_TIMEOUT_S)
         node.wait(timeout=30)
@@ -130,3 +135,24 @@ def run_with_node(tmp_path: Path, env: dict[str, str], ros_python: str, node_sou
     assert trial.returncode == 0, trial.stdout + trial.stderr
     assert seen_file.exists(), (tmp_path / "node.log").read_text() + trial.stderr
     return json.loads(seen_file.read_text()), read_log(out / "trial.mcap"), trial.stderr
+
+
+def hil_log_rosbag(*argv: str) -> tuple[int, str, str]:
+    """``hil log rosbag ARGV``, hil's command line called in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["log", "rosbag", *argv])
+    return status, out.getvalue(), err.getvalue()
+
+
+def decoded_bag(bag: Path) -> dict[str, list[tuple[int, object]]]:
+    """Every message of a rosbag2 by topic, (recorded time in ns, the message) as ``rosbags`` decodes it."""
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_JAZZY)
+    out: dict[str, list[tuple[int, object]]] = {}
+    with Reader(bag) as reader:
+        for connection, timestamp, raw in reader.messages():
+            out.setdefault(connection.topic, []).append((timestamp, store.deserialize_cdr(raw, connection.msgtype)))
+    return out

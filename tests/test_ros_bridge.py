@@ -155,9 +155,81 @@ def test_no_rclpy_says_what_to_do_in_one_line(tmp_path, capsys, monkeypatch):
     assert len(lines) == 1, said.err
     assert "rclpy" in lines[0] and "source" in lines[0] and "hil[ros]" in lines[0] and sys.executable in lines[0]
     assert not out.exists() and "bridge up" not in said.out
+    ros_file = tmp_path / "ros.yaml"  # controller: ros is --ros with no controller: the same line
+    ros_file.write_text("map: lab\ncontroller: ros\nduration: 1\n")
+    assert main(["trial", str(ros_file), "--ros-python", sys.executable, "--out", str(out)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "rclpy" in lines[0] and not out.exists()
+
+
+def test_controller_ros_outside_hil_trial_says_where_in_one_line(tmp_path):
+    """A trial file's ``controller: ros`` needs the bridge hil trial starts: run from Python, the trial refuses at
+    the file's line, before anything starts."""
+    from hil.devices.yaml_source import ConfigError
+    from hil.trial.run import Trial
+
+    ros_file = tmp_path / "ros.yaml"
+    ros_file.write_text("map: lab\ncontroller: ros\n")
+    with pytest.raises(ConfigError, match=r"ros\.yaml:2: controller: ros: .*hil trial"):
+        Trial.from_file(ros_file).run(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 # --- with ROS 2 ---------------------------------------------------------------------------------------------------
+def test_bridge_survives_states_it_cannot_publish(ros_env, ros_python, monkeypatch):
+    """The real bridge node fed, on its state socket, states it cannot publish (people without ids, a wrong
+    type, broken diagnostics, a time that is no number or beyond ROS's, a camera with no size, bytes that are not
+    msgpack) and then a good one: it says what it dropped, once per kind of error, and ends cleanly at the bye."""
+    import time
+
+    from hil.trial.ros_link.launch import BridgeProcess
+
+    for name, value in ros_env.items():
+        monkeypatch.setenv(name, value)
+    lines: list[str] = []
+
+    class Lines:
+        def write(self, text: str) -> None:
+            lines.extend(line for line in text.splitlines() if line)
+
+        def flush(self) -> None:
+            pass
+
+    context = zmq.Context.instance()
+    pub, pull = context.socket(zmq.PUB), context.socket(zmq.PULL)
+    for sock in (pub, pull):
+        sock.setsockopt(zmq.LINGER, 0)
+    state = f"tcp://127.0.0.1:{pub.bind_to_random_port('tcp://127.0.0.1')}"
+    commands = f"tcp://127.0.0.1:{pull.bind_to_random_port('tcp://127.0.0.1')}"
+    bridge = BridgeProcess(ros_python, state, commands, err=Lines())
+    try:
+        bridge.wait_ready()
+        bad = [{"t": 0.1, "people": [{"x": 0.0}]}, {"t": 0.2, "people": "nobody"},
+               {"t": 0.3, "diagnostics": [{"level": 7}]}, {"t": "soon"}, {"t": 1e30},
+               {"t": 0.4, "cameras": [{"name": "head camera!", "frame_id": "x"}]}]
+        good = {"t": 0.5, "people": [{"id": 3, "x": 1.0, "y": 2.0, "vx": 0.0, "vy": 0.0}],
+                "diagnostics": [{"level": 0, "name": "hil: parts", "message": "every part answers",
+                                 "hardware_id": "", "values": [["lost", ""]]}]}
+        deadline = time.monotonic() + 30
+        while bridge.proc.poll() is None and time.monotonic() < deadline:  # until the bye got through
+            for payload in bad:
+                pub.send(pack(bridge_node.STATE, payload))
+            pub.send(b"\xc1 not msgpack")
+            pub.send(pack(bridge_node.STATE, good))
+            pub.send(pack(bridge_node.BYE, {}))
+            time.sleep(0.2)
+        assert bridge.proc.wait(timeout=10) == 0
+    finally:
+        bridge.stop()
+        pub.close()
+        pull.close()
+    said = "\n".join(lines)
+    assert "the trial ended" in said and "Traceback" not in said, said
+    dropped = [line for line in lines if "was not (wholly) published" in line]
+    assert 2 <= len(dropped) <= 6, said  # one line per kind of error, not one per message
+    assert any("dropped a state message" in line for line in lines), said
+
+
 BAD_NODE = NODE_COMMON + '''
 from geometry_msgs.msg import TwistStamped  # the bridge follows the publishers' type
 pub = node.create_publisher(TwistStamped, "/cmd_vel", 10)

@@ -8,8 +8,6 @@ trial's log as hil's log reader gives it, not against the converter's own functi
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import subprocess
@@ -19,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from hil.cli import main
 from hil.trial.record import read_log
 
-from ros_helpers import ros_python  # noqa: F401 (fixtures)
+from ros_helpers import decoded_bag, hil_log_rosbag, ros_python  # noqa: F401 (fixtures)
 
 ROS_TYPES = {"/clock": "rosgraph_msgs.msg:Clock", "/odom": "nav_msgs.msg:Odometry",
              "/scan": "sensor_msgs.msg:LaserScan", "/joint_states": "sensor_msgs.msg:JointState",
@@ -60,14 +57,6 @@ json.dump(out, open(sys.argv[2], "w"))
 '''
 
 
-def hil_log_rosbag(*argv: str) -> tuple[int, str, str]:
-    """``hil log rosbag ARGV``: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(["log", "rosbag", *argv])
-    return status, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def trial_and_bag(tmp_path_factory):
     """A 1.5 s trial 1.5 m from the lab's east wall, and its bag written by the command line."""
@@ -94,18 +83,6 @@ def _bag_messages(bag: Path) -> dict[str, list[tuple[int, bytes]]]:
     return out
 
 
-def _decoded(bag: Path) -> dict[str, list[tuple[int, object]]]:
-    from rosbags.rosbag2 import Reader
-    from rosbags.typesys import Stores, get_typestore
-
-    store = get_typestore(Stores.ROS2_JAZZY)
-    out: dict[str, list[tuple[int, object]]] = {}
-    with Reader(bag) as reader:
-        for connection, timestamp, raw in reader.messages():
-            out.setdefault(connection.topic, []).append((timestamp, store.deserialize_cdr(raw, connection.msgtype)))
-    return out
-
-
 def _expected_scan(log, t_ns: int) -> dict[float, float]:
     """The ring's reading at ``t_ns`` by direction in base_link (rad), by REP-117, from the log itself."""
     ring = log.messages["/robot/model"][0].data["ring"]
@@ -129,7 +106,7 @@ def _check_scan(expected: dict[float, float], angle_min: float, step: float, ran
 
 def test_bag_reads_back_with_rosbags_as_the_log_says(trial_and_bag):
     log, bag = trial_and_bag
-    got = _decoded(bag)
+    got = decoded_bag(bag)
     clock = [round(m.t * 1e9) for m in log.messages["/clock"]]
     states = log.messages["/robot/state"]
     assert [t for t, _ in got["/clock"]] == clock
@@ -143,8 +120,9 @@ def test_bag_reads_back_with_rosbags_as_the_log_says(trial_and_bag):
         q = odom.pose.pose.orientation
         assert 2 * math.atan2(q.z, q.w) == pytest.approx(yaw, abs=1e-12)
         assert (odom.twist.twist.linear.x, odom.twist.twist.angular.z) == (state.data["vx"], state.data["w"])
-        [transform] = tf.transforms
+        transform, placed = tf.transforms  # odom -> base_link; map -> odom (tests/test_ros_world.py checks it)
         assert (transform.header.frame_id, transform.child_frame_id) == ("odom", "base_link")
+        assert (placed.header.frame_id, placed.child_frame_id) == ("map", "odom")
         assert (transform.transform.translation.x, transform.transform.translation.y) == (x, y)
         assert dict(zip(joints.name, joints.position)) == state.data["joints"]
     hits = misses = 0
@@ -163,7 +141,7 @@ def test_description_names_the_blueprints_joints_and_places_the_cameras(trial_an
     import yaml
 
     log, bag = trial_and_bag
-    got = _decoded(bag)
+    got = decoded_bag(bag)
     [(_, description)] = got["/robot_description"]
     urdf = ET.fromstring(description.data)
     moving = {j.get("name") for j in urdf.iter("joint") if j.get("type") != "fixed"}

@@ -28,7 +28,7 @@ import pytest
 from hil.runtime.model import build_model, create_data, forward_kinematics
 
 from model_helpers import assembly_robot
-from ros_helpers import NODE_COMMON, ros_env, ros_python, run_with_node  # noqa: F401 (fixtures)
+from ros_helpers import NODE_COMMON, decoded_bag, hil_log_rosbag, ros_env, ros_python, run_with_node  # noqa: F401
 
 # the node: each scenario starts when the one before it ended, timed on the trial's clock (sim time)
 SESSION_NODE = NODE_COMMON + '''
@@ -136,11 +136,16 @@ DURATION_S = 14.0  # the four scenarios take about 10.5 trial seconds from the t
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory, ros_env, ros_python):
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("ros_session")
+
+
+@pytest.fixture(scope="module")
+def session(folder, ros_env, ros_python):
     """(what the node saw, the trial's log, the trial's stderr) of the one trial: facing north 0.5 m from the
     lab's centre (the wall 2.45 m ahead), rtf 4; a watchdog of 2 trial seconds (0.5 wall seconds at rtf 4: on a
     busy machine the node may miss less; tests/test_ros_bridge.py checks the default one)."""
-    return run_with_node(tmp_path_factory.mktemp("ros_session"), ros_env, ros_python, SESSION_NODE,
+    return run_with_node(folder, ros_env, ros_python, SESSION_NODE,
                          "--start", "0,0.5,1.5707963", "--duration", f"{DURATION_S:g}", "--ros-rtf", "4",
                          "--ros-watchdog", "2")
 
@@ -276,3 +281,24 @@ def test_ros_node_drives_to_the_goal_and_stops_before_the_wall(session):
     assert not any("/cmd_vel" in line for line in _refusals(stderr))
 
 
+
+
+def test_the_trials_rosbag_replays_the_joint_commands_it_took(session, folder):
+    """``hil log rosbag`` of this trial: the trajectory and the forward command the trial took, as the node sent
+    them (the trajectory stamped with the trial time it started at), and none of the three it refused."""
+    seen, log, _ = session
+    status, out, err = hil_log_rosbag(str(folder / "trial"), "--out", str(folder / "bag"))
+    assert status == 0, out + err
+    bag = decoded_bag(folder / "bag")
+    taken = log.messages["/ros/joint_command"]
+    [(t, trajectory)] = bag["/joint_trajectory_controller/joint_trajectory"]
+    assert t == round(taken[0].t * 1e9)
+    assert list(trajectory.joint_names) == ["head.neck_yaw", "left_arm.elbow"]
+    stamp = trajectory.header.stamp
+    assert stamp.sec + stamp.nanosec * 1e-9 == pytest.approx(taken[0].data["start"], abs=1e-9)
+    assert [(p.time_from_start.sec + p.time_from_start.nanosec * 1e-9, list(p.positions))
+            for p in trajectory.points] == [(1.0, [0.6, -0.5]), (2.0, [0.3, -1.0])]
+    [(t, forward)] = bag["/forward_position_controller/commands"]
+    assert t == round(taken[1].t * 1e9)
+    order = seen["joints"]["order"]
+    assert list(forward.data) == [0.2 if name == "head.neck_pitch" else 0.0 for name in order]

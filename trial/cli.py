@@ -265,14 +265,19 @@ def cmd_trial(args: argparse.Namespace) -> int:
         raise ValueError("hil trial: give a controller (x.py, package.module) or a trial file (x.yaml), or --ros "
                          "to let ROS 2 nodes drive")
     from .ros_link.launch import RosUnavailable
+    from .spec import ROS_CONTROLLER
 
+    spec = _trial_spec(target, keys) if target is not None else None  # a bad file: nothing starts
+    if spec is not None and spec.controller == ROS_CONTROLLER:
+        args.ros = True  # controller: ros is hil trial --ros with no controller
     try:
         ros = open_ros(args)
     except RosUnavailable as exc:
         print(exc, file=sys.stderr)
         return 2
     try:
-        spec = _trial_spec(target, keys, ros)
+        if spec is None or spec.controller == ROS_CONTROLLER:
+            spec = _ros_spec(spec, keys, ros)
         if ros is not None and spec.controller is not ros.drive:
             print(f"ros: /cmd_vel and the joint commands are not applied: the trial's controller is {spec.label}",
                   flush=True)
@@ -283,13 +288,23 @@ def cmd_trial(args: argparse.Namespace) -> int:
             ros.close()
 
 
-def _trial_spec(target: str | None, keys: dict[str, Any], ros: Any) -> Any:
-    """The spec ``hil trial`` was given: a trial file, a saved state, a controller, or ROS's driver (--ros)."""
-    from .spec import load_trial_file, make_spec
+def _ros_spec(spec: Any, keys: dict[str, Any], ros: Any) -> Any:
+    """The spec of a trial ROS 2 nodes drive: ``hil trial --ros`` with no controller, or a trial file's
+    ``controller: ros`` (its keys kept, the bridge's driver as the controller; named ros unless it has a name)."""
+    from dataclasses import replace
 
-    if target is None:
+    from .spec import make_spec
+
+    if spec is None:
         keys.setdefault("name", "ros")
         return make_spec(ros.drive, source="hil trial", **keys)
+    return replace(spec, controller=ros.drive, name=spec.name or "ros")
+
+
+def _trial_spec(target: str, keys: dict[str, Any]) -> Any:
+    """The spec ``hil trial`` was given: a trial file, a saved state or a controller."""
+    from .spec import load_trial_file, make_spec
+
     if target.endswith((".yaml", ".yml")):
         spec = load_trial_file(target, **keys)
     elif keys.get("resume_from"):

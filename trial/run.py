@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
 from .result import FAILED, INTERRUPTED, OK, Metrics, TrialResult
-from .spec import TrialSpec, checked_params, load_trial_file, make_spec
+from .spec import ROS_CONTROLLER, TrialSpec, checked_params, load_trial_file, make_spec
 from .task import CrowdProcess, Task, TrialError, make_task, map_message, release, start_crowd
 from .world import WorldProbe, clock_of, robot_profile
 
@@ -136,6 +136,11 @@ class _Run:
         from hil.runtime.robot.runner import arm_deadline, load_controller, run_until_done, summarize
 
         spec = self.spec
+        if spec.controller == ROS_CONTROLLER:  # hil trial swaps in the bridge's driver; nothing else starts one
+            from hil.devices.yaml_source import ConfigError
+
+            raise ConfigError(spec.source, spec.line_of("controller"), "controller: ros: ROS 2 nodes drive this "
+                              "trial through the ROS 2 bridge, which hil trial starts (hil trial FILE)")
         controller = load_controller(spec.controller)  # nothing starts for a controller that cannot load
         params, checked = checked_params(spec, controller)  # nor for a parameter it does not declare
         if spec.params and not checked:

@@ -132,6 +132,7 @@ class TrialSpec:
         return out
 
 
+ROS_CONTROLLER = "ros"  # ``controller: ros``: no Python controller, ROS 2 nodes drive (trial/ros_link)
 NO_GOAL = "none"  # ``goal: none``: no goal, not even the map's default (a spec's goal None means the map's)
 
 
@@ -443,9 +444,10 @@ def _faults(value: Any, key: str, error, base: Path | None) -> tuple:
 
 
 KEY_TABLE: dict[str, Key] = {
-    "controller": Key("file, module or callable", "required",
-                      "a controller file (x.py), a module (package.module[:function]) or, from Python, a callable",
-                      "my_controller.py"),
+    "controller": Key("file, module, ros or callable", "required",
+                      "a controller file (x.py), a module (package.module[:function]), ros (ROS 2 nodes drive: "
+                      "hil trial starts the ROS 2 bridge, as hil trial --ros with no controller) or, from Python, "
+                      "a callable", "my_controller.py"),
     "robot": Key("name or file", DEFAULT_ROBOT, "an assembly on the config search path (commbot) or its file: the "
                  "virtual robot in this process", "servo_chain", _name_or_path),
     "profile": Key("name or file", "none", "a profile (virtual, config/profiles/x.yaml): its bus, clock and names; "

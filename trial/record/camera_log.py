@@ -23,6 +23,7 @@ from typing import Any
 JPEG_QUALITY = 85
 DEFAULT_CAMERA_RATE_HZ = 5.0
 OPTICAL_IN_BODY = ((0.0, 0.0, 1.0), (-1.0, 0.0, 0.0), (0.0, -1.0, 0.0))  # columns: optical x, y, z in the body
+OPTICAL_XYZW = (-0.5, 0.5, -0.5, 0.5)  # the same rotation as a quaternion (x, y, z, w): REP-103's optical frame
 
 
 def image_topic(name: str) -> str:
@@ -38,7 +39,7 @@ class CameraLog:
         self.rec, self.rate_hz, self.depth = rec, float(rate_hz), depth
         self.cameras = [(name, s) for name, s in robot.sensors.items() if isinstance(s, Camera) and s.available]
         self._next_s = 0.0
-        self._link_names = {name: _link_name(robot, camera) for name, camera in self.cameras}
+        self._link_names = {name: camera_link_name(robot, camera) for name, camera in self.cameras}
         self.skipped: list[str] = []  # cameras not recorded, and why (each also one of the robot's notes)
         self._notes = getattr(robot, "notes", None)
         if self.rate_hz > 0 and self.cameras:
@@ -108,7 +109,7 @@ class CameraLog:
         self.rec.write_encoded(topic, t, message.encode(), type(message).get_schema(), "protobuf")
 
 
-def _link_name(robot: Any, camera: Any) -> str | None:
+def camera_link_name(robot: Any, camera: Any) -> str | None:
     """The camera body's link name as /robot/model and /foxglove/tf have it."""
     body = camera.sensor.body
     return next((link.name for link in robot.model.links if link.bus_id == camera.part_key and link.body == body),

@@ -73,9 +73,26 @@ def static_transforms(model: Model, root: str = ROOT_FRAME) -> list[dict[str, An
 
 
 def description_of_robot(robot: Any, root: str = ROOT_FRAME) -> dict[str, Any]:
-    """``{"urdf", "static"}`` of an opened Robot (what the link sends the bridge)."""
+    """``{"urdf", "static"}`` of an opened Robot (what the link sends the bridge); the static transforms end with
+    each camera's optical frame (:func:`optical_frames`)."""
     return {"urdf": description_urdf(robot.model, blueprint_names(robot), root),
-            "static": static_transforms(robot.model, root)}
+            "static": static_transforms(robot.model, root) + optical_frames(robot)}
+
+
+def optical_frames(robot: Any) -> list[dict[str, Any]]:
+    """Each camera's optical frame ``NAME_optical`` (x right, y down, z forward: REP-103's, the frame of its
+    images and camera_info, as the log's /foxglove/tf has it) in its camera body's link, as a static transform."""
+    from hil.runtime.robot.camera import Camera
+
+    from ..record.camera_log import OPTICAL_XYZW, camera_link_name
+
+    out = []
+    for name, sensor in robot.sensors.items():
+        link = camera_link_name(robot, sensor) if isinstance(sensor, Camera) else None
+        if link is not None:
+            out.append({"parent": link, "child": f"{name}_optical", "xyz": [0.0, 0.0, 0.0],
+                        "xyzw": list(OPTICAL_XYZW)})
+    return out
 
 
 def description_of_log(model_message: dict[str, Any], root: str = ROOT_FRAME) -> dict[str, Any]:

@@ -14,7 +14,9 @@
 The robot's limits apply as for a Python controller (runtime/robot/joints.py): a command naming a joint the
 robot does not have or cannot position, with the wrong number of positions, or with a position outside a joint's
 limits is refused as a whole, with one line and ``/trial/refused`` in the log (RosLink.refuse); nothing of it is
-applied. Each command taken is logged as ``/ros/joint_command``.
+applied. Each command taken is logged as ``/ros/joint_command``: the topic, the joints and the positions, for a
+trajectory its start and end (trial time), its points' ``times`` (time_from_start) and ``positions``, so a rosbag
+of the log (rosbag.py) replays it.
 """
 from __future__ import annotations
 
@@ -105,7 +107,9 @@ class JointCommander:
                                      [list(p.positions) for p in got.points])
         self.link.write("/ros/joint_command", t, {"topic": command.topic, "joints": list(got.joints),
                                                   "start": self.trajectory.start, "points": len(got.points),
-                                                  "end": self.trajectory.start + got.points[-1].t})
+                                                  "end": self.trajectory.start + got.points[-1].t,
+                                                  "times": [p.t for p in got.points],
+                                                  "positions": [list(p.positions) for p in got.points]})
 
     def _check(self, robot: Any, names: list[str], rows: list[list[float]]) -> None:
         """CommandError unless every joint can be positioned and every position is within its limits."""

@@ -8,7 +8,13 @@ one that does not. Two ZeroMQ sockets bound on loopback (random ports unless giv
 - **state** (PUB): one ``ros_state`` envelope (hil/bridge/envelope.py) per bus cycle: ``t`` (trial time, s),
   ``odom`` [x, y, yaw] and ``twist`` [v, w] from the base's odometry, ``ring`` (ranges in m or None, the cause of
   each failed reading, the sensors' angles, min and max range) and ``joints`` (blueprint names, positions,
-  velocities); every :data:`DESCRIPTION_EVERY` cycles from the first, ``description``: the URDF and the fixed
+  velocities); from what the log says beside the robot (this tap follows ``/robot/state``, ``/pedestrians``,
+  ``/bus/stats`` and ``/robot/parts``): ``truth`` [x, y, yaw], the base's ground truth in the map when the log has
+  it (the bridge's map -> odom), ``people`` (the newest /pedestrians' people, once) and ``diagnostics`` (the
+  statuses of ros_side/bridge_node.py's :class:`Diagnostics`, after a bus report or a part event) and
+  ``cameras`` (each camera whose image the log recorded this cycle: its frame's RGB and depth bytes, size,
+  intrinsics, optical frame; so at the trial's ``camera_rate``, and never a frame the trial did not render); every
+  :data:`DESCRIPTION_EVERY` cycles from the first, ``description``: the URDF and the fixed
   joints (description.py; the bridge publishes them once, transient-local, and again only if they change; sent
   again so that a bridge that connects late still gets them); ``ros_bye`` when the trial ends. A bridge that is slow or absent costs the trial nothing (PUB drops).
 - **commands** (PULL): ``ros_cmd_vel`` envelopes ``{v, w}`` as the bridge got them from ``/cmd_vel``;
@@ -32,6 +38,7 @@ from msgspec import Meta, Struct
 from hil.bridge.envelope import EnvelopeError, pack, unpack
 
 from ..record.live_tap import LiveTap
+from .ros_side.bridge_node import Diagnostics
 
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"  # ros_side/bridge_node.py has the same names
 JOINT_POSITIONS, JOINT_TRAJECTORY = "ros_joint_positions", "ros_joint_trajectory"
@@ -82,6 +89,19 @@ class JointCommand(Struct, frozen=True):
     command: JointPositions | JointTrajectory
 
 
+class _LoggedPose(Struct):
+    """What the link reads of the log's /robot/state: x, y, yaw (ground truth when ``odometry`` is beside)."""
+
+    x: float
+    y: float
+    yaw: float
+    odometry: list[float] | None = None
+
+
+# the log's topics the link follows (recorder tap -> method) beside /clock
+_FOLLOWED = {"/robot/state": "_follow_state", "/pedestrians": "_follow_people", "/bus/stats": "_follow_bus",
+             "/robot/parts": "_follow_part"}
+_TYPE_OF = {"/robot/state": _LoggedPose}
 REFUSED = CmdVel(0.0, 0.0)  # returned (by identity) for a refused command: the base stops
 _DECODE = msgspec.convert
 
@@ -115,11 +135,39 @@ class RosLink(LiveTap):
         self._parts: tuple[Any, Any] | None = None  # (base or None, ring or None), found at the first cycle
         self._description: dict[str, Any] | None = None
         self.joint_commands: list[JointCommand] = []  # checked, not yet taken by the driver
+        # what the log says beside the robot (the tap): the base's ground truth, the people, the parts and buses
+        self._truth: list[float] | None = None
+        self._people: list[dict[str, Any]] | None = None  # the newest /pedestrians, not yet sent
+        self.diagnostics = Diagnostics()
+        self._diagnostics_due = False
+        self._imaged: list[str] = []  # the cameras whose image the log recorded this cycle
 
     # --- as a recorder tap and a hook (LiveTap: taps, hooks, bind, write) ------------------------------------
     def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
         if topic == "/clock":
             self.now_s = t_s
+        elif topic.startswith("/foxglove/") and topic.endswith("/image"):  # the log recorded a camera's image
+            self._imaged.append(topic[len("/foxglove/"):-len("/image")])
+        elif topic in _FOLLOWED:
+            try:
+                getattr(self, _FOLLOWED[topic])(msgspec.json.decode(data, type=_TYPE_OF.get(topic, Any)))
+            except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError, ValueError):
+                pass  # the log's own messages, checked when written: nothing to publish of one that is not
+
+    def _follow_state(self, state: _LoggedPose) -> None:
+        """The base's ground truth in the map, when the log has it (x, y, yaw beside the odometry)."""
+        self._truth = [state.x, state.y, state.yaw] if state.odometry is not None else None
+
+    def _follow_people(self, message: dict[str, Any]) -> None:
+        self._people = list(message["people"])
+
+    def _follow_bus(self, counters: dict[str, Any]) -> None:
+        self.diagnostics.bus(counters)
+        self._diagnostics_due = True
+
+    def _follow_part(self, event: dict[str, Any]) -> None:
+        self.diagnostics.part(event)
+        self._diagnostics_due = True
 
     def trial_time(self, robot: Any) -> float:
         """The time the log gives this cycle; without a log, the robot's clock since the first cycle seen."""
@@ -150,6 +198,15 @@ class RosLink(LiveTap):
         joints = robot.joints
         out["joints"] = {"name": list(joints.keys()), "position": [j.position for j in joints.values()],
                          "velocity": [j.velocity for j in joints.values()]}
+        if self._truth is not None:
+            out["truth"] = self._truth
+        if self._people is not None:
+            out["people"], self._people = self._people, None
+        if self._imaged:
+            out["cameras"] = [c for c in (_camera_frame(robot, name) for name in self._imaged) if c is not None]
+            self._imaged = []
+        if self._diagnostics_due:
+            out["diagnostics"], self._diagnostics_due = self.diagnostics.statuses(), False
         if self.seq % DESCRIPTION_EVERY == 1:
             if self._description is None:
                 from .description import description_of_robot
@@ -219,6 +276,24 @@ class RosLink(LiveTap):
         self.pull.close(linger=0)
         self.pub.close()
         self.context.term()
+
+
+def _camera_frame(robot: Any, name: str) -> dict[str, Any] | None:
+    """The frame of camera ``name`` the log just recorded (this frame period's: a camera renders at most once a
+    period, so reading it again renders nothing and draws no noise), as the bridge publishes it: RGB (rgb8) and
+    depth (32FC1, NaN invalid) bytes, size, intrinsics, the optical frame; None when it gives none."""
+    import numpy as np
+
+    try:
+        frame = robot.sensors[name].frame()
+    except Exception:  # noqa: BLE001 - a camera unplugged since: nothing to publish of it
+        return None
+    k = frame.intrinsics
+    rgb, depth = frame.rgb, frame.depth
+    return {"name": name, "frame_id": f"{name}_optical", "width": int(k.width), "height": int(k.height),
+            "k": [float(k.fx), float(k.fy), float(k.cx), float(k.cy)],
+            "rgb": np.ascontiguousarray(rgb, dtype=np.uint8).tobytes() if rgb is not None else None,
+            "depth": np.ascontiguousarray(depth, dtype="<f4").tobytes() if depth is not None else None}
 
 
 def _parts_of(robot: Any) -> tuple[Any, Any]:

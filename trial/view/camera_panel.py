@@ -38,7 +38,12 @@ def is_camera_topic(topic: str) -> bool:
 def protobuf_fields(data: bytes) -> dict[int, Any]:
     """The top-level fields of a protobuf message: number -> last value (int for varint/fixed, bytes for
     length-delimited). ValueError on bytes that are not a message (a cut or garbled record)."""
-    fields: dict[int, Any] = {}
+    return dict(protobuf_items(data))
+
+
+def protobuf_items(data: bytes) -> list[tuple[int, Any]]:
+    """Every top-level field of a protobuf message in order, (number, value): a repeated field once per value."""
+    fields: list[tuple[int, Any]] = []
     pos, end = 0, len(data)
 
     def varint() -> int:
@@ -58,18 +63,18 @@ def protobuf_fields(data: bytes) -> dict[int, Any]:
         key = varint()
         number, wire = key >> 3, key & 7
         if wire == 0:
-            fields[number] = varint()
+            fields.append((number, varint()))
         elif wire in (1, 5):
             size = 8 if wire == 1 else 4
             if pos + size > end:
                 raise ValueError(f"protobuf field {number} cut short at byte {pos}")
-            fields[number] = int.from_bytes(data[pos:pos + size], "little")
+            fields.append((number, int.from_bytes(data[pos:pos + size], "little")))
             pos += size
         elif wire == 2:
             size = varint()
             if pos + size > end:
                 raise ValueError(f"protobuf field {number} ({size} bytes) cut short at byte {pos}")
-            fields[number] = bytes(data[pos:pos + size])
+            fields.append((number, bytes(data[pos:pos + size])))
             pos += size
         else:
             raise ValueError(f"protobuf field {number} has wire type {wire}, which no foxglove image uses")

@@ -11,7 +11,13 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock. The robot's
   description, when the state carries it, as ``/robot_description`` (std_msgs/String: the URDF, joints named by
   the blueprint) and ``/tf_static`` (its fixed joints; only where tf2_msgs imports), both transient-local and
-  published again only when they change.
+  published again only when they change. What the trial's log says beside the robot, when the state carries it:
+  ``/people/markers`` (visualization_msgs/MarkerArray: one cylinder per person, DELETE when one leaves),
+  ``/people/ground_truth`` (sensor_msgs/PointCloud2: id, x, y, vx, vy, radius), both in ``map``; ``/diagnostics``
+  (diagnostic_msgs/DiagnosticArray: the buses' statistics, the parts lost or quarantined); ``map`` -> ``odom`` on
+  ``/tf`` from the base's ground truth; each camera's recorded frame as ``/NAME/image_raw`` (rgb8),
+  ``/NAME/depth/image_raw`` (32FC1) and ``/NAME/camera_info``, best effort. The conversions are plain functions
+  below, shared with trial/ros_link/rosbag.py, which builds the same messages with rosbags.
 - **commands** (PUSH, the trial's PULL): every ``/cmd_vel`` (geometry_msgs/Twist, or TwistStamped when the
   publishers on the topic use that type) forwarded as it came, NaN and all: the trial checks it, applies it within
   the wheels' limits and keeps the watchdog (trial/ros_link/drive.py), so what reaches the robot is decided and
@@ -19,11 +25,12 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   (std_msgs/Float64MultiArray, positions in the declared order) and
   ``/joint_trajectory_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory, where it imports).
 
-QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/clock``, ``/odom``, ``/tf`` and
-``/joint_states`` reliable, depth 10 (a best-effort publisher would match no reliable subscriber: tf2's listener
+QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/clock``, ``/odom``, ``/tf``,
+``/joint_states``, the people and ``/diagnostics`` reliable, depth 10 (a best-effort publisher would match no reliable subscriber: tf2's listener
 and Nav2 take these reliably; a reliable publisher also serves best-effort subscribers); ``/cmd_vel`` reliable.
 
 Without rclpy (or pyzmq, msgpack) it prints one line saying what to install or source and exits with status 3.
+A state it cannot publish is logged (once per kind of error) and dropped: nothing the trial sends stops it.
 """
 from __future__ import annotations
 
@@ -97,6 +104,215 @@ def stamp_of(t_s: float) -> tuple[int, int]:
     return ns // 1_000_000_000, ns % 1_000_000_000
 
 
+def map_to_odom(truth: list, odom: list) -> tuple[float, float, float]:
+    """(x, y, yaw) of map -> odom: where the odometry's frame lies in the map, given the base's ground truth in
+    the map (map -> base_link) and its odometry (odom -> base_link): truth composed with the odometry's inverse."""
+    x, y, yaw = (float(a) for a in truth)
+    ox, oy, oyaw = (float(a) for a in odom)
+    turn = math.atan2(math.sin(yaw - oyaw), math.cos(yaw - oyaw))
+    c, s = math.cos(turn), math.sin(turn)
+    return x - (c * ox - s * oy), y - (s * ox + c * oy), turn
+
+
+# the people: /people/markers (visualization_msgs/MarkerArray, for RViz) and /people/ground_truth
+# (sensor_msgs/PointCloud2, for nodes allowed to see it), both in the map frame, from the log's /pedestrians
+ADD, DELETE, DELETEALL = 0, 2, 3  # visualization_msgs/Marker's actions
+CYLINDER = 3  # visualization_msgs/Marker's type
+PERSON_RADIUS_M, PERSON_HEIGHT_M = 0.25, 1.7  # when /pedestrians gives none (its schema's default radius)
+PEOPLE_NS = "people"
+PERSON_RGBA = (0.95, 0.55, 0.1, 0.8)
+FLOAT64, UINT32 = 8, 6  # sensor_msgs/PointField's datatypes
+CLOUD_FIELDS = (("x", 0, FLOAT64), ("y", 8, FLOAT64), ("z", 16, FLOAT64), ("vx", 24, FLOAT64),
+                ("vy", 32, FLOAT64), ("radius", 40, FLOAT64), ("id", 48, UINT32))
+CLOUD_POINT_STEP = 56  # bytes per person: the fields above, little-endian, 4 bytes of padding at the end
+_CLOUD_POINT = "<6dI4x"
+
+
+def marker_id(person_id) -> int:
+    """A person's marker id: its id in the crowd (stable while the person is there), within int32."""
+    return int(person_id) & 0x7FFFFFFF
+
+
+def people_markers(people: list, shown: set | None) -> tuple[list[dict], set]:
+    """The markers of one /pedestrians message, as plain dicts: one cylinder per person (namespace ``people``,
+    id: the person's, so RViz moves a person's marker rather than drawing another), then a DELETE for each person
+    shown before and gone now; the first message (``shown`` None) starts with a DELETEALL, so a viewer that
+    outlived an earlier trial drops its people. Returns (markers, the ids shown now)."""
+    markers: list[dict] = [{"action": DELETEALL, "id": 0}] if shown is None else []
+    now: set = set()
+    for person in people:
+        pid = marker_id(person["id"])
+        radius = float(person.get("radius") or PERSON_RADIUS_M)
+        height = float(person.get("height") or PERSON_HEIGHT_M)
+        markers.append({"action": ADD, "id": pid, "x": float(person["x"]), "y": float(person["y"]),
+                        "z": height / 2, "diameter": 2 * radius, "height": height})
+        now.add(pid)
+    markers.extend({"action": DELETE, "id": gone} for gone in sorted((shown or set()) - now))
+    return markers, now
+
+
+def people_cloud(people: list) -> bytes:
+    """/people/ground_truth's data: one point per person (:data:`CLOUD_FIELDS`: x, y, z = 0 in the map, vx, vy in
+    m/s, radius in m as float64; id as uint32), little-endian, :data:`CLOUD_POINT_STEP` bytes each."""
+    import struct
+
+    return b"".join(struct.pack(_CLOUD_POINT, float(p["x"]), float(p["y"]), 0.0, float(p["vx"]), float(p["vy"]),
+                                float(p.get("radius") or PERSON_RADIUS_M), int(p["id"]) & 0xFFFFFFFF)
+                    for p in people)
+
+
+# /diagnostics (diagnostic_msgs/DiagnosticArray) from the log's /bus/stats and /robot/parts
+OK, WARN, ERROR = 0, 1, 2  # diagnostic_msgs/DiagnosticStatus's levels
+PART_LEVEL = {"lost": ERROR, "quarantined": WARN, "back": OK, "new": OK, "changed": OK}
+BUS_TROUBLE = ("failures", "timeouts", "crc_errors", "malformed")  # a rise of one since the last report: WARN
+
+
+class Diagnostics:
+    """The robot's health as ``/diagnostics`` says it, kept from the log's messages: :meth:`bus` takes a
+    ``/bus/stats`` payload, :meth:`part` a ``/robot/parts`` one; :meth:`statuses` is every status now, as plain
+    dicts (level, name, message, hardware_id, values [(key, value)]): one per bus (its counters; WARN when a
+    failure, timeout, CRC error or malformed reply was counted since its previous report), one for the parts
+    (ERROR while one is lost, WARN when one is quarantined) and one per part that had an event (its last)."""
+
+    def __init__(self) -> None:
+        self.buses: dict[str, tuple[int, dict]] = {}
+        self.parts: dict[int, dict] = {}
+
+    def bus(self, counters: dict) -> None:
+        name = str(counters.get("bus", "main"))
+        before = self.buses.get(name, (OK, {}))[1]
+        rose = [k for k in BUS_TROUBLE if (counters.get(k) or 0) > (before.get(k) or 0)]
+        self.buses[name] = (WARN if rose else OK, dict(counters))
+
+    def part(self, event: dict) -> None:
+        self.parts[int(event["part_id"])] = dict(event)
+
+    def statuses(self) -> list[dict]:
+        out = []
+        for name, (level, counters) in sorted(self.buses.items()):
+            said = (f"{counters.get('transactions', 0)} transactions, {counters.get('retries', 0)} retries, "
+                    f"{counters.get('timeouts', 0)} timeouts, {counters.get('failures', 0)} failed")
+            out.append({"level": level, "name": f"hil: bus {name}", "hardware_id": f"bus {name}",
+                        "message": said, "values": [(k, _shown_value(v)) for k, v in sorted(counters.items())
+                                                    if k != "bus"]})
+        lost = sorted(i for i, e in self.parts.items() if e.get("kind") == "lost")
+        refused = sorted(i for i, e in self.parts.items() if e.get("kind") == "quarantined")
+        level = ERROR if lost else WARN if refused else OK
+        said = "; ".join(part for part in (f"lost: {', '.join(map(str, lost))}" if lost else "",
+                                           f"quarantined: {', '.join(map(str, refused))}" if refused else "")
+                         if part) or "every part answers"
+        out.append({"level": level, "name": "hil: parts", "hardware_id": "", "message": said,
+                    "values": [("lost", ",".join(map(str, lost))), ("quarantined", ",".join(map(str, refused)))]})
+        for pid, event in sorted(self.parts.items()):
+            kind = str(event.get("kind", ""))
+            out.append({"level": PART_LEVEL.get(kind, WARN), "name": f"hil: part {pid}",
+                        "hardware_id": f"bus {event.get('bus', 'main')} id {pid}",
+                        "message": f"{kind}: {event.get('detail', '')}".rstrip(": "),
+                        "values": [("kind", kind), ("since_s", _shown_value(event.get("time_s"))),
+                                   ("names", ",".join(str(n) for n in event.get("names") or ()))]})
+        return out
+
+
+# --- the messages of the conversions above, built alike by rclpy (here) and by rosbags (trial/ros_link/rosbag.py):
+# ``make("pkg/msg/Type", **fields)`` makes a message, ``make.u8(bytes)`` a uint8[] and ``make.byte(n)`` a byte
+MAP_FRAME = "map"
+PEOPLE_MARKERS, PEOPLE_TRUTH = "/people/markers", "/people/ground_truth"
+
+
+class RosMessages:
+    """``make`` with rclpy's message classes."""
+
+    def __call__(self, typename: str, **fields):
+        import importlib
+
+        package, _, name = typename.split("/")
+        return getattr(importlib.import_module(f"{package}.msg"), name)(**fields)
+
+    @staticmethod
+    def u8(data: bytes):
+        import array
+
+        return array.array("B", data)
+
+    @staticmethod
+    def byte(value: int) -> bytes:
+        return bytes([value])
+
+    @staticmethod
+    def f64(values: list) -> list:
+        return [float(v) for v in values]
+
+
+def marker_array(make, stamp, markers: list[dict]):
+    """A visualization_msgs/MarkerArray of :func:`people_markers`' markers, in the map frame."""
+    out = []
+    for marker in markers:
+        header = make("std_msgs/msg/Header", stamp=stamp, frame_id=MAP_FRAME)
+        if marker["action"] != ADD:
+            out.append(make("visualization_msgs/msg/Marker", header=header, ns=PEOPLE_NS, id=marker["id"],
+                            action=marker["action"]))
+            continue
+        r, g, b, a = PERSON_RGBA
+        width = marker["diameter"]
+        out.append(make("visualization_msgs/msg/Marker", header=header, ns=PEOPLE_NS, id=marker["id"], type=CYLINDER,
+                        action=ADD, pose=make("geometry_msgs/msg/Pose", position=make(
+                            "geometry_msgs/msg/Point", x=marker["x"], y=marker["y"], z=marker["z"]),
+                            orientation=make("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=0.0, w=1.0)),
+                        scale=make("geometry_msgs/msg/Vector3", x=width, y=width, z=marker["height"]),
+                        color=make("std_msgs/msg/ColorRGBA", r=r, g=g, b=b, a=a)))
+    return make("visualization_msgs/msg/MarkerArray", markers=out)
+
+
+def people_cloud_message(make, stamp, people: list):
+    """/people/ground_truth: a sensor_msgs/PointCloud2 of :func:`people_cloud`, one point per person."""
+    fields = [make("sensor_msgs/msg/PointField", name=name, offset=offset, datatype=kind, count=1)
+              for name, offset, kind in CLOUD_FIELDS]
+    return make("sensor_msgs/msg/PointCloud2", header=make("std_msgs/msg/Header", stamp=stamp, frame_id=MAP_FRAME),
+                height=1, width=len(people), fields=fields, is_bigendian=False, point_step=CLOUD_POINT_STEP,
+                row_step=CLOUD_POINT_STEP * len(people), data=make.u8(people_cloud(people)), is_dense=True)
+
+
+def diagnostic_array(make, stamp, statuses: list[dict]):
+    """A diagnostic_msgs/DiagnosticArray of :meth:`Diagnostics.statuses`."""
+    return make("diagnostic_msgs/msg/DiagnosticArray", header=make("std_msgs/msg/Header", stamp=stamp, frame_id=""),
+                status=[make("diagnostic_msgs/msg/DiagnosticStatus", level=make.byte(s["level"]), name=s["name"],
+                             message=s["message"], hardware_id=s["hardware_id"],
+                             values=[make("diagnostic_msgs/msg/KeyValue", key=k, value=v) for k, v in s["values"]])
+                        for s in statuses])
+
+
+def camera_topics(name: str) -> tuple[str, str, str]:
+    """(image, depth, camera_info) topics of camera ``name``: ``/NAME/image_raw``, ``/NAME/depth/image_raw``,
+    ``/NAME/camera_info``, NAME with anything a ROS name cannot hold made ``_``."""
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "camera"
+    if safe[0].isdigit():
+        safe = "camera_" + safe
+    return f"/{safe}/image_raw", f"/{safe}/depth/image_raw", f"/{safe}/camera_info"
+
+
+def camera_messages(make, stamp, camera: dict) -> tuple:
+    """(Image rgb8 or None, Image 32FC1 or None, CameraInfo) of one camera frame (the link's ``cameras``
+    entries), stamped, in the camera's optical frame; CameraInfo: the pinhole K and P, plumb_bob, no distortion."""
+    width, height = int(camera["width"]), int(camera["height"])
+    header = make("std_msgs/msg/Header", stamp=stamp, frame_id=camera["frame_id"])
+    rgb = make("sensor_msgs/msg/Image", header=header, height=height, width=width, encoding="rgb8",
+               is_bigendian=0, step=3 * width, data=make.u8(camera["rgb"])) if camera.get("rgb") else None
+    depth = make("sensor_msgs/msg/Image", header=header, height=height, width=width, encoding="32FC1",
+                 is_bigendian=0, step=4 * width, data=make.u8(camera["depth"])) if camera.get("depth") else None
+    fx, fy, cx, cy = (float(v) for v in camera["k"])
+    info = make("sensor_msgs/msg/CameraInfo", header=header, height=height, width=width,
+                distortion_model="plumb_bob", d=make.f64([0.0] * 5),
+                k=make.f64([fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]),
+                r=make.f64([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]),
+                p=make.f64([fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]))
+    return rgb, depth, info
+
+
+def _shown_value(value) -> str:
+    """A KeyValue's value: numbers as Python writes them, None as ''."""
+    return "" if value is None else str(value)
+
+
 # --- the node ---------------------------------------------------------------------------------------------------
 def _imports():
     """The ROS side's modules, or SystemExit(NO_RCLPY) with one line saying what is missing."""
@@ -147,6 +363,16 @@ class Bridge:
         self.scan_pub = self.node.create_publisher(LaserScan, "/scan", qos_profile_sensor_data)
         self.joints_pub = self.node.create_publisher(JointState, "/joint_states", reliable)
         self.tf_pub = self._tf_publisher(reliable)
+        from sensor_msgs.msg import PointCloud2
+
+        self.markers_pub = self._optional_publisher("visualization_msgs", "MarkerArray", PEOPLE_MARKERS, reliable)
+        self.truth_pub = self.node.create_publisher(PointCloud2, PEOPLE_TRUTH, reliable)
+        self.diagnostics_pub = self._optional_publisher("diagnostic_msgs", "DiagnosticArray", "/diagnostics",
+                                                        reliable)
+        self.people_shown: set | None = None
+        self.messages = RosMessages()
+        self.camera_pubs: dict[str, tuple] = {}
+        self.failed: set[str] = set()  # the kinds of state that failed to publish (each said once)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         from std_msgs.msg import String
@@ -188,6 +414,16 @@ class Bridge:
                 " (the fixed joints are in /robot_description)"))
             return None
         return self.node.create_publisher(TFMessage, topic, qos)
+
+    def _optional_publisher(self, package: str, name: str, topic: str, qos):
+        """A publisher of ``package/msg/name`` where that package imports (a sourced ROS install has every one;
+        the registry's wheels those of the ``ros`` extra): None else, said once."""
+        try:
+            kind = getattr(__import__(f"{package}.msg", fromlist=[name]), name)
+        except (ImportError, AttributeError):
+            self.log.warning(f"{package} does not import here: {topic} is not published")
+            return None
+        return self.node.create_publisher(kind, topic, qos)
 
     # --- commands: ROS -> trial ---------------------------------------------------------------------------------
     def _subscribe_cmd_vel(self, type_name: str) -> None:
@@ -263,7 +499,12 @@ class Bridge:
                 self.log.info("the trial ended")
                 break
             if kind == STATE:
-                self.publish(doc["payload"])
+                try:
+                    self.publish(doc["payload"])
+                except Exception as exc:  # noqa: BLE001 - a state the bridge cannot publish is said, not fatal
+                    if type(exc).__name__ not in self.failed:
+                        self.failed.add(type(exc).__name__)
+                        self.log.error(f"a state message was not (wholly) published: {type(exc).__name__}: {exc}")
         self.stop()
 
     def stop(self) -> None:
@@ -281,7 +522,13 @@ class Bridge:
         stamp = Time(sec=sec, nanosec=nanosec)
         self.clock_pub.publish(Clock(clock=stamp))
         if state.get("odom") is not None:
-            self._publish_odom(stamp, state["odom"], state["twist"])
+            self._publish_odom(stamp, state["odom"], state["twist"], state.get("truth"))
+        if state.get("people") is not None:
+            self._publish_people(stamp, state["people"])
+        for camera in state.get("cameras") or ():
+            self._publish_camera(stamp, camera)
+        if state.get("diagnostics") is not None and self.diagnostics_pub is not None:
+            self.diagnostics_pub.publish(diagnostic_array(self.messages, stamp, state["diagnostics"]))
         if state.get("ring") is not None:
             self._publish_scan(stamp, state["ring"])
         if state.get("description") is not None:
@@ -317,7 +564,28 @@ class Bridge:
                 transforms.append(tf)
             self.tf_static_pub.publish(TFMessage(transforms=transforms))
 
-    def _publish_odom(self, stamp, odom: list, twist: list) -> None:
+    def _publish_camera(self, stamp, camera: dict) -> None:
+        """/NAME/image_raw, /NAME/depth/image_raw and /NAME/camera_info, best effort (sensor data)."""
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import CameraInfo, Image
+
+        name = camera["name"]
+        if name not in self.camera_pubs:
+            image, depth, info = camera_topics(name)
+            self.camera_pubs[name] = tuple(self.node.create_publisher(kind, topic, qos_profile_sensor_data)
+                                           for kind, topic in ((Image, image), (Image, depth), (CameraInfo, info)))
+        for publisher, message in zip(self.camera_pubs[name], camera_messages(self.messages, stamp, camera)):
+            if message is not None:
+                publisher.publish(message)
+
+    def _publish_people(self, stamp, people: list) -> None:
+        """/people/markers (where visualization_msgs imports) and /people/ground_truth, in the map frame."""
+        markers, self.people_shown = people_markers(people, self.people_shown)
+        if self.markers_pub is not None:
+            self.markers_pub.publish(marker_array(self.messages, stamp, markers))
+        self.truth_pub.publish(people_cloud_message(self.messages, stamp, people))
+
+    def _publish_odom(self, stamp, odom: list, twist: list, truth: list | None = None) -> None:
         from nav_msgs.msg import Odometry
 
         x, y, yaw = (float(a) for a in odom)
@@ -337,7 +605,16 @@ class Bridge:
             tf.child_frame_id = msg.child_frame_id
             tf.transform.translation.x, tf.transform.translation.y = x, y
             tf.transform.rotation = msg.pose.pose.orientation
-            self.tf_pub.publish(TFMessage(transforms=[tf]))
+            transforms = [tf]
+            if truth is not None:  # map -> odom from the world's ground truth
+                mx, my, myaw = map_to_odom(truth, odom)
+                placed = TransformStamped()
+                placed.header.stamp, placed.header.frame_id = stamp, MAP_FRAME
+                placed.child_frame_id = self.args.odom_frame
+                placed.transform.translation.x, placed.transform.translation.y = mx, my
+                placed.transform.rotation.z, placed.transform.rotation.w = math.sin(myaw / 2), math.cos(myaw / 2)
+                transforms.append(placed)
+            self.tf_pub.publish(TFMessage(transforms=transforms))
 
     def _publish_scan(self, stamp, ring: dict) -> None:
         from sensor_msgs.msg import LaserScan
