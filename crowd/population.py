@@ -38,7 +38,7 @@ WEEK_S = 7 * DAY_S
 SPACING_M = 0.6  # distance between the members of a party when they appear, side by side and row behind row
 INSIDE_M = 0.3  # people appear this far inside the gate, off the line of the wall it is cut in
 MAX_ABREAST = 3
-# Bounds on what a rates file may ask for (issue 18 item 12: 1e9 persons/h filled 12.9 GB in two minutes). The busiest
+# Bounds on what a rates file may ask for (1e9 persons/h once filled 12.9 GB in two minutes). The busiest
 # station concourses see ~20,000 persons/h through all entrances together; parties beyond 20 are a crowd of their own.
 MAX_RATE_PER_H = 20000.0
 MAX_PARTY_SIZE = 20

@@ -1,4 +1,4 @@
-"""hil calibrate (issue 25): a virtual robot with hidden ring numbers stands in for the real one; the calibration
+"""hil calibrate: a virtual robot with hidden ring numbers stands in for the real one; the calibration
 run on it recovers them, the twin built from the fit agrees with it bin by bin, and the catalog twin does not.
 
 Real parts: the commbot's virtual bus in process with its pybullet world (the rig as its map), the ring firmware

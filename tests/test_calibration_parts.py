@@ -1,4 +1,4 @@
-"""``hil calibrate --write-parts`` (issue 25): a calibration stored in the part itself, so that a twin built from a
+"""``hil calibrate --write-parts``: a calibration stored in the part itself, so that a twin built from a
 scan of the robot carries it (reference 002's self-description).
 
 Real parts: the commbot served by another process on a real pty (`hil sim commbot --pty`), whose ring's CPC block

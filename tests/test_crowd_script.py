@@ -1,4 +1,4 @@
-"""Scripts (reference 000 FIG. 11/12; issue 6 items 5 and 6): FIG. 11 reproduced, every command, every malformed
+"""Scripts (reference 000 FIG. 11/12): FIG. 11 reproduced, every command, every malformed
 line with its line and column, nothing run after an error, determinism, and ``hil crowd`` as a subprocess.
 """
 from __future__ import annotations
@@ -354,7 +354,7 @@ def test_a_script_failing_while_running_still_writes_what_was_simulated(tmp_path
     assert doc["agents"][0]["samples"][-1][0] == pytest.approx(4.0)
 
 
-# --- the robot in scripts (issue 18 item 17) -------------------------------------------------------------------
+# --- the robot in scripts ------------------------------------------------------------------------------------
 WAITS_FOR_ROBOT = "spawn kid = boy02 at 0 0\nwait robot timeout 5s\nmove kid to robot\nrun 3s\n"
 
 

@@ -1,7 +1,7 @@
-"""Nothing a peer sends crashes, hangs or poisons a hil server (issue 18).
+"""Nothing a peer sends crashes, hangs or poisons a hil server.
 
 Each server runs for real (a `hil sim` subprocess on a pty, `hil crowd --serve` subprocesses in lockstep and in real
-time, the lockstep clock's ROUTER) and is sent every case of the issue plus ``FUZZ_N`` seeded random messages
+time, the lockstep clock's ROUTER) and is sent every case below plus ``FUZZ_N`` seeded random messages
 (10,000 by default; ``make fuzz`` sends 1,000,000). Afterwards it must answer a valid request correctly, still be
 running, and its memory must not have grown without bound.
 """
@@ -473,7 +473,7 @@ def test_a_valid_tick_decodes_to_exactly_what_was_sent(t, rows):
     assert msg.payload.rows() == [tuple(float(v) if k else v for k, v in enumerate(r)) for r in rows]
 
 
-# --- the live Foxglove server (issue 28) -------------------------------------------------------------------------
+# --- the live Foxglove server ------------------------------------------------------------------------------------
 FOXGLOVE_TUNED = '''\
 def main(robot):
     robot.declare_changeable(speed=0.2)
@@ -601,7 +601,7 @@ def test_camera_endpoint_answers_every_fuzzed_request_and_still_serves_frames():
         device.stop()
 
 
-# --- hil sim's live fault control (issue 26) ---------------------------------------------------------------------
+# --- hil sim's live fault control --------------------------------------------------------------------------------
 def test_the_fault_control_answers_every_request_and_keeps_serving():
     """Every message to ``hil sim --control`` gets a reply (done or error naming the field), never silence or a
     crash, and afterwards a valid request still works. The device is the servo chain without a world, in process."""

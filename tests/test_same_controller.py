@@ -73,6 +73,6 @@ def test_same_controller_on_the_real_clock(tmp_path):
     times = [row[0] for row in trace]
     assert times == sorted(times) and len(set(times)) == len(times), "wall time only moves forward"
     # it ran until its duration (a loaded machine makes ticks late, never early; how late is bench's business,
-    # so there is no upper bound here: issue 18 item 18)
+    # so there is no upper bound here)
     assert times[-1] > 1.0, "it ran for its duration of wall time"
     assert trace[-1][1] > 0.3, "the controller acted on the robot"

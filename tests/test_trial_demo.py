@@ -1,4 +1,4 @@
-"""`hil demo`: the full trial (crowd process + world + guide robot + recording + report), issue 7 items 2 and 4."""
+"""`hil demo`: the full trial (crowd process + world + guide robot + recording + report)."""
 import json
 import subprocess
 import sys

@@ -123,7 +123,7 @@ def plot(fit: RingFit, obs: Observations, path: Path) -> None:
     plt.close(fig)
 
 
-NOISE_AGREEMENT = 0.25  # the residual spread of the twin within +-25 % of the real one's (issue 25's a, b)
+NOISE_AGREEMENT = 0.25  # the residual spread of the twin within +-25 % of the real one's
 
 
 def _residuals(obs: Observations) -> np.ndarray:

@@ -70,7 +70,7 @@ def _ring(robot: Any) -> dict[str, Any] | None:
             "origin_z_m": float(params.get("origin_z_m", 0.0)),
             "min_range_m": ring.min_range, "max_range_m": ring.max_range if math.isfinite(ring.max_range) else 4.0,
             # the part's sensor model and the ring frame in the base frame: what `hil calibrate check` needs to
-            # know every ray's incidence from a trial log alone (issue 25)
+            # know every ray's incidence from a trial log alone
             "part": desc.name, "serial": part.serial_number, "sensor": sensor.name, "params": _plain(params),
             "in_base": {"rotation": [[float(v) for v in row] for row in np.asarray(rotation)],
                         "translation": [float(v) for v in np.asarray(translation)]}}

@@ -405,7 +405,7 @@ def _script_html(scenario: dict[str, Any] | None, current: int | None, name: str
 
 
 def ring_legend_html() -> str:
-    """What the ring's colours mean: an echo (real, virtual), and a failed reading by its cause (issue 25)."""
+    """What the ring's colours mean: an echo (real, virtual), and a failed reading by its cause."""
     from hil.trial.record.palette import CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, VIRTUAL_ECHO_RGB
 
     def swatch(rgb) -> str:
