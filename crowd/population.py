@@ -1,4 +1,5 @@
-"""Who comes in, when, and with whom: appearance rates (reference 000, "appearance rate data" and "group member data").
+"""Who comes in, when, and with whom: appearance rates (the crowd-simulation reference, "appearance rate data" and
+"group member data").
 
 A rates file (``config/crowd/weekday.yaml``, ``weekend.yaml``) holds, for the days of the week it covers:
 
@@ -119,7 +120,7 @@ class RateTable:
         return {size: p for size, p in sorted(out.items()) if p > 0}
 
 
-# Script model names (FIG. 11 spawns "boy02") map to person types by their leading word.
+# Script model names (the reference's child scene spawns "boy02") map to person types by their leading word.
 MODEL_PREFIXES = {"boy": "child", "girl": "child", "kid": "child", "child": "child", "man": "adult_man",
                   "woman": "adult_woman", "oldman": "elderly", "oldwoman": "elderly", "elder": "elderly",
                   "senior": "elderly"}
@@ -135,7 +136,8 @@ DEFAULT_TYPES = {  # used when no rates file is loaded (a pure script); means fr
 def type_of_model(model: str, known: dict[str, PersonType] | None = None) -> str:
     """The person type of a script's model name: a type name itself, or ``boy02`` -> child, ``woman1`` -> adult_woman.
 
-    Scripts name models the way FIG. 11 does (``boy02``); the word before the number says the person type."""
+    Scripts name models the way the reference's child scene does (``boy02``); the word before the number says the person
+    type."""
     known = known or DEFAULT_TYPES
     if model in known:
         return model

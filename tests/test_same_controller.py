@@ -1,5 +1,5 @@
-"""One controller file, unchanged, on three time sources (reference 001): the in-process virtual robot on the
-simulator's clock, the virtual device in another process on a pty with its clock over ZeroMQ, and the real clock.
+"""One controller file, unchanged, on three time sources (the simulator-clock reference): the in-process virtual robot
+on the simulator's clock, the virtual device in another process on a pty with its clock over ZeroMQ, and the real clock.
 Under the simulator's clock the results are identical run to run, across processes, and with another process
 loading the CPU.
 """

@@ -1,6 +1,6 @@
 """How a trial is drawn, shared by the browser viewer (trial/view) and the Foxglove channels (foxglove.py): people
-coloured by what they are doing (reference 000's display: walking, the reaction to the robot they follow, or
-staged by a script), and the colours of the robot's ring, goal and walls. RGB components 0..1."""
+coloured by what they are doing (the crowd-simulation reference's display: walking, the reaction to the robot they
+follow, or staged by a script), and the colours of the robot's ring, goal and walls. RGB components 0..1."""
 from __future__ import annotations
 
 WALKING, SCRIPTED = "walking", "scripted"

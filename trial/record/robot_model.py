@@ -1,8 +1,8 @@
 """The robot as its parts describe it, in the log (``/robot/model``), and its links placed from a log's joints.
 
-Reference 002's viewer draws the virtual robot from the parts' own data. A trial log carries that data once, at
-t = 0: every link of the scanned model (its parent, the joint that places it, the visual shapes of its body) and
-the range ring's rays (which link, which directions, from where). :class:`LinkPoser` turns the message back into
+The modular-robot reference's viewer draws the virtual robot from the parts' own data. A trial log carries that data
+once, at t = 0: every link of the scanned model (its parent, the joint that places it, the visual shapes of its body)
+and the range ring's rays (which link, which directions, from where). :class:`LinkPoser` turns the message back into
 a :class:`runtime.model.Model` and places every link with the model's own forward kinematics at the joint
 positions ``/robot/state`` logs by blueprint name: the browser viewer (trial/view) and the Foxglove channels
 (foxglove.py) draw the robot from the log alone, live or replayed, the same way.

@@ -1,4 +1,4 @@
-"""``hil view``: reference 000's display 105 as a web page served by the product (viser).
+"""``hil view``: the crowd-simulation reference's display as a web page served by the product (viser).
 
 One page, three ways in: **live** (attached to a running trial: its clock, its real-time factor, pause / step /
 resume on the simulator's clock), **replay** (a trial.mcap: play, pause, scrub, speed) and **run from the page**
