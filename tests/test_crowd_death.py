@@ -49,7 +49,7 @@ def test_a_crowd_killed_5_s_into_the_demo_is_reported_at_once_with_its_signal(tm
         while line and " t= " not in line and " t=" not in line:
             line = demo.stdout.readline()
         assert line, "the demo ended before its first progress line"
-        time.sleep(5.0)  # the input of the issue: 5 s into the demo (not a bound on anything)
+        time.sleep(5.0)  # the case at hand: 5 s into the demo (not a bound on anything)
         assert demo.poll() is None, "the 600 s demo ended before its crowd was killed"
         os.kill(crowd, signal.SIGKILL)
         try:
