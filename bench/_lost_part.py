@@ -1,4 +1,4 @@
-"""Section (f) of bench/bus_cycle.py: the Robot's loop rate with one part lost against none lost (issue 26).
+"""Section (f) of bench/bus_cycle.py: the Robot's loop rate with one part lost against none lost.
 
 The commbot's parts served without a world by a device subprocess on a pty (``hil sim commbot --pty
 --no-world``); the Robot runs back-to-back cycles (``robot.cycle()``, no spare time in any tick, the worst case

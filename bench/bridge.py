@@ -359,7 +359,7 @@ def codec_cpu_us(people: int, repeats: int) -> dict[str, float]:
 
 
 def legacy_tick_decode(data: bytes):
-    """The tick as the crowd decoded it before bridge/schema.py (issue 18): ``envelope.unpack`` (msgpack to dicts),
+    """The tick as the crowd decoded it before bridge/schema.py: ``envelope.unpack`` (msgpack to dicts),
     then every field coerced by hand (``float()``/``int()``: 1.9 became 1, "1e3" became 1000.0, NaN passed).
     Kept here only as the peer of the typed decode; returns (t, robot tuple, rows) like the typed side."""
     from hil.bridge.crowd_link import REQUESTS, STATE_FIELDS
@@ -486,7 +486,7 @@ def bridge_section(people: int = 50, ticks: int = 2000, rounds: int = 9, full_ti
         + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()) + f" = {cpu_total:.1f} us")
     out(f"  codec - raw = {codec_us - raw_us:.1f} us per tick; the codec's CPU above, both ends: {cpu_total:.1f} us")
     out(f"  the crowd's decode of one {people}-person tick into checked values, {rounds} alternating rounds: unpack + "
-        f"coerce (before issue 18) {typed['legacy_us']:.1f} us, msgspec typed decode {typed['typed_us']:.1f} us: "
+        f"coerce (the old path) {typed['legacy_us']:.1f} us, msgspec typed decode {typed['typed_us']:.1f} us: "
         f"typed {typed['ratio']:.2f}x as fast")
     bridge_part = full_us - crowd_us
     out(f"  full tick split: crowd work (apply_tick + intents, same {people} agents, in-process) {crowd_us:.1f} us "

@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=4, help="alternating slices per comparison (default 4)")
     parser.add_argument("--serve-canned", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--lost-part", action="store_true", help="only section (f): the Robot's loop with one part "
-                                                                 "lost vs none (issue 26)")
+                                                                 "lost vs none")
     parser.add_argument("--inprocess-rate", type=float, metavar="S", help=argparse.SUPPRESS)
     parser.add_argument("--against", metavar="DIR", help="also compare the in-process cycle with checkout DIR (e)")
     parser.add_argument("--only-against", action="store_true", help="run section (e) only")

@@ -18,8 +18,8 @@ Each side is built, stepped twice (warm-up: numba compiles its kernels on first 
 the order flipped every round, so a load that comes and goes meets every side alike; steps and wall time add up. v m/s is the mean progress along each person's walking direction
 over the measured steps (a jammed crowd is cheap; this shows the sides did comparable work). steps/s = steps / wall
 time; RTF (real-time factor) = simulated time / wall time = steps/s x dt. The figure that matters comes first: hil's
-steps/s over each JuPedSim model's at the same dt (issue 15: >= 1x at 100, 400 and 800 agents, dt 0.1 and 0.05).
-An RTF against JuPedSim at its default 0.01 s (what issue 6 compared) mixes the step size into the figure.
+steps/s over each JuPedSim model's at the same dt (the target: >= 1x at 100, 400 and 800 agents, dt 0.1 and 0.05).
+An RTF against JuPedSim at its default 0.01 s (what an earlier comparison used) mixes the step size into the figure.
 
     .venv/bin/python -m bench.crowd [--seconds 2] [--sizes 100,400,800]
 """

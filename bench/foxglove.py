@@ -1,4 +1,4 @@
-"""What serving a trial to Foxglove costs, and what the page's batched robot saved (issue 28).
+"""What serving a trial to Foxglove costs, and what the page's batched robot saved.
 
   python -m bench.foxglove [--duration S] [--rounds 3] [--frames N] [--smoke]
 
@@ -188,7 +188,7 @@ def bench_server(duration: float, rounds: int) -> None:
 
 # --- (b) the page's robot ----------------------------------------------------------------------------------------
 class PerLinkSetters:
-    """The page's robot as it was before the batching (trial/view/scene.py until issue 28): a frame node per link
+    """The page's robot as it was before trial/view/scene.py batched the links: a frame node per link
     with its shapes as children, and for each link that moved a position and an orientation setter."""
 
     def __init__(self, scene, model: dict) -> None:

@@ -1,9 +1,9 @@
-"""The trial's own cost and scale (issue 24), side by side in one run; the figures that matter are the ratios.
+"""The trial's own cost and scale, side by side in one run; the figures that matter are the ratios.
 
   (a) loop   the demo trial's loop cost per simulated second, start-up apart: (wall time of a LONG s trial - that
              of a SHORT s one) / (LONG - SHORT), and the same by CPU time (the trial's process and its crowd's: the
              figure other processes' load moves least), each trial in its own child process (same interpreter),
-             the sides alternating: this checkout with its cameras off (as the base before issue 23 had none),
+             the sides alternating: this checkout with its cameras off (as a base without cameras has none),
              with its cameras recorded at the default 5 Hz, cameras off with the pipelined crowd, and with
              --against DIR (default /work/main when it exists) that checkout; beside them bare pybullet of the
              merged world: `hil urdf`'s commbot loaded with URDF_MERGE_FIXED_LINKS, the arcade's walls and as

@@ -1,4 +1,4 @@
-"""A mixed trial's overlay latency (issue 8): from a pose change to the merged ring reading that reflects it,
+"""A mixed trial's overlay latency: from a pose change to the merged ring reading that reflects it,
 pose -> crowd -> shadow world -> merged range, as percentiles, against the limit the pacing alone sets.
 
 The "real" robot is the commbot served by another process on a pty with the real clock (`hil sim commbot --pty

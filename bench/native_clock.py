@@ -1,4 +1,4 @@
-"""The native time shim (issue 17): a compiled program on the simulator's clock, measured side by side in one run.
+"""The native time shim: a compiled program on the simulator's clock, measured side by side in one run.
 
 1. 60 x 1 s: bench/native/sleeps.c doing 60 nanosleeps of 1 s under the shim, on a lockstep clock with nothing to
    step (the clock alone, so the figure is the shim's and the relay's): the wall time it takes against the 60 s

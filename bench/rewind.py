@@ -1,4 +1,4 @@
-"""Saved states (issue 27): what saving costs a trial, and how long starting from a state takes.
+"""Saved states: what saving costs a trial, and how long starting from a state takes.
 
 Side by side in one run, alternating rounds, the demo's trial (the guide among the weekday/weekend crowd with the
 staged child, arcade, seed 0):

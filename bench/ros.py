@@ -11,7 +11,7 @@ bridge publishes, counting what it receives. Alternated round by round so all se
 real-time factor against the same round's plain run (medians), the ratios side by side. Beside them the figure the
 machine's load does not change: the CPU the trial's thread spends in the link (``thread_time`` of its tap and hook)
 per sim second, as a share of the plain trial's CPU, and the bridge's and the node's own CPU (their processes:
-other processes, on a machine with a core to spare they cost the trial nothing). Target (the issue's): publishing
+other processes, on a machine with a core to spare they cost the trial nothing). Target: publishing
 everything but cameras costs <= 3 % of the real-time factor, with cameras <= 10 % (``--camera-rate 5``: the
 cameras recorded with depth at 5 Hz in every mode, so each mode renders the same frames and the difference is what
 publishing them costs).
@@ -189,7 +189,7 @@ def bench_publishing(duration: float, rounds: int, camera_rate: float) -> None:
                       f"per sim s{extra}", flush=True)
     print(f"  plain: real-time factor {median(rtfs['plain']):.2f} (median)")
     plain_cpu = median(cpus["plain"])
-    target = 10 if camera_rate else 3  # the issue's: with cameras, without
+    target = 10 if camera_rate else 3  # the target: with cameras, without
     for mode in modes[1:]:
         ratios = [r / p for r, p in zip(rtfs[mode], rtfs["plain"])]  # each round against its own plain run
         print(f"  {mode} ({WHAT[mode]}): real-time factor {median(rtfs[mode]):.2f}, {median(ratios):.3f} of plain "

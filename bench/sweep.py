@@ -1,4 +1,4 @@
-"""``hil sweep`` on Dask against the same trials in a plain loop, and on 1 against 2 workers (issue 14).
+"""``hil sweep`` on Dask against the same trials in a plain loop, and on 1 against 2 workers.
 
 The sweep is the tests' 2 x 2 x 2 (tests/test_sweep.py): a controller driving east in the arcade among the weekday
 crowd, crowd_scale 0.5 and 1.5, speed 0.2 and 0.4 m/s, seeds 0 and 1, ``--duration`` simulated seconds each.

@@ -1,4 +1,4 @@
-"""Where the commbot turns in place about (issue 25's "2 cm offset" in calibration runs): the ground-truth base
+"""Where the commbot turns in place about (the "2 cm offset" seen in calibration runs): the ground-truth base
 track of the in-process commbot (sim clock, the profile's startup) against its wheel odometry, while it turns
 in place at 15 deg/s, continuously (counter-clockwise and clockwise) and stop-and-go as `hil calibrate ring` does.
 

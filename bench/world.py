@@ -6,7 +6,7 @@ Side by side in one run, alternating rounds, same time step, same number of step
               of bodies joined by fixed joints one pybullet link, world/merge.py), stepped with World.step()
               (hooks loop, step counter; no bus, no hooks registered);
   hil world, one link per body
-              the same with merge_fixed=False (the world before issue 24);
+              the same with merge_fixed=False (the world before fixed links were merged);
   bare merged the bare client below with the URDF loaded with URDF_MERGE_FIXED_LINKS as well: the best a
               pybullet user could write for this robot (pybullet 3.2.7's merge misplaces merged CoMs, bullet3
               pull request 4683, which does not change the cost of a step); also with deterministic pairs,

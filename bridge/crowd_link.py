@@ -1,5 +1,5 @@
-"""The world <-> crowd link in lockstep (DESIGN "The bridge"; reference 000): at every crowd tick the world
-sends the robot's state and the people's *actual* states (after physics), and the crowd answers with its
+"""The world <-> crowd link in lockstep (DESIGN "The bridge"; the crowd-simulation reference): at every crowd tick the
+world sends the robot's state and the people's *actual* states (after physics), and the crowd answers with its
 *intents*: each person's desired velocity and gaze, who appeared, who left.
 
 The world owns time: it calls :meth:`CrowdClient.tick` once per crowd period, and the crowd steps up to the time

@@ -1,4 +1,4 @@
-"""The crowd's part of a trial's saved state, over the lockstep link (issue 27): two requests beside ``tick``.
+"""The crowd's part of a trial's saved state, over the lockstep link: two requests beside ``tick``.
 
 - ``crowd_state`` -> ``crowd_state`` {t, digest, people: {id, x, y, vx, vy}}: what the crowd is now, asked when a
   state is saved (its digest covers the whole crowd: every agent array, route and name, its clock and its one

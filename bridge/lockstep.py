@@ -1,4 +1,4 @@
-"""The lockstep clock (reference 001, DESIGN "Clocks"): the simulator is the master of time.
+"""The lockstep clock (the simulator-clock reference, DESIGN "Clocks"): the simulator is the master of time.
 
 Every participant (controller, crowd, ...) runs, then asks to sleep until a wake time. When every participant
 is asleep, the master advances simulated time to the earliest wake time (its ``advance`` callback steps the

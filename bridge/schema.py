@@ -181,7 +181,7 @@ def convert(payload: Any, schema: type) -> Any:
         raise EnvelopeError(f"{schema.__name__}: {exc}") from None
 
 
-# --- a trial's saved state: the crowd's part (issue 27; bridge/crowd_state.py) ----------------------------------
+# --- a trial's saved state: the crowd's part (bridge/crowd_state.py) ----------------------------------------
 MAX_REPLAY_TICKS = 2000  # ticks per crowd_replay message (200 s at 0.1 s); a longer history goes in several
 
 

@@ -1,5 +1,5 @@
-"""The crowd simulator (reference 000): maps, pedestrians under the social force model, and the step loop that
-generation, objectives and scripts drive through hooks. Imports bridge/ and devices.yaml_source only."""
+"""The crowd simulator (the crowd-simulation reference): maps, pedestrians under the social force model, and the step
+loop that generation, objectives and scripts drive through hooks. Imports bridge/ and devices.yaml_source only."""
 from __future__ import annotations
 
 from .agents import AgentSpec, Agents

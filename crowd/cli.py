@@ -5,7 +5,7 @@
     hil crowd objectives
 
 Standalone, the robot stands where ``--robot`` (or the script's ``robot`` lines) put it; with the world connected
-over the bridge (issue 7) it will move. The trajectories JSON is deterministic for a seed. Only argparse is imported
+over the bridge it will move. The trajectories JSON is deterministic for a seed. Only argparse is imported
 at module level, so building the ``hil`` parser stays cheap.
 """
 from __future__ import annotations

@@ -43,7 +43,7 @@ What is ours (not in pysocialforce), each documented where it is used:
   (5 m: 2.8x the pairs of 3 m). Within it, pairs feeling less than 0.005 m/s^2 are skipped too (kernel.py).
 * ``robot_force``: the robot-interaction force (kernel.py: ``_robot_force``).
 * ``contact``: non-penetration of bodies, walls and the robot (kernel.py: ``_resolve``), the stand-in for
-  reference 000's physics engine when the crowd runs on its own.
+  the crowd-simulation reference's physics engine when the crowd runs on its own.
 
 Formulas, and where they differ from pysocialforce's code:
 

@@ -27,8 +27,8 @@ The step, for agents in row order:
 4. the headway speed rule (crowd/forces.py): the desired speed is at most headway / time_gap;
 5. forces: desired (relaxation), social, walls (steering only), groups, robot; semi-implicit Euler with the
    speed cap; while the headway rule binds, no velocity backwards along one's way;
-6. contacts (:func:`_resolve`): what a physics engine does for the crowd when it runs on its own (reference 000
-   lets the engine carry out intended motion where it is free and resolve it by mechanics where bodies
+6. contacts (:func:`_resolve`): what a physics engine does for the crowd when it runs on its own (the crowd-simulation
+   reference lets the engine carry out intended motion where it is free and resolve it by mechanics where bodies
    interfere; in a trial the pybullet world does that): overlapping pairs pushed apart along their centre line,
    half each, a few Jacobi iterations; the robot and walls immovable (a body inside is put back on the surface,
    its velocity into it removed); a step whose displacement crosses a wall's centre line is undone, and so is a

@@ -1,4 +1,4 @@
-"""Objectives: how a pedestrian reacts when the robot comes into view (reference 000, FIG. 6, FIG. 7, FIG. 10).
+"""Objectives: how a pedestrian reacts when the robot comes into view (as in the crowd-simulation reference).
 
 An objective is a small controller for one agent. Each step the :class:`ObjectiveManager` hook gives it the
 :class:`Situation` (where the agent and the robot are, whether the robot is in view, how long the objective has run)
@@ -9,15 +9,16 @@ the agent looks) and ``speed_factor`` (scales the route's speed; the robot force
 returns False from :meth:`Objective.update` is finished and the agent walks on as before (its route, or a
 script's ``move`` target); an agent reacts once, so it is not chosen again.
 
-The registry holds reference 000's four objectives and HuNavSim's six behaviours (Pérez-Higueras et al., "HuNavSim:
-A ROS 2 Human Navigation Simulator for Benchmarking Human-Aware Robot Navigation", 2023); ``register(name, cls)``
-adds more, and a rates file can name a user class as ``"module.path:ClassName"``. Distances to the robot are
-centre to centre (m); times are simulated seconds. What each does (``hil crowd objectives`` lists the parameters):
+The registry holds the crowd-simulation reference's four objectives and HuNavSim's six behaviours (Pérez-Higueras
+et al., "HuNavSim: A ROS 2 Human Navigation Simulator for Benchmarking Human-Aware Robot Navigation", 2023);
+``register(name, cls)`` adds more, and a rates file can name a user class as ``"module.path:ClassName"``. Distances to
+the robot are centre to centre (m); times are simulated seconds. What each does (``hil crowd objectives`` lists
+the parameters):
 
-- interact / observe (000 FIG. 6/7): walk up to Dstop / Dobserve (Dobserve a little farther) and stand there
+- interact / observe (the reference's): walk up to Dstop / Dobserve (Dobserve a little farther) and stand there
   facing the robot; duration_s 0 means until the robot leaves.
-- pass_by (000): keep walking at the usual pace, eyes on the way. slow_look (000): walk at ``factor`` of the pace
-  with the head turned to the robot while passing, until it is more than max_look_deg behind.
+- pass_by (the reference's): keep walking at the usual pace, eyes on the way. slow_look (the reference's): walk at
+  ``factor`` of the pace with the head turned to the robot while passing, until it is more than max_look_deg behind.
 - regular (HuNavSim): the robot counts as another pedestrian (the core's robot-interaction force); nothing added.
 - impassive: the robot is an obstacle, not a social agent: no anticipatory avoidance, no look; only the short-range
   wall-like push keeps the person off it (HuNavSim puts the robot among the obstacles instead of the agents).
@@ -230,7 +231,7 @@ class _Hold(Objective):
 
 class Interact(_Hold):
     name = "interact"
-    summary = "walk up to the robot and stand at Dstop from it, facing it, to interact (000 FIG. 6)"
+    summary = "walk up to the robot and stand at Dstop from it, facing it, to interact"
     distance_key = "Dstop"
     defaults = {"Dstop": 0.9, "speed_factor": 1.0, "duration_s": 0.0}
     param_docs = {"Dstop": "stop distance, robot centre to person centre (m)",
@@ -240,7 +241,7 @@ class Interact(_Hold):
 
 class Observe(_Hold):
     name = "observe"
-    summary = "stop at Dobserve from the robot (a little farther than Dstop) and watch it (000 FIG. 7)"
+    summary = "stop at Dobserve from the robot (a little farther than Dstop) and watch it"
     distance_key = "Dobserve"
     defaults = {"Dobserve": 2.0, "speed_factor": 1.0, "duration_s": 0.0}
     param_docs = {"Dobserve": "observation distance, robot centre to person centre (m)",
@@ -250,7 +251,7 @@ class Observe(_Hold):
 
 class PassBy(Objective):
     name = "pass_by"
-    summary = "keep walking the route at the usual pace, eyes on the way (000)"
+    summary = "keep walking the route at the usual pace, eyes on the way"
     defaults: ClassVar[dict[str, float]] = {}
 
     def update(self, s: Situation) -> bool:
@@ -259,7 +260,7 @@ class PassBy(Objective):
 
 class SlowLook(Objective):
     name = "slow_look"
-    summary = "slow down and keep looking at the robot while passing it (000)"
+    summary = "slow down and keep looking at the robot while passing it"
     defaults = {"factor": 0.5, "max_look_deg": 120.0}
     param_docs = {"factor": "walking speed as a fraction of the preferred speed while the robot is watched",
                   "max_look_deg": "how far from the walking direction the head turns; beyond it, walk on"}
@@ -522,7 +523,7 @@ class ObjectiveConfig:
 
 # ----------------------------------------------------------------------------------------------------- manager
 class ObjectiveManager:
-    """The movement module's objective part, as a sim hook (reference 000 FIG. 10, step S5).
+    """The movement module's objective part, as a sim hook (as the crowd-simulation reference's movement module has).
 
     When the robot first enters an agent's field of view (within ``view_distance``, inside the ``fov_deg`` cone
     around where the agent looks), the agent's objective is chosen once with the probabilities of its person type
@@ -553,9 +554,9 @@ class ObjectiveManager:
 
     def assign(self, agent_id: int, name: str, params: dict[str, float] | None = None, *,
                immediate: bool = False) -> None:
-        """Give an agent an objective, changing only the named parameters (reference 000: the script changes a
-        part of the objective). Armed until the robot is in the agent's view, or running at once if ``immediate``.
-        If the agent already runs this objective, the changes apply to it in place."""
+        """Give an agent an objective, changing only the named parameters (the crowd-simulation reference: the script
+        changes a part of the objective). Armed until the robot is in the agent's view, or running at once if
+        ``immediate``. If the agent already runs this objective, the changes apply to it in place."""
         if name not in REGISTRY:
             raise KeyError(f"unknown objective {name!r} (known: {', '.join(sorted(REGISTRY))})")
         checked = REGISTRY[name].check_params(params or {})

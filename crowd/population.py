@@ -1,4 +1,5 @@
-"""Who comes in, when, and with whom: appearance rates (reference 000, "appearance rate data" and "group member data").
+"""Who comes in, when, and with whom: appearance rates (the crowd-simulation reference, "appearance rate data" and
+"group member data").
 
 A rates file (``config/crowd/weekday.yaml``, ``weekend.yaml``) holds, for the days of the week it covers:
 
@@ -38,7 +39,7 @@ WEEK_S = 7 * DAY_S
 SPACING_M = 0.6  # distance between the members of a party when they appear, side by side and row behind row
 INSIDE_M = 0.3  # people appear this far inside the gate, off the line of the wall it is cut in
 MAX_ABREAST = 3
-# Bounds on what a rates file may ask for (issue 18 item 12: 1e9 persons/h filled 12.9 GB in two minutes). The busiest
+# Bounds on what a rates file may ask for (1e9 persons/h once filled 12.9 GB in two minutes). The busiest
 # station concourses see ~20,000 persons/h through all entrances together; parties beyond 20 are a crowd of their own.
 MAX_RATE_PER_H = 20000.0
 MAX_PARTY_SIZE = 20
@@ -119,7 +120,7 @@ class RateTable:
         return {size: p for size, p in sorted(out.items()) if p > 0}
 
 
-# Script model names (FIG. 11 spawns "boy02") map to person types by their leading word.
+# Script model names (the reference's child scene spawns "boy02") map to person types by their leading word.
 MODEL_PREFIXES = {"boy": "child", "girl": "child", "kid": "child", "child": "child", "man": "adult_man",
                   "woman": "adult_woman", "oldman": "elderly", "oldwoman": "elderly", "elder": "elderly",
                   "senior": "elderly"}
@@ -135,7 +136,8 @@ DEFAULT_TYPES = {  # used when no rates file is loaded (a pure script); means fr
 def type_of_model(model: str, known: dict[str, PersonType] | None = None) -> str:
     """The person type of a script's model name: a type name itself, or ``boy02`` -> child, ``woman1`` -> adult_woman.
 
-    Scripts name models the way FIG. 11 does (``boy02``); the word before the number says the person type."""
+    Scripts name models the way the reference's child scene does (``boy02``); the word before the number says the person
+    type."""
     known = known or DEFAULT_TYPES
     if model in known:
         return model

@@ -1,4 +1,4 @@
-"""The crowd's side of a trial's saved state (issue 27; the world's side is bridge/crowd_state.py).
+"""The crowd's side of a trial's saved state (the world's side is bridge/crowd_state.py).
 
 :func:`digest` fingerprints everything that decides how the crowd goes on: its clock and step count, its one
 random generator (``CrowdSim.rng``), every agent array (positions, velocities, routes, waypoints, objectives'

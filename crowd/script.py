@@ -1,4 +1,5 @@
-"""Test scripts (reference 000, FIG. 11 and FIG. 12): a line language above the objectives that reproduces a situation.
+"""Test scripts (the crowd-simulation reference's script language): a line language above the objectives that reproduces
+a situation.
 
 One command per line; ``#`` starts a comment; durations are simulated time with a unit (``500ms``, ``5s``,
 ``5min``, ``1h``); coordinates are metres in the map frame::
@@ -505,8 +506,8 @@ class Scenario:
         self.sim.run(duration_s)
 
     def spawn(self, name: str, model: str, at: str | tuple[float, float]) -> int:
-        """A named person of a model at a place or point, regardless of the rates (000: instruction 2). It stands
-        until moved, and stays when it arrives (scripted people do not leave by themselves)."""
+        """A named person of a model at a place or point, regardless of the rates (the reference's second instruction).
+        It stands until moved, and stays when it arrives (scripted people do not leave by themselves)."""
         if name in self.ids:
             raise KeyError(f"{name!r} is already spawned")
         agent_id = self.sim.add_agent(scripted_spec(model, self._point(at), name, self.types))
@@ -580,7 +581,8 @@ class Scenario:
             self.objectives.assign(agent_id, objective, params)
 
     def generate(self, on: bool) -> None:
-        """Stochastic generation and stochastic reactions together on or off (000: a script's special mode)."""
+        """Stochastic generation and stochastic reactions together on or off (the reference's special mode for
+        scripts)."""
         if on and self.generator is None:
             raise ValueError("generate on: no rates file is loaded")
         if self.generator is not None:
@@ -592,7 +594,7 @@ class Scenario:
                    on_line: Callable[[Command], None] | None = None, generate: bool = False) -> None:
         """Parse and check the whole script first, then execute it line by line; the run ends at the last line.
 
-        ``on_line`` is called after each line has run (the display/report step S27 of FIG. 12); ``generate``
+        ``on_line`` is called after each line has run (the reference's display and report step); ``generate``
         keeps stochastic generation on alongside the script (see :meth:`play`).
         """
         for _ in self.play(script, source, on_line=on_line, generate=generate):
@@ -613,7 +615,7 @@ class Scenario:
             script = parse(script, source)
         check(script, self.sim.map, types=self.types, can_generate=self.generator is not None, known=self.ids)
         self._world_robot = world_robot
-        self.generate(generate)  # a script starts in its own mode: no stochastic transitions (000, FIG. 12)
+        self.generate(generate)  # a script starts in its own mode: no stochastic transitions, as in the reference
         self.ended_at = None
         for cmd in script.commands:
             if world_robot and cmd.op == "robot":

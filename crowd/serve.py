@@ -100,7 +100,7 @@ WALKING, SCRIPTED = "walking", "scripted"
 def activities(sim: CrowdSim) -> tuple[list[str], list[str]]:
     """What each person (in :func:`intents` order) is doing, for the viewer and the log: the objective it
     follows (interact, observe, ...), else ``scripted`` for a person a script named, else ``walking``; and the
-    script's names ('' for the generated). Reference 000's display colours people by it."""
+    script's names ('' for the generated). The crowd-simulation reference's display colours people by it."""
     from .objectives import ObjectiveManager
 
     a = sim.agents

@@ -1,7 +1,7 @@
 """A calibration file (CAL.yaml): a real part's measured sensor numbers, keyed by the part's identity.
 
-Reference 003: a virtual sensor must return what the real one would measure, and its thresholds come from scans
-of the real sensor. ``hil calibrate`` fits them (trial/calibrate) and writes this file; a profile's
+The sensor-simulation reference: a virtual sensor must return what the real one would measure, and its thresholds come
+from scans of the real sensor. ``hil calibrate`` fits them (trial/calibrate) and writes this file; a profile's
 ``calibration:`` names it, and the virtual twin of that robot builds each matching part with these numbers in
 place of the catalog's (firmware_sim.assembly.calibrated), so the twin's descriptor carries them as a part that
 stores its own calibration would.

@@ -148,7 +148,7 @@ def force_cross(v: np.ndarray, f: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class Inertia:
     """A rigid body's inertial data in some frame: mass, centre of mass, and the 3x3 inertia about the CoM
-    (axes those of the frame) -- the quantities reference 002 stores per part body."""
+    (axes those of the frame) -- the quantities the modular-robot reference stores per part body."""
 
     mass: float
     com: np.ndarray

@@ -1,5 +1,5 @@
 """One stop-and-go turn in place, as `hil calibrate ring` drives it: for a mixed trial whose log `hil calibrate check`
-compares (the real ring against the twin's shadow ring, issue 25; docs/CALIBRATION.md).
+compares (the real ring against the twin's shadow ring; docs/CALIBRATION.md).
 
     hil run examples/calibration_turn.py --profile mixed.yaml --record mixed_trial/
     hil calibrate check mixed_trial/trial.mcap --rig rig.yaml

@@ -1,8 +1,8 @@
 """The guide robot: through the arcade from the west gate's hall to the east gate's hall, along the middle passage
 and around the fountain, on odometry waypoints. It slows down and stops when the ring sees someone (or something)
-close ahead, turns its head toward the nearest thing the ring sees close by, and - reference 000, step S7 - goes
-toward a person who stopped near it (someone who may be interested in the robot), faces them for a while, then
-goes on. Bus data only: odometry, ring ranges, joint targets.
+close ahead, turns its head toward the nearest thing the ring sees close by, and, as in the crowd-simulation
+reference, goes toward a person who stopped near it (someone who may be interested in the robot), faces them for
+a while, then goes on. Bus data only: odometry, ring ranges, joint targets.
 
     hil demo                                     # the full trial: crowd, world, this controller, report
     hil run examples/guide_robot.py --profile config/profiles/virtual.yaml \

@@ -1,4 +1,4 @@
-"""Keep the right elbow at a target while its part is unplugged, plugged back and swapped (issue 26).
+"""Keep the right elbow at a target while its part is unplugged, plugged back and swapped.
 
     hil trial examples/survive_unplug.yaml            # the faults from the trial file, on the simulator's clock
     hil sim commbot --pty --clock sim --clock-endpoint 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' \\

@@ -152,7 +152,7 @@ def _build(entry: SourceDict, assembly: str, children: dict[str, int]) -> PartFi
 def calibrated(assembly: Assembly, calibration, stored: bool = True) -> tuple[Assembly, list[str], list[str]]:
     """The assembly with every part a calibration (devices.calibration.Calibration) names built anew from its
     calibrated descriptor: the part then stores the calibrated numbers, as a part that keeps its own
-    calibration does (reference 002's self-description), and its sensor firmware measures with them.
+    calibration does (the modular-robot reference's self-description), and its sensor firmware measures with them.
 
     ``stored`` False: the parts *measure* with the numbers but their CPC block keeps the descriptor they had, as a
     real part whose catalog numbers are off does (``hil sim --hidden``: the stand-in for a real robot that

@@ -1,5 +1,5 @@
 """``hil sim``'s live fault control: unplug, plug, reboot, swap, overload a part or add noise while the device
-serves (issue 26).
+serves.
 
 A fault file (``--faults FILE``) says everything up front; a person at the bench, or a test, decides while the
 robot runs. ``hil sim ... --control tcp://127.0.0.1:*`` binds a ZeroMQ ROUTER socket (loopback unless told

@@ -1,4 +1,4 @@
-"""A trial's ``faults:``: what happens to the virtual robot's parts, and when (issue 26).
+"""A trial's ``faults:``: what happens to the virtual robot's parts, and when.
 
     faults:
       - {at: 5, unplug: right_arm.elbow}      # a part by blueprint name, tree path or bus ID

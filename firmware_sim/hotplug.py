@@ -1,4 +1,4 @@
-"""Parts plugged, unplugged, rebooted and swapped on a running virtual bus device (issue 26).
+"""Parts plugged, unplugged, rebooted and swapped on a running virtual bus device.
 
 What the physical robot does most often: a connector works loose (the part loses power and stops answering),
 is pushed back (the part powers up with RAM defaults, torque off), a servo browns out and reboots, someone swaps

@@ -1,6 +1,6 @@
 """Firmware of an X-series-compatible servo, with a first-order response standing in for physics.
 
-Until the pybullet world drives the joints (issue 4), the present position follows the goal exponentially
+Where no pybullet world drives the joints, the present position follows the goal exponentially
 with time constant ``tau_s`` (position modes), integrates the goal velocity (velocity mode), or holds (torque
 off). The state is evaluated analytically at each access, so it is exact at any polling rate.
 """

@@ -1,4 +1,4 @@
-"""The shadow world of a mixed trial (issue 8 a): what the robot's range ring would see of the *virtual* people.
+"""The shadow world of a mixed trial: what the robot's range ring would see of the *virtual* people.
 
 A physical robot among virtual pedestrians needs its distance sensors to see those people as well as the real
 room. The real ring already measures the real room (walls, floor, real people), so the shadow holds nothing of
@@ -56,7 +56,7 @@ class ShadowWorld:
     ``seed``: the shadow ring's generator (independent of the real part's, whose noise is real); ``world_map``:
     a map (firmware_sim.world.load_map) whose walls hide the people behind them and never echo, unless
     ``walls_echo`` (``crowd: {walls: echo}``): then the shadow ring reads the map's room as the twin would, beside
-    the real ring, for ``hil calibrate check`` (issue 25).
+    the real ring, for ``hil calibrate check``.
     """
 
     def __init__(self, sensor: Sensor, ring_in_base: tuple[Sequence[float], Sequence[Sequence[float]]],

@@ -1,4 +1,4 @@
-"""Issue 29 item 7: every bench module runs at its smallest settings (``--smoke``), so a benchmark that breaks (as
+"""Every bench module runs at its smallest settings (``--smoke``), so a benchmark that breaks (as
 bench/bus_cycle.py did: a NameError after the shared /proc reader moved) is caught before it lands.
 
 The modules are discovered (pkgutil over bench/, private ``_`` helpers and ``__main__`` left out), not listed, so a

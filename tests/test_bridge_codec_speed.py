@@ -1,4 +1,4 @@
-"""The bridge's cheaper codec (issue 24) puts the same bytes on the wire and builds the same people.
+"""The bridge's cheaper codec puts the same bytes on the wire and builds the same people.
 
 ``envelope.pack`` encodes with msgspec instead of msgpack-python: compared here byte for byte with
 ``msgpack.packb(use_bin_type=True)`` on the messages the links send and on the awkward values (big and negative

@@ -385,7 +385,7 @@ def test_stream_endpoints_and_freshness():
     fresh = Freshness()
     assert [fresh.accept("a", s) for s in (1, 3, 2, 3)] == [True, True, False, False]
     assert fresh.accept("b", 1), "a restarted peer counts again from 1"
-    # one forged or corrupted message with an absurd seq does not silence the real sender for ever (issue 18)
+    # one forged or corrupted message with an absurd seq does not silence the real sender for ever
     assert fresh.accept("b", 2 ** 62) and not fresh.accept("b", 2 ** 62 - 1)
     assert fresh.accept("b", 2) and fresh.accept("b", 3), "the sender's own seq is its word again"
     assert fresh.accept("b", 3 + REPLAY_WINDOW) and not any(fresh.accept("b", s) for s in (4, 10, 3 + REPLAY_WINDOW))

@@ -1,4 +1,4 @@
-"""hil calibrate (issue 25): a virtual robot with hidden ring numbers stands in for the real one; the calibration
+"""hil calibrate: a virtual robot with hidden ring numbers stands in for the real one; the calibration
 run on it recovers them, the twin built from the fit agrees with it bin by bin, and the catalog twin does not.
 
 Real parts: the commbot's virtual bus in process with its pybullet world (the rig as its map), the ring firmware
@@ -68,7 +68,7 @@ def test_the_run_recovers_the_hidden_numbers(calibrated):
     lo, hi = entry["fit"]["width_ci_deg"]  # (how often they do over many runs: tests/test_calibration_coverage.py)
     assert lo <= 4.0 <= hi, entry["fit"]
     assert (folder / "real" / "calibration.png").stat().st_size > 10_000
-    assert "angle50" in stdout and "reference 003" in stdout
+    assert "angle50" in stdout and "the sensor-simulation reference" in stdout
 
 
 def test_the_twin_with_the_fit_agrees_and_the_catalog_twin_does_not(calibrated, tmp_path):

@@ -1,4 +1,4 @@
-"""``hil calibrate check`` on a mixed run (issue 25): the real ring and the twin's (the mixed trial's shadow ring,
+"""``hil calibrate check`` on a mixed run: the real ring and the twin's (the mixed trial's shadow ring,
 reading the rig's walls: ``crowd: {walls: echo}``) recorded side by side at the same poses, compared per sensor
 and 5-degree bin.
 

@@ -1,5 +1,5 @@
-"""``hil calibrate --write-parts`` (issue 25): a calibration stored in the part itself, so that a twin built from a
-scan of the robot carries it (reference 002's self-description).
+"""``hil calibrate --write-parts``: a calibration stored in the part itself, so that a twin built from a
+scan of the robot carries it (the modular-robot reference's self-description).
 
 Real parts: the commbot served by another process on a real pty (`hil sim commbot --pty`), whose ring's CPC block
 has the descriptor mailbox; the `hil calibrate write` command in a subprocess; a new Robot.open that scans the

@@ -1,4 +1,4 @@
-"""Virtual cameras (issue 23): a person where the pinhole model says, with the depth of their front; the view
+"""Virtual cameras: a person where the pinhole model says, with the depth of their front; the view
 turning with the neck; a grazing wall's depth failing at the descriptor's rate; the same bytes for the same seed;
 bad camera descriptors refused at file:line; a frame that cannot be had names the camera and why.
 

@@ -1,4 +1,4 @@
-"""A real bus's Fast Bulk Read stops at the first silent part (issue 26): the parts after it in the chain wait for a
+"""A real bus's Fast Bulk Read stops at the first silent part: the parts after it in the chain wait for a
 slot that never comes. ``hil sim --chain-stops`` answers that way over a real pty; the host reads the slots that
 came (their running CRCs), reads the parts after the silent one one by one, and names only the silent ones, so one
 part unplugged does not make the rest of the robot miss cycles and get lost."""

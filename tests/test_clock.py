@@ -1,5 +1,5 @@
-"""The time source switch (reference 001): the lockstep clock in-process and over ZeroMQ, stalls that fail with
-a name instead of hanging, resets announced, and the time patch for code not written for the runtime.
+"""The time source switch (the simulator-clock reference): the lockstep clock in-process and over ZeroMQ, stalls that
+fail with a name instead of hanging, resets announced, and the time patch for code not written for the runtime.
 
 No wall-clock assertions: everything checked is simulated time or an ordering of events.
 """

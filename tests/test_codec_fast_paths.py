@@ -1,6 +1,6 @@
 """The bus's compiled fast paths give the bytes, values and errors of the general code they stand in for.
 
-Issue 24: the control loop's SyncWrite is packed by one struct per (block length, device count), a fast reply
+The control loop's SyncWrite is packed by one struct per (block length, device count), a fast reply
 whose slots come complete and in order is unpacked by one struct per request, and a control table's host write
 is checked against a layout worked out once per span. Each is compared here with the general path on the same
 inputs, including the inputs the fast path must hand back to it (stuffing patterns, bad IDs, slots out of

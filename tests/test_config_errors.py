@@ -1,4 +1,4 @@
-"""Issue 18, config: every bad file a user can write is refused with file:line and the reason, naming the bound it
+"""Config: every bad file a user can write is refused with file:line and the reason, naming the bound it
 broke; unknown keys name the closest one; nothing is half-applied; the commands print one clean line.
 
 Each case starts from a real shipped file (config/, the part catalog), changes one line, and checks that the

@@ -1,4 +1,4 @@
-"""Issue 29, items 1, 2 and 5: what an outside probe fed hil's config loaders.
+"""What an outside probe fed hil's config loaders.
 
 1. A YAML alias bomb (nine levels of anchors under ``params:``, 10^9 leaves once expanded) is refused at the
    anchor's file:line instead of growing memory at ~50 MB/s forever.

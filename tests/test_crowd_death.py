@@ -1,4 +1,4 @@
-"""Issue 29 item 4: a crowd that dies (SIGKILL of the crowd child 5 s into ``hil demo``) is noticed at once, and
+"""A crowd that dies (SIGKILL of the crowd child 5 s into ``hil demo``) is noticed at once, and
 said of what: the world's wait for a tick checks the process it started (trial/task.py CrowdProcess.death through
 bridge/crowd_link.py CrowdClient.liveness) instead of waiting out the 10 s crowd timeout as "did not answer".
 
@@ -49,7 +49,7 @@ def test_a_crowd_killed_5_s_into_the_demo_is_reported_at_once_with_its_signal(tm
         while line and " t= " not in line and " t=" not in line:
             line = demo.stdout.readline()
         assert line, "the demo ended before its first progress line"
-        time.sleep(5.0)  # the input of the issue: 5 s into the demo (not a bound on anything)
+        time.sleep(5.0)  # the case at hand: 5 s into the demo (not a bound on anything)
         assert demo.poll() is None, "the 600 s demo ended before its crowd was killed"
         os.kill(crowd, signal.SIGKILL)
         try:
@@ -75,7 +75,7 @@ def test_a_crowd_killed_5_s_into_the_demo_is_reported_at_once_with_its_signal(tm
 
 
 def test_a_crowd_that_dies_while_a_state_is_asked_of_it_is_named_at_once(monkeypatch):
-    """The saver's ``crowd_state`` request (issue 27) waits as a tick does: a dead crowd process is named by its
+    """The saver's ``crowd_state`` request waits as a tick does: a dead crowd process is named by its
     signal, not by a 10 s timeout saying it did not answer (what the suite saw when the kill landed on a save)."""
     import signal as signals
 

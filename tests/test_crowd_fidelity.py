@@ -1,4 +1,4 @@
-"""The crowd against references nobody here wrote (issue 15): RiMEA tests 1 and 6, Weidmann's fundamental diagram,
+"""The crowd against references nobody here wrote: RiMEA tests 1 and 6, Weidmann's fundamental diagram,
 the flow through a 1 m bottleneck, and nobody standing still without a reason, in those scenes and in every
 shipped map, over many seeds and at both time steps.
 

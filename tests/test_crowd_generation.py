@@ -1,4 +1,4 @@
-"""Generation by appearance rates (reference 000; issue 6 item 2): Poisson arrivals per type, per day and time band,
+"""Generation by appearance rates (the crowd-simulation reference): Poisson arrivals per type, per day and time band,
 per entrance; groups from their size distribution, sharing one route and staying together; rates files checked.
 
 Statistics: counts per (day set, band, type) cell are independent Poisson variables, so

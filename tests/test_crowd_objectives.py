@@ -1,4 +1,4 @@
-"""Objectives (reference 000 FIG. 6/7 and HuNavSim's behaviours; issue 6 item 4): each one measured in the sim.
+"""Objectives (the crowd-simulation reference's and HuNavSim's behaviours): each one measured in the sim.
 
 Set-up: an open hall, a robot standing at the origin, one adult man (preferred speed 1.38 m/s, radius 0.24 m)
 walking from x = -8 toward x = +12 along y = 0 with the objective armed; it takes over when the robot enters his
@@ -66,7 +66,7 @@ def trace(objective: str | None, params: dict | None = None, *, robot=(0.0, 0.0,
                  list(active))
 
 
-# ------------------------------------------------------------------------------------------- reference 000
+# --------------------------------------------------------------------------------------- the crowd-simulation reference
 @pytest.mark.parametrize("dstop", [0.6, 0.9, 1.5])
 def test_interact_stops_at_dstop_facing_the_robot(dstop):
     tr = trace("interact", {"Dstop": dstop})
@@ -471,7 +471,7 @@ def test_user_objective_from_module_path_in_the_rates_config(tmp_path, monkeypat
 
 
 def test_a_user_objective_module_is_not_imported_unless_allowed(tmp_path, monkeypatch):
-    """issue 18 item 15: `this:Nope` printed the Zen of Python; a module is imported only after the user's opt-in."""
+    """`this:Nope` once printed the Zen of Python; a module is imported only after the user's opt-in."""
     (tmp_path / "noisy_objectives.py").write_text("import os\nos.environ['HIL_TEST_IMPORTED'] = '1'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("HIL_TEST_IMPORTED", raising=False)

@@ -1,4 +1,4 @@
-"""The crowd's tick pipelined (issue 24): the crowd computes tick N+1 while the world steps tick N.
+"""The crowd's tick pipelined: the crowd computes tick N+1 while the world steps tick N.
 
 Real parts: a ``hil crowd --serve`` subprocess, pybullet in this process, the lockstep sim clock. Pipelined,
 the intents the world applies at tick N are the crowd's answer to the state it measured at tick N-1 (one-tick

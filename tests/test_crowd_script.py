@@ -1,5 +1,5 @@
-"""Scripts (reference 000 FIG. 11/12; issue 6 items 5 and 6): FIG. 11 reproduced, every command, every malformed
-line with its line and column, nothing run after an error, determinism, and ``hil crowd`` as a subprocess.
+"""Scripts (the crowd-simulation reference's script language): its child scene reproduced, every command, every
+malformed line with its line and column, nothing run after an error, determinism, and ``hil crowd`` as a subprocess.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def scenario(crowd_map=HALL, **kwargs) -> tuple[CrowdSim, Scenario]:
     return sim, Scenario(sim, **kwargs)
 
 
-# -------------------------------------------------------------------------------------------------- FIG. 11
+# --------------------------------------------------------------------------------------------- the child scene
 def test_fig11_child_walks_waits_then_interacts_at_dstop():
     script = load_script("child_interacts")
     assert [c.op for c in script.commands] == ["robot", "run", "spawn", "place", "move", "wait", "move",
@@ -42,7 +42,7 @@ def test_fig11_child_walks_waits_then_interacts_at_dstop():
     sim.hooks.append(rec)
     seen: dict[int, dict] = {}
 
-    def after(cmd) -> None:  # the state after each line, as FIG. 12 reports it
+    def after(cmd) -> None:  # the state after each line, as the reference's script reports it
         row = sim.agents.row(sc.ids["kid"]) if "kid" in sc.ids else None
         seen[cmd.line] = {"t": sim.time_s, "n": len(sim.agents), "op": cmd.op,
                           "pos": sim.agents.pos[row].copy() if row is not None else None}
@@ -67,7 +67,7 @@ def test_fig11_child_walks_waits_then_interacts_at_dstop():
     route = [(-18.0, -5.0), *ARCADE.route((-18.0, -5.0), "plaza")]
     length = sum(math.dist(a, b) for a, b in zip(route, route[1:]))
     walked = wait["t"] - move1["t"]
-    print(f"FIG. 11: walk to the plaza {length:.1f} m in {walked:.1f} s "
+    print(f"child scene: walk to the plaza {length:.1f} m in {walked:.1f} s "
           f"(straight at v0: {length / CHILD.speed.mean:.1f} s)")
     # lower bound 0.85: people cut the corners of the waypoint polyline (they pass a waypoint within 2 m)
     assert 0.85 * length / CHILD.speed.mean <= walked <= 1.25 * length / CHILD.speed.mean + 2.0
@@ -83,7 +83,7 @@ def test_fig11_child_walks_waits_then_interacts_at_dstop():
     dist = np.hypot(*(pos - robot).T)
     at_dstop = np.flatnonzero((t > wait["t"]) & (np.abs(dist - 0.6) < 0.02))
     reached = t[at_dstop[0]]
-    print(f"FIG. 11: at Dstop {reached - wait['t']:.1f} s after leaving the plaza "
+    print(f"child scene: at Dstop {reached - wait['t']:.1f} s after leaving the plaza "
           f"({math.dist(plaza, robot):.1f} m away); final distance {dist[-1]:.4f} m")
     assert reached - wait["t"] <= (math.dist(plaza, robot) - 0.6) / CHILD.speed.mean + 15.0
     after_reach = t >= reached
@@ -354,7 +354,7 @@ def test_a_script_failing_while_running_still_writes_what_was_simulated(tmp_path
     assert doc["agents"][0]["samples"][-1][0] == pytest.approx(4.0)
 
 
-# --- the robot in scripts (issue 18 item 17) -------------------------------------------------------------------
+# --- the robot in scripts ------------------------------------------------------------------------------------
 WAITS_FOR_ROBOT = "spawn kid = boy02 at 0 0\nwait robot timeout 5s\nmove kid to robot\nrun 3s\n"
 
 

@@ -98,7 +98,7 @@ def test_a_dead_crowd_is_reported_by_name_not_waited_for():
         client.tick(0.1, ROBOT, [])
 
 
-# --- a script played on the world's time (FIG. 11 served) -----------------------------------------------------------
+# --- a script played on the world's time (the child scene served) -----------------------------------------------------
 STAGED_ROBOT = {"x": 7.0, "y": 0.0, "yaw": 3.1416, "vx": 0.0, "vy": 0.0, "radius": 0.3}  # where the script's robot line puts it
 
 

@@ -1,4 +1,4 @@
-"""Issue 29 item 3: a full disk while recording. The trial ends as a failed result naming the file and the disk,
+"""A full disk while recording. The trial ends as a failed result naming the file and the disk,
 with its summary line and what could be written; the log ends at its last whole chunk, readable by the ``mcap``
 package's default reader (``make_reader``: no half-made record); ``hil log repair`` in place says where to write
 instead while there is no room, and works once there is.

@@ -5,8 +5,8 @@ from the descriptors (no URDF), and must agree on 50 seeded states of the commbo
 and of the branched test chain (prismatic, continuous and fixed joints), within 1e-9 in every entry: forward
 kinematics of every link, centre of mass, frame Jacobians in the three reference frames, RNEA, gravity
 torques, CRBA and ABA. Measured: 5e-15 or less for everything except ABA (2e-11: accelerations of the eyes'
-6e-5 kg m^2 links). The reference implementation (per link, reference 002's mass matrix from RNEA columns) is
-slow, so it is checked on a few states only. tests/test_model.py checks the same functions against pybullet.
+6e-5 kg m^2 links). The reference implementation (per link, the modular-robot reference's mass matrix from RNEA columns)
+is slow, so it is checked on a few states only. tests/test_model.py checks the same functions against pybullet.
 
 When ``CI`` is set, a missing Pinocchio fails these tests instead of skipping them.
 """
@@ -100,7 +100,8 @@ def test_every_algorithm_agrees_with_pinocchio_on_50_seeded_states(model):
 
 
 def test_fast_algorithms_agree_with_the_reference_implementation(model):
-    """The per-link reference (reference 002's methods) on a few states: it takes ~1 s per commbot mass matrix."""
+    """The per-link reference (the modular-robot reference's methods) on a few states: it takes ~1 s per commbot mass
+    matrix."""
     data, ref = create_data(model), reference.ReferenceData.for_model(model)
     rng = np.random.default_rng(2)
     states = 1 if model.nq > 10 else 3

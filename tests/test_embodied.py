@@ -75,7 +75,7 @@ def world_polls(embodied, world_s: float = POLL_WORLD_S):
         time.sleep(0.01)
 
 
-# The servo's position loop has a finite stiffness (18.9 N m/rad at the default P gain 800, issue 16), so a joint
+# The servo's position loop has a finite stiffness (18.9 N m/rad at the default P gain 800), so a joint
 # under gravity settles short of its goal by load / stiffness: ~11 ticks for the elbow here. 20 ticks (0.03 rad)
 # is "arrived"; a joint that did not move at all is 500 ticks away.
 ARRIVED_TICKS = 20

@@ -1,4 +1,4 @@
-"""The per-step firmware hooks that run only when something can have changed (issue 24): watchdogs kept by
+"""The per-step firmware hooks that run only when something can have changed: watchdogs kept by
 deadline, contact sensors skipping the quiet steps. Each check states the rule the per-step poll applied and
 asserts the scheduled hooks act on exactly the step it would have."""
 from __future__ import annotations

@@ -293,7 +293,7 @@ def _service(client, name):
 
 
 def test_retry_from_here_is_a_service_live_and_in_a_replay(tmp_path):
-    """``hil/retry`` (issue 28 item 2): on a running trial it writes the trial file that starts from the trial's
+    """``hil/retry``: on a running trial it writes the trial file that starts from the trial's
     state at its time now, and answers with it and the ``hil trial --from`` line; on a replay at the playback
     position; a trial without states, and a request that is not JSON, are refused with the reason."""
     from hil.trial.foxglove_live.replay import ReplayServer

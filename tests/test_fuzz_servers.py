@@ -1,7 +1,7 @@
-"""Nothing a peer sends crashes, hangs or poisons a hil server (issue 18).
+"""Nothing a peer sends crashes, hangs or poisons a hil server.
 
 Each server runs for real (a `hil sim` subprocess on a pty, `hil crowd --serve` subprocesses in lockstep and in real
-time, the lockstep clock's ROUTER) and is sent every case of the issue plus ``FUZZ_N`` seeded random messages
+time, the lockstep clock's ROUTER) and is sent every case below plus ``FUZZ_N`` seeded random messages
 (10,000 by default; ``make fuzz`` sends 1,000,000). Afterwards it must answer a valid request correctly, still be
 running, and its memory must not have grown without bound.
 """
@@ -57,7 +57,7 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def mutate_value(rng: random.Random, value):
-    """A structurally plausible but wrong value: the types and magnitudes the issue found accepted."""
+    """A structurally plausible but wrong value: the types and magnitudes once found accepted."""
     return rng.choice([math.nan, math.inf, -math.inf, 1e300, -1, 1.9, True, "1e3", "x", None, [], {}, [1], 2 ** 70,
                        value])
 
@@ -163,7 +163,7 @@ def test_virtual_device_survives_oversized_reads_and_random_frames():
         tty.setraw(fd)
         assert _ping_answered(fd)
         decoder = StreamDecoder()
-        issue = [bytes.fromhex("fffffd00fe08008a0000ffff0147bc"),  # Fast Sync Read of 65535 bytes (item 1)
+        issue = [bytes.fromhex("fffffd00fe08008a0000ffff0147bc"),  # Fast Sync Read of 65535 bytes
                  encode_request(SyncRead(0, 65535, (1, 2))), encode_request(Read(1, 0, 65535)),
                  encode_request(SyncRead(0, 4000, (1, 2, 3), fast=True))]
         for frame in issue:
@@ -238,7 +238,7 @@ def test_lockstep_crowd_refuses_bad_ticks_unchanged_and_keeps_answering():
         assert first.type == "intents" and first.payload["people"]["id"], "a busy arcade: people to poison"
         known = first.payload["people"]["id"][0]
         nan_person = {**PEOPLE, "id": [known], "x": [math.nan]}
-        issue = {  # item 3, 4 and 6, each answered with an error naming what is wrong
+        issue = {  # each answered with an error naming what is wrong
             "2 frames": [pack("tick", tick_payload(2.0, ROBOT, [])), b"more"],
             "t=1e9": [pack("tick", {"t": 1e9, "robot": ROBOT, "people": {}})],
             "NaN person": [pack("tick", {"t": 1.1, "robot": ROBOT, "people": nan_person})],
@@ -266,7 +266,7 @@ def test_lockstep_crowd_refuses_bad_ticks_unchanged_and_keeps_answering():
 
 
 def test_lockstep_world_side_refuses_a_reply_without_t():
-    """item 6: a reply without ``t`` raised KeyError in crowd_link; now a CrowdLinkError naming the crowd."""
+    """A reply without ``t`` raised KeyError in crowd_link; now a CrowdLinkError naming the crowd."""
     rep = zmq.Context.instance().socket(zmq.REP)
     rep.setsockopt(zmq.LINGER, 0)
     rep.bind("tcp://127.0.0.1:*")
@@ -313,13 +313,13 @@ def test_realtime_crowd_survives_multipart_and_random_world_messages():
             pub.send(pack("world", good, seq=seq))
             seq += 1
             time.sleep(0.02)
-        # item 5: five bytes that libzmq reads as a multipart message aborted a CONFLATE SUB
+        # five bytes that libzmq reads as a multipart message aborted a CONFLATE SUB
         pub.send_multipart([b"\x01\x00", b"\x02\x01A"])
         pub.send_multipart([pack("world", good, seq=seq), b"tail"])
-        # item 3 on the control channel: a 2-frame request
+        # a malformed request on the control channel: a 2-frame request
         control.send_multipart([pack("status"), b"x"])
         assert control.poll(int(DEADLINE_S * 1000)) and unpack(control.recv(), ("error",)).type == "error"
-        # item 4: NaN over the world stream, for a person and for the robot
+        # NaN over the world stream, for a person and for the robot
         pub.send(pack("world", {**good, "robot": {"x": math.nan, "y": 0.0}}, seq=seq + 1))
         pub.send(pack("world", {**good, "people": {**PEOPLE, "x": [math.nan]}}, seq=seq + 2))
         seq += 3
@@ -373,14 +373,14 @@ def test_clock_survives_bad_frames_and_values_and_binds_names_to_connections():
     try:
         victim = RemoteParticipant(server.endpoint, "victim", timeout_s=DEADLINE_S)
         intruder = RemoteParticipant(server.endpoint, "intruder", timeout_s=DEADLINE_S)
-        # item 7: 1- and 3-frame DEALER messages, raw garbage, bad t; item 8: NaN, 1e9
+        # 1- and 3-frame DEALER messages, raw garbage, bad t; NaN, 1e9
         dealer.send(pack("hello", {"name": "d"}))  # no empty delimiter: not a REQ request
         dealer.send_multipart([b"", pack("hello", {"name": "d"}), b"extra"])
         dealer.send_multipart([b"", b"\x00garbage"])
         for bad_t in ("soon", [1], math.nan, 1e9):
             with pytest.raises(LockstepError, match=r"\$\.payload\.t"):  # raw, as a foreign client sends it
                 intruder._call("sleep_until", {"t": bad_t})
-        # item 9: a bye (or a sleep) with another participant's name is refused; the victim stays in
+        # a bye (or a sleep) with another participant's name is refused; the victim stays in
         with pytest.raises(LockstepError, match="joined as 'intruder'"):
             intruder._call("bye", {"name": "victim"})
         with pytest.raises(LockstepError, match="joined as 'intruder'"):
@@ -408,7 +408,7 @@ def test_clock_survives_bad_frames_and_values_and_binds_names_to_connections():
 
 
 def test_a_long_sleep_advances_in_slices_without_holding_the_lock():
-    """item 8: t=1e7 made the world step under the device lock; now it advances a slice at a time."""
+    """t=1e7 made the world step under the device lock; now it advances a slice at a time."""
     import threading
 
     lock = threading.RLock()
@@ -473,7 +473,7 @@ def test_a_valid_tick_decodes_to_exactly_what_was_sent(t, rows):
     assert msg.payload.rows() == [tuple(float(v) if k else v for k, v in enumerate(r)) for r in rows]
 
 
-# --- the live Foxglove server (issue 28) -------------------------------------------------------------------------
+# --- the live Foxglove server ------------------------------------------------------------------------------------
 FOXGLOVE_TUNED = '''\
 def main(robot):
     robot.declare_changeable(speed=0.2)
@@ -601,7 +601,7 @@ def test_camera_endpoint_answers_every_fuzzed_request_and_still_serves_frames():
         device.stop()
 
 
-# --- hil sim's live fault control (issue 26) ---------------------------------------------------------------------
+# --- hil sim's live fault control --------------------------------------------------------------------------------
 def test_the_fault_control_answers_every_request_and_keeps_serving():
     """Every message to ``hil sim --control`` gets a reply (done or error naming the field), never silence or a
     crash, and afterwards a valid request still works. The device is the servo chain without a world, in process."""

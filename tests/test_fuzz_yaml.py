@@ -1,4 +1,4 @@
-"""Issue 29 item 8: every kind of config file hil reads, fed hostile YAML: alias bombs, recursive anchors, deep
+"""Every kind of config file hil reads, fed hostile YAML: alias bombs, recursive anchors, deep
 nesting, huge scalars, binary, unsafe tags, several documents, and ``FUZZ_YAML_N`` seeded mutations of the
 shipped file of that kind (40 per kind by default; ``make fuzz`` runs 5,000).
 

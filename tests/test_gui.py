@@ -1,8 +1,8 @@
 """pybullet's --gui under Xvfb: ``hil demo --gui`` runs to its end, and the viewer's camera follows the robot.
 
-Before issue 13 the GUI demo spent 91 s or more building the world (every query waits for a frame of pybullet's
-viewer, drawn in software under Xvfb) and then died of a bus timeout. Xvfb is a system tool: without it these
-tests fail under CI and are skipped elsewhere (.ci/run installs it).
+With rendering on while the world was built, the GUI demo spent 91 s or more building it (every query waits for a
+frame of pybullet's viewer, drawn in software under Xvfb) and then died of a bus timeout. Xvfb is a system tool:
+without it these tests fail under CI and are skipped elsewhere (.ci/run installs it).
 """
 from __future__ import annotations
 

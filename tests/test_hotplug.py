@@ -1,4 +1,4 @@
-"""Parts that come and go while the commbot runs (issue 26): lost after 3 missed cycles, found again and
+"""Parts that come and go while the commbot runs: lost after 3 missed cycles, found again and
 re-armed, a wheel lost stopping the base, a part swapped for another model, a new part adopted (its driver code
 only when trusted). The virtual device's hotplug operations (firmware_sim/hotplug.py) act at simulated times
 inside the robot's loop on the in-process world; everything is counted in bus cycles and simulated time."""

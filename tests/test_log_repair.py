@@ -1,4 +1,4 @@
-"""``hil log repair DIR`` (issue 18 item 11): a trial killed with SIGKILL leaves a log our reader reads but other MCAP
+"""``hil log repair DIR``: a trial killed with SIGKILL leaves a log our reader reads but other MCAP
 tools do not; the repair writes a complete, indexed copy that the ``mcap`` library's default reader reads message
 for message as ours did.
 

@@ -1,4 +1,4 @@
-"""The virtual side of a robot on two buses mirrors the real parts (issue 8 item 2): the body in this process
+"""The virtual side of a robot on two buses mirrors the real parts: the body in this process
 (sim://commbot_body, a pybullet world) and its left arm served by another process on a real pty
 (`hil sim left_arm --pty --no-world`, the stand-in for a real arm). After the scan the body's world gets the arm's
 bodies at the torso's shoulder_left port, and after each bus cycle the arm's read joint positions.

@@ -1,4 +1,4 @@
-"""A physical robot among virtual pedestrians (issue 8 a): the "real" robot is the commbot served by another process
+"""A physical robot among virtual pedestrians: the "real" robot is the commbot served by another process
 on a real pty with the real clock, in an arcade with nobody in it (`hil sim commbot --pty --clock real --map arcade
 --pose ...`); the crowd is a real `hil crowd --serve EP --realtime` process playing a small script. The runtime
 publishes the robot's odometry pose to the crowd and overlays the crowd's people, seen through a shadow world with

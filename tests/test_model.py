@@ -165,7 +165,8 @@ def test_moving_joints_name_their_part_and_descriptor_joint(model):
 
 
 def test_connection_transform_is_port_times_inverse_connector(model):
-    """Reference 002's claim, by hand for the bracket: the servo on its 'out' port is turned 90 degrees about x."""
+    """The modular-robot reference's claim, by hand for the bracket: the servo on its 'out' port is turned 90 degrees
+    about x."""
     connection = model.part(3).parent
     assert (connection.parent_id, connection.port, connection.child_id) == (2, "out", 3)
     out = SE3(rpy_to_matrix((math.pi / 2, 0, 0)), (0.0, 0.012, 0.02))

@@ -1,4 +1,4 @@
-"""One robot on two buses (issue 8 b): the commbot's body in this process (sim://commbot_body) and its left arm
+"""One robot on two buses: the commbot's body in this process (sim://commbot_body) and its left arm
 as a virtual device in another process on a real pty (`hil sim left_arm --pty --no-world`, wall clock), mounted
 on the torso's shoulder_left port. The arm's IDs (1..9) collide with the body's on purpose.
 

@@ -1,4 +1,4 @@
-"""Native programs on the simulator's clock (issue 17, reference 001): the LD_PRELOAD time shim, its relay and
+"""Native programs on the simulator's clock (the simulator-clock reference): the LD_PRELOAD time shim, its relay and
 ``hil run --native``, with real parts: C programs compiled here with the system compiler, real processes, a real
 SOCK_SEQPACKET socket pair, a real pty, a real ZeroMQ clock endpoint and the real pybullet commbot.
 

@@ -1,4 +1,4 @@
-"""What the page's audit found (issue 28): a staged script line that fails is logged, counted in the metrics, shown
+"""What the page's audit found: a staged script line that fails is logged, counted in the metrics, shown
 red on the page and in the report; the user's own objectives (a rates file's ``objectives.user``) are listed with
 the built-in ones.
 

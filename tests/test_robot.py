@@ -78,7 +78,7 @@ def test_open_names_every_joint_and_sensor_and_holds_the_pose(robot):
             assert f"{side}.{joint}" in robot.joints
     assert {"head.neck_yaw", "left_eye.pan", "right_eye.tilt", "base.wheel_left", "base.wheel_right"} <= set(robot.joints)
     assert set(robot.sensors) == {"ring", "bumper", "shoulders", "left_arm.forearm", "right_arm.forearm",
-                                  "head_camera", "right_camera"}  # the cameras: frames beside the bus (issue 23)
+                                  "head_camera", "right_camera"}  # the cameras: frames beside the bus
     assert robot.joints["torso/neck:horn"] is robot.joints["head.neck_yaw"], "the tree path still works"
     assert robot.joints["left_arm.hand"].path.endswith("/elbow/horn/hand")
     assert not robot.notes

@@ -1,5 +1,5 @@
-"""One controller file, unchanged, on three time sources (reference 001): the in-process virtual robot on the
-simulator's clock, the virtual device in another process on a pty with its clock over ZeroMQ, and the real clock.
+"""One controller file, unchanged, on three time sources (the simulator-clock reference): the in-process virtual robot
+on the simulator's clock, the virtual device in another process on a pty with its clock over ZeroMQ, and the real clock.
 Under the simulator's clock the results are identical run to run, across processes, and with another process
 loading the CPU.
 """
@@ -73,6 +73,6 @@ def test_same_controller_on_the_real_clock(tmp_path):
     times = [row[0] for row in trace]
     assert times == sorted(times) and len(set(times)) == len(times), "wall time only moves forward"
     # it ran until its duration (a loaded machine makes ticks late, never early; how late is bench's business,
-    # so there is no upper bound here: issue 18 item 18)
+    # so there is no upper bound here)
     assert times[-1] > 1.0, "it ran for its duration of wall time"
     assert trace[-1][1] > 0.3, "the controller acted on the robot"

@@ -1,5 +1,5 @@
 """The communication robot scanned from its parts: in-process and over a real pty, and changed by editing its
-assembly only (reference 002: parts can be added or removed freely because each carries its own data)."""
+assembly only (the modular-robot reference: parts can be added or removed freely because each carries its own data)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""``hil sim --control``: faults sent while the device serves (issue 26), to a real ``hil sim`` subprocess with a
+"""``hil sim --control``: faults sent while the device serves, to a real ``hil sim`` subprocess with a
 robot on its pty and its lockstep clock; bad requests answered with the field at fault, the server serving on."""
 from __future__ import annotations
 

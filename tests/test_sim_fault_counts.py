@@ -1,4 +1,4 @@
-"""Issue 29 item 6: ``hil sim ... --bitflip --drop`` says what it injected, at exit and in its clock's status, so a
+"""``hil sim ... --bitflip --drop`` says what it injected, at exit and in its clock's status, so a
 host's figures (CRC errors, timeouts) can be checked against the injector's own counts.
 
 Real subprocesses (tests/conftest.py SimProcess), a real pty, our host; the waits are hang guards.

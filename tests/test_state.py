@@ -1,4 +1,4 @@
-"""A trial's saved states and trials started from them (issue 27): real pybullet DIRECT worlds, a real crowd
+"""A trial's saved states and trials started from them: real pybullet DIRECT worlds, a real crowd
 process over ZeroMQ, real trial runs through the command line's code."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A part swapped for another model moves as that model does (issue 26; firmware_sim/embodied/reembody.py): a
+"""A part swapped for another model moves as that model does (firmware_sim/embodied/reembody.py): a
 weaker servo at the elbow cannot lift the forearm the original lifted, a slower wheel motor turns at its own
 limit, and the world's robot weighs what its parts' descriptors now add up to. The commbot on the in-process
 sim-clock world, the runtime's own loop adopting the changed part, pybullet asked directly for what it simulates."""

@@ -1,4 +1,4 @@
-"""Sweeps on a real dask.distributed LocalCluster of 2 worker processes (issue 14): the table is the trials run one
+"""Sweeps on a real dask.distributed LocalCluster of 2 worker processes: the table is the trials run one
 by one, a rerun skips what is done, a worker SIGKILLed mid-trial costs nothing, a controller that raises or never
 ends is a row, and ``hil sweep`` writes the table, the summary, the plots and report.html.
 

@@ -1,4 +1,4 @@
-"""Sweep files, the table, the summary and the report without a cluster (issue 14): what a sweep expands to, that
+"""Sweep files, the table, the summary and the report without a cluster: what a sweep expands to, that
 a bad one is refused at file:line before anything starts, seeds that come from the file, Wilson's interval,
 success criteria, done markers, the progress line, the plots and report.html.
 """

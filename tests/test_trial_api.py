@@ -1,4 +1,4 @@
-"""The trial API (issue 12): any controller (a file outside the repository, a module, a callable) gets the whole
+"""The trial API: any controller (a file outside the repository, a module, a callable) gets the whole
 trial: world, map, crowd, scenario, goal, recording with people and contacts, metrics that see them.
 
 Real parts throughout: the crowd is a ``hil crowd --serve`` subprocess, the world is pybullet in this process (or

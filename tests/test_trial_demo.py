@@ -1,4 +1,4 @@
-"""`hil demo`: the full trial (crowd process + world + guide robot + recording + report), issue 7 items 2 and 4."""
+"""`hil demo`: the full trial (crowd process + world + guide robot + recording + report)."""
 import json
 import subprocess
 import sys
@@ -91,7 +91,7 @@ def test_the_demo_stages_fig11_and_the_guide_goes_to_the_child_who_stopped(tmp_p
     assert ["objective", "kid", "interact", "Dstop=0.8", "duration_s=12"] in staged
     states = log["/robot/state"]
     modes = [m.data["mode"] for m in states]
-    assert "dwell" in modes, "the guide stopped to be with someone (reference 000, step S7)"
+    assert "dwell" in modes, "the guide stopped to be with someone (as in the crowd-simulation reference)"
     first = states[modes.index("dwell")]
     people = next(m.data["people"] for m in log["/pedestrians"] if m.t == first.t)
     nearest = min(people, key=lambda p: (p["x"] - first.data["x"]) ** 2 + (p["y"] - first.data["y"]) ** 2)

@@ -1,4 +1,4 @@
-"""``faults:`` in a trial (issue 26): the virtual commbot's parts unplugged, plugged, rebooted and swapped at
+"""``faults:`` in a trial: the virtual commbot's parts unplugged, plugged, rebooted and swapped at
 simulated times; the run goes on, the log records /robot/parts and the metrics count them; bad input is refused
 at file:line before the trial starts."""
 from __future__ import annotations

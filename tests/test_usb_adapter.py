@@ -1,4 +1,4 @@
-"""The real adapter's edges (issue 26): usb:// by VID:PID and USB serial, two adapters of one VID:PID told apart,
+"""The real adapter's edges: usb:// by VID:PID and USB serial, two adapters of one VID:PID told apart,
 the FTDI latency timer checked when a serial bus opens, and `hil sim --serial` serving the virtual robot on a
 serial port that the official DynamixelSDK opens. No USB hardware here: pyserial's port list, pyusb's devices and
 sysfs are stand-ins (plain objects, a temp dir); the serial ports are real ptys."""

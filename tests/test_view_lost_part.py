@@ -1,4 +1,4 @@
-"""The viewer greys a part while it is lost (issue 26): the timeline knows which parts are lost at a time from
+"""The viewer greys a part while it is lost: the timeline knows which parts are lost at a time from
 ``/robot/parts``, and the scene colours those links' shapes grey and back (a real viser server on port 0)."""
 from __future__ import annotations
 

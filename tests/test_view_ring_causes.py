@@ -1,4 +1,4 @@
-"""The viewer colours a ring ray whose reading failed by why it failed (issue 25): the ring part's per-reading
+"""The viewer colours a ring ray whose reading failed by why it failed: the ring part's per-reading
 code (``ring_cause`` in ``/robot/sensors``) picks the ray's colour (trial.record.palette.CAUSE_RGB), an echo stays
 the echo's colour, and the page's Ring panel has the legend (a real viser server on port 0)."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Run a trial from the page (reference 000: pick a test script, run it, see its result), and ``--view`` on a
-command: the page's Run button starts the trial API in a worker thread with the page's map, scenario and seed,
-shows it live and its metrics at the end; ``hil demo --view`` prints the URL, serves the page and ends."""
+"""Run a trial from the page (the crowd-simulation reference: pick a test script, run it, see its result), and
+``--view`` on a command: the page's Run button starts the trial API in a worker thread with the page's map, scenario and
+seed, shows it live and its metrics at the end; ``hil demo --view`` prints the URL, serves the page and ends."""
 from __future__ import annotations
 
 import re

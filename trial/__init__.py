@@ -13,7 +13,7 @@ firmware_sim and crowd).
     record/       the log: recorder (MCAP writer), tick_log (what is written every bus cycle), log (reader),
                   topics (schemas)
     report/       metrics, the top-down picture, build (metrics.json + topdown.png from the log)
-    presets.py    hil demo: the guide robot meets the child of reference 000 FIG. 11
+    presets.py    hil demo: the guide robot meets the child of the crowd-simulation reference's script
     cli.py        hil trial, hil demo, hil run, hil report
     pytest_plugin.py   the hil_trial fixture for users' own tests
 

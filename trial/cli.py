@@ -81,8 +81,8 @@ def register(sub) -> None:
                            "chain: 3)")
     demo.add_argument("--scenario", default="guide_meets_child",
                       help="the staged scene (a script on the config search path or a path) over the background "
-                           "crowd; 'none': background only (default guide_meets_child: reference 000 FIG. 11 on "
-                           "the route)")
+                           "crowd; 'none': background only (default guide_meets_child: the child scene of "
+                           "the crowd-simulation reference on the route)")
     demo.add_argument("--gui", action="store_true", help="watch it in the pybullet viewer (needs a display)")
     _add_camera_arguments(demo, default="0, or $HIL_CAMERA_RATE")
     demo.add_argument("--out", help="trial folder: trial.mcap, metrics.json, topdown.png (default trials/demo-SEED)")

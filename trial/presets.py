@@ -2,7 +2,7 @@
 
 The commbot in the arcade on the simulator's clock, driven by the shipped guide robot controller
 (examples/guide_robot.py) from the west hall round the fountain to the east hall, among the weekday crowd, with
-the staged scene of reference 000 FIG. 11 on its route (config/scenarios/guide_meets_child.scn: a child comes to
+the child scene of the crowd-simulation reference on its route (config/scenarios/guide_meets_child.scn: a child comes to
 the robot and stays with it a while). It is exactly ``Trial(guide_robot.py, robot="commbot", map="arcade",
 crowd=("weekday", "weekend"), scenario="guide_meets_child", start=(-18, 0, 0), goal=(18, 0), duration=240)``:
 the same trial ``hil trial`` runs with those options, so the demo shows what a user's own trial gets. It ends

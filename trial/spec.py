@@ -64,7 +64,7 @@ class TrialSpec:
     crowd_endpoint: str | None = None  # a crowd already served (hil crowd --serve): none is started
     crowd_timeout_s: float = 10.0
     stall_s: float | None = 30.0  # wall seconds the simulator's time may stand still (runtime/clock/stall.py)
-    crowd_pipeline: bool = False  # true: the crowd computes tick N+1 while the world steps N (one-tick lag, issue 24)
+    crowd_pipeline: bool = False  # true: the crowd computes tick N+1 while the world steps N (one-tick lag)
     scenario: str | None = None
     start: Any = None  # (x, y, yaw) | place name | None (the profile's start_pose, the map's start, the origin)
     goal: Any = None  # (x, y) | place name | None (the map's goal, if it has one) | NO_GOAL
@@ -79,7 +79,7 @@ class TrialSpec:
     camera_depth: bool = False  # also record each camera's depth image (foxglove.RawImage)
     name: str = ""  # a label for summaries and sweeps; default: the controller's name
     faults: tuple = ()  # what happens to the virtual robot's parts, and when (firmware_sim/fault_plan.py)
-    resume_from: str | None = None  # "DIR@SECONDS": start from a saved state of that trial (key ``from``; issue 27)
+    resume_from: str | None = None  # "DIR@SECONDS": start from a saved state of that trial (key ``from``)
     state_every: float | None = 5.0  # seconds of trial time between saved states (None or 0: none saved)
     success: tuple[str, ...] = ()  # criteria the trial must meet to pass (trial/verdict.py); (): the default
     allow_objectives: tuple[str, ...] = ()  # modules a rates file's objectives.user may come from (the crowd's

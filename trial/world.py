@@ -69,7 +69,7 @@ def _sim_options(spec: TrialSpec, task: Task, clock: str, endpoint: str | None, 
         if realtime:
             options["crowd_mode"] = "realtime"
         elif spec.crowd_pipeline:
-            options["crowd_mode"] = "pipelined"  # the crowd computes tick N+1 while the world steps N (issue 24)
+            options["crowd_mode"] = "pipelined"  # the crowd computes tick N+1 while the world steps N
     if spec.gui:
         options["gui"] = "1"
     return options

@@ -14,7 +14,7 @@ XM430-W350 table plus this block). Layout, little-endian:
 
 The header (0x1000..0x1041, 66 bytes) is read in one go; a warm scan reads nothing else.
 
-A part whose descriptor memory is writable (issue 25: ``hil calibrate --write-parts`` stores a calibration in
+A part whose descriptor memory is writable (``hil calibrate --write-parts`` stores a calibration in
 the part itself) has a mailbox in the gap below the descriptor, all RAM (staging is volatile):
 
     0x1042  descriptor_write_offset      4  where the chunk after it goes in the staging buffer

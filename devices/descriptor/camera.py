@@ -11,7 +11,7 @@ renders and what a real camera's driver reports, from one description.
       delivers: [rgb, depth, labels]
       forward: [1, 0, 0]         # optical axis in the body frame
       up: [0, 0, 1]              # image up in the body frame
-      depth:                     # a depth camera's failures (reference 003); all optional, defaults below
+      depth:                     # a depth camera's failures (the sensor-simulation reference); optional, defaults below
         min_range_m: 0.2         # nearer: invalid (NaN)
         max_range_m: 8.0         # farther: invalid
         noise_z2: 0.0015         # sigma = noise_z2 * z^2 (m, z in m)

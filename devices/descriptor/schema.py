@@ -1,4 +1,4 @@
-"""The part descriptor: what a part stores about itself (reference 002), as immutable typed records.
+"""The part descriptor: what a part stores about itself (the modular-robot reference), as immutable typed records.
 
 All quantities are SI; every pose is in the frame of the body it names. A part's frame is the frame of its
 first body. Joints follow the URDF convention: the joint frame is placed in the parent body's frame by

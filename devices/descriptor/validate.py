@@ -19,7 +19,7 @@ from .schema import (JOINT_TYPES, KINDS, SCHEMA_VERSION, SHAPE_KINDS, Body, Driv
 
 SHAPE_SIZES = {"box": 3, "cylinder": 2, "capsule": 2, "sphere": 1, "mesh": 0}
 INERTIA_KEYS = ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")
-# Bounds on what a descriptor may claim: a part of a robot, not a planet (issue 18 item 13). Finite values beyond
+# Bounds on what a descriptor may claim: a part of a robot, not a planet. Finite values beyond
 # these are typos or attacks, and would make the physics or the model meaningless.
 MAX_PART_MASS_KG = 1000.0
 MAX_PART_SIZE_M = 100.0  # positions, sizes and offsets inside one part

@@ -1,5 +1,5 @@
-"""The greeter (examples/greeter.py) in reference 000's FIG. 11 scene: a child comes from afar to interact with
-the robot; the greeter finds them in its depth image (no labels) and ends with its head turned to them."""
+"""The greeter (examples/greeter.py) in the crowd-simulation reference's child scene: a child comes from afar to
+interact with the robot; the greeter finds them in its depth image (no labels) and ends with its head turned to them."""
 from __future__ import annotations
 
 import math

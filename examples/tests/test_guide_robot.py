@@ -12,8 +12,8 @@ GUIDE = Path(__file__).resolve().parent.parent / "guide_robot.py"
 
 
 def test_the_guide_reaches_the_east_hall_and_keeps_its_distance(hil_trial):
-    """Reference 000 FIG. 11 on the route: a child comes to the robot; the robot must still arrive, and never
-    touch anyone."""
+    """The child scene of the crowd-simulation reference on the route: a child comes to the robot; the robot must still
+    arrive, and never touch anyone."""
     r = hil_trial(GUIDE, map="arcade", crowd="weekday", scenario="guide_meets_child", start=(-18, 0, 0),
                   goal=(18, 0), seed=0, duration=180)
     assert r.metrics.goal.reached, r.summary_line()

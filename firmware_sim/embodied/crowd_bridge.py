@@ -1,4 +1,4 @@
-"""The crowd as a scheduled part of the world's time (issue 7 item 2, lockstep only).
+"""The crowd as a scheduled part of the world's time (lockstep only).
 
 ``attach_crowd(embodied, endpoint)`` connects the world to a served crowd (``hil crowd --serve``) and adds a
 pre-step hook: whenever the world's step count reaches the next crowd tick (every ``period_s`` of world time,
@@ -11,7 +11,7 @@ The world waits for the crowd: the tick is a blocking request. A crowd that does
 raises :class:`bridge.crowd_link.CrowdLinkError` naming its endpoint (out of the step, so out of whoever advanced
 the world: the lockstep clock's participant, i.e. the trial fails clearly instead of hanging).
 
-``pipelined=True`` (issue 24; the trial's default, docs/ARCHITECTURE.md "The crowd's tick pipelined") lets the
+``pipelined=True`` (the trial's default, docs/ARCHITECTURE.md "The crowd's tick pipelined") lets the
 crowd compute while the world steps: at tick N the world takes the answer to the request it sent at tick N-1,
 applies it, and sends the state it measured now with the time of tick N+1; the crowd steps to N+1 from that
 state while the world steps N to N+1. The crowd's message sequence is the same as in lockstep (the same state,

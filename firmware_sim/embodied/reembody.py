@@ -1,4 +1,4 @@
-"""A part swapped on a running world gets the physics of the part now there (issue 26).
+"""A part swapped on a running world gets the physics of the part now there.
 
 :func:`firmware_sim.hotplug.swap` puts another part's firmware at a bus ID; this module (the device's swap hook,
 installed by :func:`~firmware_sim.embodied.embody`) makes the world follow, under the device's lock, between two

@@ -1,4 +1,4 @@
-"""A virtual robot's world saved whole and put back (issue 27): physics, people's bodies, every part's firmware.
+"""A virtual robot's world saved whole and put back: physics, people's bodies, every part's firmware.
 
 What pybullet keeps and what it does not (measured, tests/test_state.py and docs/ARCHITECTURE.md "Rewind"):
 

@@ -1,4 +1,5 @@
-"""Sensor models for the part firmware: what the real part would measure in a pybullet world (reference 003).
+"""Sensor models for the part firmware: what the real part would measure in a pybullet world (the sensor-simulation
+reference).
 
 ``range_ring``: the distance-sensor ring (infrared: one ray per sensor; ultrasonic: a cone of rays), with range
 limits, the part's no-target code, incidence-angle dropout, occlusion, noise and invalid-reading counters.

@@ -1,5 +1,5 @@
-"""The depth camera's failures (reference 003: fringe-projection and stereo sensors lose pixels on steep slopes and
-in the blind spots of emitter and receiver), applied to a rendered frame's exact depth.
+"""The depth camera's failures (the sensor-simulation reference: fringe-projection and stereo sensors lose pixels on
+steep slopes and in the blind spots of emitter and receiver), applied to a rendered frame's exact depth.
 
 In this order, per pixel of the exact z (metres along the optical axis, inf where nothing was hit):
   ``range``   z below ``min_range_m`` or beyond ``max_range_m``: invalid;

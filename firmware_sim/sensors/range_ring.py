@@ -1,5 +1,5 @@
-"""The range sensor ring as the real part measures (reference 003): rays cast into the pybullet world, then the
-ways a real range finder fails: nothing within range, a target inside the blind zone, a steep surface that
+"""The range sensor ring as the real part measures (the sensor-simulation reference): rays cast into the pybullet world,
+then the ways a real range finder fails: nothing within range, a target inside the blind zone, a steep surface that
 sends the echo elsewhere, noise that grows with range.
 
 Geometry. The ring frame is the ring body's frame (x forward, z up). Sensor ``i`` looks along

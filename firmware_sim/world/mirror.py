@@ -1,5 +1,5 @@
 """Mirrored parts: parts that live on another bus (a real arm on a serial port, say) given bodies in this world, so
-that its geometry, mass and contacts are where the real parts are (issue 8, several buses in one robot).
+that its geometry, mass and contacts are where the real parts are (several buses in one robot).
 
 A mirror is a second multibody built by the builder from the parts' descriptors and port tables -- the same data
 the host read from the real parts -- with its root body fixed to the carrier link (the body of the part whose port

@@ -1,5 +1,5 @@
-"""Pedestrians in the physics world (reference 000): capsules that walk where the crowd intends, while the
-physics engine resolves what happens when bodies meet.
+"""Pedestrians in the physics world (the crowd-simulation reference): capsules that walk where the crowd intends, while
+the physics engine resolves what happens when bodies meet.
 
 The crowd simulator decides each person's intended velocity; here every person is an upright capsule pushed
 toward that velocity by a horizontal force (F = m (v_intended - v) / tau, capped), so a person walks freely

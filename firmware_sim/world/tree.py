@@ -128,7 +128,7 @@ def walk(root: int, nodes: dict[int, PartNode]) -> list[tuple[PartNode, tuple[in
 
 def mount_frame(parent: PartDescriptor, port: str, child: PartDescriptor) -> Frame:
     """The child's base body frame in the frame of the parent body carrying ``port``: the child's parent connector
-    coincides with the port, so T = T(port) * inverse(T(child's parent connector)) (reference 002)."""
+    coincides with the port, so T = T(port) * inverse(T(child's parent connector)) (the modular-robot reference)."""
     port_pose = next(p for p in parent.ports if p.name == port).pose
     return compose(frame_of(port_pose), inverse(frame_of(child.parent_port.pose)))
 

@@ -27,7 +27,7 @@ from .shapes import MeshFiles
 
 Hook = Callable[["World"], None]
 
-DEFAULT_TIME_STEP_S = 1.0 / 240.0  # pybullet's own default, and the 240 Hz
+DEFAULT_TIME_STEP_S = 1.0 / 240.0  # pybullet's own default, 240 Hz
 GRAVITY_Z = -9.81
 SOLVER_ITERATIONS = 50  # pybullet's default, fixed here so it cannot change under us
 FLOOR_RGBA = (0.78, 0.78, 0.74, 1.0)

@@ -1,4 +1,4 @@
-"""One switch for the time source (reference 001): ``clock: real | sim`` in the profile.
+"""One switch for the time source (the simulator-clock reference): ``clock: real | sim`` in the profile.
 
 ``open_clock("real")`` is wall time; ``open_clock("sim", transport=...)`` joins the lockstep clock of an
 in-process virtual robot (sim:// with clock=sim); ``open_clock("sim", endpoint="tcp://...")`` joins the clock of a

@@ -1,4 +1,4 @@
-"""The one time source of the runtime (reference 001): real or simulated, chosen by configuration.
+"""The one time source of the runtime (the simulator-clock reference): real or simulated, chosen by configuration.
 
 Everything in the runtime that needs time asks a :class:`Clock`. Code that was not written for it can be mapped
 onto it with :mod:`runtime.clock.patch`. The runtime's own timeouts (bus transactions, sockets) always use wall

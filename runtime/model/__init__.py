@@ -1,4 +1,4 @@
-"""The robot model (DESIGN "The runtime" item 3; reference 002's claims): per-part inertial data and the
+"""The robot model (DESIGN "The runtime" item 3; the modular-robot reference's claims): per-part inertial data and the
 transforms between connected parts, forward kinematics, whole-robot mass / CoM / inertia, inverse dynamics for
 feed-forward and gravity terms, and URDF export.
 
@@ -9,8 +9,8 @@ needs numpy only; nothing here imports pybullet (the tests check our dynamics ag
 
 The algorithms exported here are the fast ones (runtime.model.algorithms: rigid subtrees merged, world-frame
 spatial algebra batched in numpy; fractions of a millisecond on the commbot). runtime.model.reference keeps the
-per-link versions as reference 002 states them, for cross-checks; runtime.model.pinocchio_model hands the same
-model to Pinocchio when it is installed.
+per-link versions as the modular-robot reference states them, for cross-checks; runtime.model.pinocchio_model hands the
+same model to Pinocchio when it is installed.
 """
 from .algorithms import (LOCAL, LOCAL_WORLD_ALIGNED, STANDARD_GRAVITY, WORLD, aba, center_of_mass,
                          composite_inertia, connection_transforms, crba, forward_dynamics, forward_kinematics,

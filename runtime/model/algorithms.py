@@ -17,8 +17,8 @@ q, qd, qdd and tau are vectors in the model's q order (:attr:`Model.joint_names`
 joints in rad, prismatic in m. The base is fixed: the root part's base body frame is the world frame; gravity
 enters as an acceleration of the base. Joint damping and friction are not included (rigid bodies only).
 
-runtime.model.reference keeps the algorithms as the book and reference 002 state them (per link, the mass matrix
-from RNEA columns, forward dynamics as H^-1 (tau - b)); the tests check these against it, Pinocchio and pybullet.
+runtime.model.reference keeps the algorithms as the book and the modular-robot reference state them (per link, the mass
+matrix from RNEA columns, forward dynamics as H^-1 (tau - b)); the tests check these against it, Pinocchio and pybullet.
 """
 from __future__ import annotations
 

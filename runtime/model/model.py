@@ -2,7 +2,7 @@
 
 Every body of every part becomes a link. Inside a part, links are joined by the part's own joints (as its
 descriptor declares them); between parts, by a fixed *mount* joint whose placement is the transform between the
-connected parts (reference 002): the child part's parent connector coincides with the parent's port, so
+connected parts (the modular-robot reference): the child part's parent connector coincides with the parent's port, so
 
     parent port body -> child base body  =  T(port in its body) * inverse(T(child's parent connector in its base body))
 

@@ -1,4 +1,4 @@
-"""The reference implementation: the algorithms written the way the book and reference 002 state them, one
+"""The reference implementation: the algorithms written the way the book and the modular-robot reference state them, one
 link at a time, with SE3 and Inertia objects. Kept for cross-checks (tests/test_dynamics.py checks the fast
 algorithms against it, and both against Pinocchio and pybullet), not for the control loop: on the commbot
 (59 links) its RNEA takes tens of milliseconds, the mass matrix and forward dynamics around a second.
@@ -6,8 +6,8 @@ algorithms against it, and both against Pinocchio and pybullet), not for the con
 - :func:`rnea`: recursive Newton-Euler over every link (fixed joints included), each link's velocity,
   acceleration and force in its own frame;
 - :func:`mass_matrix`: H(q) column by column from inverse dynamics with unit accelerations, no velocity and no
-  gravity, and :func:`forward_dynamics`: qdd = H(q)^-1 (tau - b(q, qd)) -- the method of reference 002's virtual
-  world manager.
+  gravity, and :func:`forward_dynamics`: qdd = H(q)^-1 (tau - b(q, qd)) -- the method of the modular-robot reference's
+  virtual world manager.
 
 They work on a :class:`ReferenceData` (lists of SE3, per-link spatial vectors in link frames), not on the fast
 :class:`runtime.model.Data`. q, qd, qdd and tau are vectors in the model's q order; the base is fixed.
@@ -141,7 +141,7 @@ def nonlinear_effects(model: Model, data: ReferenceData, q: Vector, qd: Vector,
 
 def mass_matrix(model: Model, data: ReferenceData, q: Vector) -> np.ndarray:
     """H(q), column by column from inverse dynamics with unit accelerations, no velocity, no gravity -- the
-    method of reference 002's virtual world manager."""
+    method of the modular-robot reference's virtual world manager."""
     h = np.zeros((model.nq, model.nq))
     for k in range(model.nq):
         unit = np.zeros(model.nq)
@@ -152,7 +152,7 @@ def mass_matrix(model: Model, data: ReferenceData, q: Vector) -> np.ndarray:
 
 def forward_dynamics(model: Model, data: ReferenceData, q: Vector, qd: Vector, tau: Vector,
                      gravity: Vector = STANDARD_GRAVITY) -> np.ndarray:
-    """qdd = H(q)^-1 (tau - b(q, qd)), as reference 002 computes it before integrating."""
+    """qdd = H(q)^-1 (tau - b(q, qd)), as the modular-robot reference computes it before integrating."""
     h = mass_matrix(model, data, q)
     b = nonlinear_effects(model, data, q, qd, gravity)
     return np.linalg.solve(h, _vector(model, tau, "tau") - b)

@@ -1,4 +1,5 @@
-"""Unmodified native programs on the simulator's clock (reference 001's LD_PRELOAD of gettimeofday/usleep).
+"""Unmodified native programs on the simulator's clock (the simulator-clock reference's LD_PRELOAD of
+gettimeofday/usleep).
 
 ``hiltime.c`` is the time shim (package data, built on first use by :mod:`.build`); :mod:`.relay` is the program's participant on the lockstep clock,
 :mod:`.launch` starts and watches the program, :mod:`.session` gives it the profile's buses and clock, and

@@ -1,5 +1,5 @@
-/* hiltime: an unmodified native program on the simulator's clock (reference 001: "LD_PRELOAD to overwrite the
- * clock-related system calls such as gettimeofday and usleep").
+/* hiltime: an unmodified native program on the simulator's clock (the simulator-clock reference: "LD_PRELOAD to
+ * overwrite the clock-related system calls such as gettimeofday and usleep").
  *
  * Loaded with LD_PRELOAD by `hil run --native` under `clock: sim`, this library takes over the time functions of
  * the program: clock_gettime (REALTIME, MONOTONIC and their variants), gettimeofday, time, timespec_get read the

@@ -29,7 +29,7 @@ class CrowdSpec:
     pose: str = "odometry"  # or the endpoint of an external pose source (bridge/pose_stream.py)
     map: str | None = None  # the resolved path of the map whose walls hide virtual people (never echo), or None
     walls: str = "hide"  # hide: the map's walls only hide people; echo: the shadow ring reads them too (a twin
-    # ring beside the real one: `hil calibrate check` compares the two, issue 25)
+    # ring beside the real one: `hil calibrate check` compares the two)
 
 
 MAX_TIMEOUT_S = 3600.0

@@ -1,7 +1,7 @@
 """``robot.dynamics``: the robot's model evaluated where the robot is, for controllers.
 
-Reference 002's point in reading each part's mass, centre of mass and inertia is that the host can compute the
-robot's dynamics from them. This is where a controller does: every method evaluates the model (runtime.model,
+The modular-robot reference's point in reading each part's mass, centre of mass and inertia is that the host can compute
+the robot's dynamics from them. This is where a controller does: every method evaluates the model (runtime.model,
 built from the scanned descriptors) at the joint positions and velocities the last bus cycle read, so a
 controller calls ``robot.dynamics.gravity_torques()`` inside ``robot.loop`` and gets the efforts that hold the
 robot where it is now, for a feed-forward term or a torque-limit check. Vectors are in the model's q order;

@@ -1,4 +1,4 @@
-"""What the runtime says when a part is lost, back, new, changed or quarantined while running (issue 26)."""
+"""What the runtime says when a part is lost, back, new, changed or quarantined while running."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

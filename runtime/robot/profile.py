@@ -1,8 +1,8 @@
 """Profiles: which bus, which clock, which names (config/profiles/*.yaml).
 
 A profile is what changes between running a controller on the real robot, on the virtual bus, or on a virtual
-device in another process; the controller itself never does (reference 001: one config switch chooses the time
-source). Every key is checked before anything is opened, and every error gives file:line, so a typo cannot
+device in another process; the controller itself never does (the simulator-clock reference: one config switch chooses
+the time source). Every key is checked before anything is opened, and every error gives file:line, so a typo cannot
 half-start a robot.
 
     bus: sim://commbot?clock=sim         # a transport URL (runtime.transports); `hil run --bus` overrides it

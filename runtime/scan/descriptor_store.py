@@ -1,8 +1,8 @@
 """Storing a new descriptor in a part whose descriptor memory is writable (the CPC block's mailbox).
 
-Issue 25's ``hil calibrate --write-parts``: a part that stores its own calibration carries it to every host that
-scans it (reference 002's self-description), so the twin built from a scan of the real robot measures with the
-real part's numbers without a CAL.yaml beside it. The protocol (devices/control_table/cpc.py): the bytes in
+``hil calibrate --write-parts``: a part that stores its own calibration carries it to every host that
+scans it (the modular-robot reference's self-description), so the twin built from a scan of the real robot measures with
+the real part's numbers without a CAL.yaml beside it. The protocol (devices/control_table/cpc.py): the bytes in
 128-byte chunks (offset and chunk in one Write), then length, SHA-256 and commit in one Write; the part swaps
 them in only if they check, then the host reads the header back and compares. A part without the mailbox
 answers the first write with Access error: :class:`DescriptorNotWritable`, and nothing was changed.

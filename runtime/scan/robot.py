@@ -1,4 +1,5 @@
-"""The *virtual robot* (reference 002): the parts found on the bus, their descriptors, and the tree they form.
+"""The *virtual robot* (the modular-robot reference): the parts found on the bus, their descriptors, and the tree they
+form.
 
 Built by :func:`runtime.scan.scan_bus`; consumed by the robot model (runtime.model) and everything above it.
 Immutable: a rescan builds a new one.

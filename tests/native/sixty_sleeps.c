@@ -1,5 +1,5 @@
 /* 60 sleeps of 1 s (nanosleep and usleep in turn), printing CLOCK_MONOTONIC and CLOCK_REALTIME before each and
- * after the last: only clock_gettime, nanosleep and usleep (issue 17's acceptance program). */
+ * after the last: only clock_gettime, nanosleep and usleep (the shim's acceptance program). */
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>

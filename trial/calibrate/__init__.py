@@ -1,4 +1,4 @@
-"""Calibration of the virtual twin from real scans (reference 003): ``hil calibrate ring|fit|check``.
+"""Calibration of the virtual twin from real scans (the sensor-simulation reference): ``hil calibrate ring|fit|check``.
 
 rig.py (what stands where), run.py (the recording run), log.py (calibration.mcap), geometry.py (each ray's
 expected range and incidence), fit.py (dropout and noise by maximum likelihood), report.py (CAL.yaml, the

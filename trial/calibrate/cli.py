@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 DESCRIPTION = """\
-Calibrate the range ring of a robot against a rig (reference 003: a virtual sensor must measure what the real one
-would). The rig file says what stands where (a flat wall at a measured distance, a corner, a box) and the robot's
-start pose against it; the robot turns in place slowly (and drives back and forth where the rig asks).
+Calibrate the range ring of a robot against a rig (the sensor-simulation reference: a virtual sensor must measure what
+the real one would). The rig file says what stands where (a flat wall at a measured distance, a corner, a box) and the
+robot's start pose against it; the robot turns in place slowly (and drives back and forth where the rig asks).
 
   hil calibrate ring --profile real --rig rig.yaml --out cal/      # record cal/calibration.mcap, fit, write CAL.yaml
   hil calibrate fit cal/calibration.mcap --rig rig.yaml --out CAL.yaml   # the fit alone (a log from the robot)

@@ -1,4 +1,5 @@
-"""The fit: the ring's dropout, noise and range limits from a calibration log and its rig (reference 003).
+"""The fit: the ring's dropout, noise and range limits from a calibration log and its rig (the sensor-simulation
+reference).
 
 Per reading of each sensor, the rig's geometry and the logged pose give every ray's expected range and incidence
 on the nearest surface, a face or the floor (geometry.py). The law fitted is the firmware's own
@@ -14,7 +15,7 @@ sigma = a + b r, and a noisy value beyond the range limits is rejected. Hence:
   Nelder-Mead on angle50 and log width), with 95 % intervals from the likelihood's curvature (a numerical
   Hessian); the acceptance needs the noise, so dropout and noise are fitted twice, the second dropout fit with
   the first noise fit's sigma;
-- reference 003's threshold beside it: the incidence below which 80 % of the valid readings lie;
+- the sensor-simulation reference's threshold beside it: the incidence below which 80 % of the valid readings lie;
 - noise (bias, a, b) by maximum likelihood of the residuals of readings whose nearest ray surely survived
   (its dropout probability < 1 %), so the true range of the echo is known;
 - the minimum and maximum range seen; the valid fraction per 5-degree bin of the axis ray's incidence.
@@ -332,7 +333,7 @@ def fit_noise(obs: Observations, angle50: float, width: float) -> tuple[float, f
 
 
 def angle80(obs: Observations) -> float:
-    """Reference 003's threshold: the axis incidence below which 80 % of the valid readings lie."""
+    """The sensor-simulation reference's threshold: the axis incidence below which 80 % of the valid readings lie."""
     valid = obs.axis_incidence[obs.valid & np.isfinite(obs.axis_incidence)]
     return float(np.percentile(valid, 80)) if len(valid) else math.nan
 

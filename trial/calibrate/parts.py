@@ -1,8 +1,8 @@
 """``--write-parts``: store a calibration in the parts themselves, where their descriptor memory is writable.
 
 A CAL.yaml beside the profile makes *that* profile's twin carry the numbers; a part that stores them carries
-them to every host that scans it (reference 002's self-description): the twin built from a scan of the real
-robot (a mixed trial's shadow ring, ``ring_meta`` of the next calibration run, ``hil urdf``) then measures with
+them to every host that scans it (the modular-robot reference's self-description): the twin built from a scan of the
+real robot (a mixed trial's shadow ring, ``ring_meta`` of the next calibration run, ``hil urdf``) then measures with
 the part's own numbers. Each entry's part is found on the bus by descriptor name and serial; its descriptor
 gets the entry's params (devices.calibration.apply, the same as the twin's), is validated by encoding it, and
 goes to the part through the CPC block's mailbox (runtime/scan/descriptor_store.py).

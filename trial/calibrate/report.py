@@ -74,7 +74,7 @@ def _python(value: Any) -> Any:
 def summary(fit: RingFit) -> str:
     lines = [f"dropout: angle50 {fit.angle50_deg:.2f} deg (95 % {fit.angle50_ci[0]:.2f}..{fit.angle50_ci[1]:.2f}), "
              f"width {fit.width_deg:.2f} deg ({fit.width_ci[0]:.2f}..{fit.width_ci[1]:.2f}); 80 % of valid readings "
-             f"below {fit.angle80_deg:.1f} deg (reference 003)",
+             f"below {fit.angle80_deg:.1f} deg (the sensor-simulation reference)",
              f"noise: sigma = {fit.noise_a_m:.4f} + {fit.noise_b:.4f} r m (a {fit.noise_a_ci[0]:.4f}..{fit.noise_a_ci[1]:.4f},"
              f" b {fit.noise_b_ci[0]:.4f}..{fit.noise_b_ci[1]:.4f}), bias {1000 * fit.bias_m:+.1f} mm "
              f"({fit.noise_points} readings)",
@@ -123,7 +123,7 @@ def plot(fit: RingFit, obs: Observations, path: Path) -> None:
     plt.close(fig)
 
 
-NOISE_AGREEMENT = 0.25  # the residual spread of the twin within +-25 % of the real one's (issue 25's a, b)
+NOISE_AGREEMENT = 0.25  # the residual spread of the twin within +-25 % of the real one's
 
 
 def _residuals(obs: Observations) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The robot's cameras in the trial log, as Foxglove's Image panel opens them (issue 23):
+"""The robot's cameras in the trial log, as Foxglove's Image panel opens them:
 
 - ``/foxglove/NAME/image`` (foxglove.CompressedImage, JPEG) at the recording rate (``camera_rate`` Hz, default
   5; 0 records none), in the frame ``NAME_optical`` (x right, y down, z forward: the optical convention);

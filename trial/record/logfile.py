@@ -1,8 +1,8 @@
 """The file under the trial log's MCAP writer: whole records or nothing, and a clean end when the disk is full.
 
 The ``mcap`` Writer writes record by record into a stream. On a full disk (or a file-size limit) a buffered file
-takes part of a chunk and then raises, and the log ends in half a record that no MCAP reader gets past (issue
-29: ``RecordLengthLimitExceeded``). Here the Writer's bytes collect in memory and reach the file only at
+takes part of a chunk and then raises, and the log ends in half a record that no MCAP reader gets past
+(``RecordLengthLimitExceeded``). Here the Writer's bytes collect in memory and reach the file only at
 :meth:`LogFile.flush` (the recorder flushes once per second of log time; memory is bounded by the chunk size), with
 ``pwrite`` at the offset where the last flush ended. When the kernel refuses them (ENOSPC, EDQUOT, EFBIG: short
 writes are retried until it does), :meth:`LogFile.cut` puts the file back to the end of the last flush and writes

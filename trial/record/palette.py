@@ -1,6 +1,6 @@
 """How a trial is drawn, shared by the browser viewer (trial/view) and the Foxglove channels (foxglove.py): people
-coloured by what they are doing (reference 000's display: walking, the reaction to the robot they follow, or
-staged by a script), and the colours of the robot's ring, goal and walls. RGB components 0..1."""
+coloured by what they are doing (the crowd-simulation reference's display: walking, the reaction to the robot they
+follow, or staged by a script), and the colours of the robot's ring, goal and walls. RGB components 0..1."""
 from __future__ import annotations
 
 WALKING, SCRIPTED = "walking", "scripted"
@@ -25,7 +25,7 @@ ROBOT_PATH_RGB = (0.10, 0.35, 0.90)
 RAY_RGB = (0.75, 0.78, 0.82)  # a ray with no echo
 ECHO_RGB = (0.95, 0.20, 0.15)  # what the controller read (the real ring's echo in a mixed trial)
 VIRTUAL_ECHO_RGB = (0.65, 0.20, 0.95)  # a mixed trial's virtual people, seen by the shadow ring
-# a ray whose reading failed, by why (the ring's per-reading code, issue 25): drawn to the range limit
+# a ray whose reading failed, by why (the ring's per-reading code): drawn to the range limit
 CAUSE_RGB: dict[str, tuple[float, float, float]] = {
     "no_hit": RAY_RGB,  # nothing within range: the common, harmless case stays the quiet grey
     "range": (0.95, 0.60, 0.05),  # something closer than the minimum range (the blind zone)

@@ -1,8 +1,8 @@
 """The robot as its parts describe it, in the log (``/robot/model``), and its links placed from a log's joints.
 
-Reference 002's viewer draws the virtual robot from the parts' own data. A trial log carries that data once, at
-t = 0: every link of the scanned model (its parent, the joint that places it, the visual shapes of its body) and
-the range ring's rays (which link, which directions, from where). :class:`LinkPoser` turns the message back into
+The modular-robot reference's viewer draws the virtual robot from the parts' own data. A trial log carries that data
+once, at t = 0: every link of the scanned model (its parent, the joint that places it, the visual shapes of its body)
+and the range ring's rays (which link, which directions, from where). :class:`LinkPoser` turns the message back into
 a :class:`runtime.model.Model` and places every link with the model's own forward kinematics at the joint
 positions ``/robot/state`` logs by blueprint name: the browser viewer (trial/view) and the Foxglove channels
 (foxglove.py) draw the robot from the log alone, live or replayed, the same way.
@@ -70,7 +70,7 @@ def _ring(robot: Any) -> dict[str, Any] | None:
             "origin_z_m": float(params.get("origin_z_m", 0.0)),
             "min_range_m": ring.min_range, "max_range_m": ring.max_range if math.isfinite(ring.max_range) else 4.0,
             # the part's sensor model and the ring frame in the base frame: what `hil calibrate check` needs to
-            # know every ray's incidence from a trial log alone (issue 25)
+            # know every ray's incidence from a trial log alone
             "part": desc.name, "serial": part.serial_number, "sensor": sensor.name, "params": _plain(params),
             "in_base": {"rotation": [[float(v) for v in row] for row in np.asarray(rotation)],
                         "translation": [float(v) for v in np.asarray(translation)]}}

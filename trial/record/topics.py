@@ -125,7 +125,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "title": "hil.SensorFaults",
         "description": "Why sensors' readings failed: each range ring's own invalid-reading counters by cause "
                        "(no_hit, range, angle, noise: cumulative since the part powered on), read over the bus at "
-                       "the trial's start and end; the metrics count the difference (issue 25).",
+                       "the trial's start and end; the metrics count the difference.",
         "type": "object",
         "properties": {"sensors": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}}},

@@ -105,7 +105,7 @@ def script_counts(lines: Sequence[LogMessage]) -> dict[str, Any]:
 
 
 def part_event_counts(events: Sequence[LogMessage]) -> dict[str, int]:
-    """How many parts were lost, back, new, changed, quarantined during the run (``/robot/parts``, issue 26)."""
+    """How many parts were lost, back, new, changed, quarantined during the run (``/robot/parts``)."""
     counts = dict.fromkeys(("lost", "back", "new", "changed", "quarantined"), 0)
     for message in events:
         kind = message.data.get("kind") if isinstance(message.data, dict) else None

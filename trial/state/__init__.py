@@ -1,4 +1,4 @@
-"""A trial's whole state saved as it runs, and trials started again from it (issue 27).
+"""A trial's whole state saved as it runs, and trials started again from it.
 
 - :mod:`.files`: the ``states/`` folder of a trial (index, state files, the two journals), msgpack and pybullet's
   ``.bullet``, never pickle; the world's fingerprint a state refuses another world by;

@@ -205,7 +205,7 @@ def fingerprint(spec, task, embodied) -> dict[str, Any]:
 
 
 def merge_setting(embodied) -> bool:
-    """Whether the robot's fixed links were merged into one pybullet link (issue 24's ``merge_fixed``)."""
+    """Whether the robot's fixed links were merged into one pybullet link (the world's ``merge_fixed``)."""
     return bool(getattr(embodied.robot, "merge_fixed", False))
 
 

@@ -1,4 +1,4 @@
-"""``--from DIR@SECONDS``: a trial started from the state a recorded trial saved (issue 27).
+"""``--from DIR@SECONDS``: a trial started from the state a recorded trial saved.
 
 :func:`plan` checks the folder's manifest (manifest.py), finds the state at or before the time (refusing a time
 outside the log with the range there is, and a trial without states) and reads it, its ``.bullet`` and the two

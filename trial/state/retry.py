@@ -1,4 +1,4 @@
-"""The ``hil trial --from`` line that retries a trial from shortly before it first went wrong (issue 27): for a
+"""The ``hil trial --from`` line that retries a trial from shortly before it first went wrong: for a
 sweep's worst trials in report.html and for the viewer's "Retry from here"."""
 from __future__ import annotations
 

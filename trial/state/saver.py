@@ -1,4 +1,4 @@
-"""Saving a running trial's state (issue 27): :class:`StateSaver`, a ``robot.before_cycle`` hook.
+"""Saving a running trial's state: :class:`StateSaver`, a ``robot.before_cycle`` hook.
 
 A state is taken *before* a bus cycle, when the world has just been advanced to the cycle's time and the
 controller has set the commands that cycle will write: so a resumed robot's first cycle is the original's cycle

@@ -1,4 +1,4 @@
-"""``hil view``: reference 000's display 105 as a web page served by the product (viser).
+"""``hil view``: the crowd-simulation reference's display as a web page served by the product (viser).
 
 One page, three ways in: **live** (attached to a running trial: its clock, its real-time factor, pause / step /
 resume on the simulator's clock), **replay** (a trial.mcap: play, pause, scrub, speed) and **run from the page**
@@ -405,7 +405,7 @@ def _script_html(scenario: dict[str, Any] | None, current: int | None, name: str
 
 
 def ring_legend_html() -> str:
-    """What the ring's colours mean: an echo (real, virtual), and a failed reading by its cause (issue 25)."""
+    """What the ring's colours mean: an echo (real, virtual), and a failed reading by its cause."""
     from hil.trial.record.palette import CAUSE_RGB, CAUSE_TEXT, ECHO_RGB, VIRTUAL_ECHO_RGB
 
     def swatch(rgb) -> str:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 VIEW_DESCRIPTION = """\
-The trial viewer in your browser (reference 000's display): the 3D scene (walls, the robot from its parts,
-people coloured by what they do, the ring's rays, goal, paths), the time and real-time factor, the people, the
+The trial viewer in your browser (the crowd-simulation reference's display): the 3D scene (walls, the robot from its
+parts, people coloured by what they do, the ring's rays, goal, paths), the time and real-time factor, the people, the
 scenario's lines with the one running highlighted, the controller's mode, the metrics at the end.
 
   hil view trials/demo-0            # replay a trial folder (or a trial.mcap): play, pause, scrub, speed

@@ -1,4 +1,4 @@
-"""People in ``hil view`` as the cameras see them (issue 23): walking human figures from
+"""People in ``hil view`` as the cameras see them: walking human figures from
 firmware_sim/world/figures.py (the one module that makes a person's limbs from their state), drawn as three
 batched meshes (boxes for torsos, cylinders for limbs, spheres for heads and hair).
 

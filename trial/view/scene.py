@@ -202,7 +202,7 @@ class SceneDrawer:
         return out
 
     def grey_lost(self, lost: frozenset) -> None:
-        """The links of parts lost at this time drawn grey (issue 26: ``/robot/parts``), the others in their colours."""
+        """The links of parts lost at this time drawn grey (``/robot/parts``), the others in their colours."""
         if lost == self._greyed:
             return
         for batch in self._batches:
@@ -252,7 +252,7 @@ class SceneDrawer:
         return base, local
 
     def _figures(self, t: float, people: list[dict[str, Any]]) -> None:
-        """Everyone as a walking human figure (trial/view/figures.py, the cameras' figures, issue 23)."""
+        """Everyone as a walking human figure (trial/view/figures.py, the cameras' figures)."""
         from .figures import FigureDrawer
 
         if getattr(self, "_figure_drawer", None) is None:
