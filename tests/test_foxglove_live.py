@@ -358,13 +358,16 @@ def test_parameter_subscribers_coming_and_going_never_freeze_the_trial(tmp_path)
     for the GIL): CI hung to its limit. Now the SDK alone tells subscribers of an accepted set, the trial runs to
     its end, and every set the trial applied is in the log."""
     server, thread, box = _start(tmp_path, duration=8.0)
-    rounds, pushed = 0, []
+    rounds, pushed, run_to_s = 0, [], 0.5
     try:
         with FoxgloveClient(server.url) as first:
-            first.playback(PLAY)
+            first.playback(PLAY, seek_ns=round(run_to_s * 1e9))
             wait_for(lambda: server.robot is not None and server.robot.changeable, what="the controller's declaration")
         while thread.is_alive():  # each subscription is the name's only one: the SDK tells the listener every time
             with FoxgloveClient(server.url) as client:
+                # the trial runs another 0.5 s while this client comes and goes: as many rounds however fast it runs
+                run_to_s += 0.5
+                client.playback(PLAY, seek_ns=round(run_to_s * 1e9))
                 for _ in range(5):
                     client.send({"op": "subscribeParameterUpdates", "parameterNames": ["speed"]})
                     client.send({"op": "setParameters", "id": f"r{rounds}",

@@ -170,7 +170,8 @@ def describe_cause(cause: dict[str, Any]) -> str:
                          (f", back at {_fmt(p['back_t'], ' s')}" if p.get("back_t") is not None else ", never back")
                          for p in e.get("parts") or ())
     if name in ("controller_error", "interrupted") or "status" in e:
-        return f"the run ended {e.get('status')} ({e.get('stopped')})"
+        stopped = e.get("stopped")
+        return f"the run ended {e.get('status')}" + (f" ({stopped})" if stopped and stopped != e.get("status") else "")
     if name == "criterion":
         return f"not met: {e.get('criterion')}"
     text = f"{_fmt(e.get('distance_to_goal_m'), ' m')} from the goal, {_fmt(e.get('progress_m'), ' m')} closer in " \

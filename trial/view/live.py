@@ -21,6 +21,7 @@ from hil.runtime.clock.base import WALL
 from .timeline import Timeline
 
 RTF_WINDOW_S = 2.0  # wall seconds the real-time factor is measured over
+STEP_ADVANCES = 1_000_000  # a step's advances: enough for any wakes before the robot's next cycle ends
 
 
 class SimControl:
@@ -32,6 +33,7 @@ class SimControl:
         self.available: bool | None = None  # None until the trial's clock is known
         self.why_not = ""
         self._start_paused = start_paused
+        self._stepping = False  # a step runs until the robot's next bus cycle ends
 
     def bind(self, robot: Any) -> None:
         clock = robot.clock
@@ -62,7 +64,7 @@ class SimControl:
             self.cond.notify_all()
 
     def resume(self) -> None:
-        self._start_paused = False
+        self._start_paused, self._stepping = False, False
         if self.core is None:
             return
         with self.cond:
@@ -70,13 +72,26 @@ class SimControl:
             self.cond.notify_all()
 
     def step(self) -> None:
+        """Run the trial to the end of its next bus cycle, then hold it again (:meth:`cycle_done`). The clock's
+        next wake may be another participant's (the crowd's tick, a camera), after which nothing new is drawn: so
+        a step lets advances through until the robot has cycled, not one advance."""
         if self.core is None:
             return
         with self.cond:
             if not self.core.paused:
                 self.core.pause()
-            self.core.step()
+            self._stepping = True
+            self.core.step(STEP_ADVANCES)
             self.cond.notify_all()
+
+    def cycle_done(self) -> None:
+        """After each bus cycle: a step ends here."""
+        if self._stepping and self.core is not None:
+            with self.cond:
+                self._stepping = False
+                if self.core.paused:
+                    self.core.pause()  # no advances left over
+                self.cond.notify_all()
 
 
 class LiveTrial:
@@ -109,6 +124,7 @@ class LiveTrial:
         if self.control.available is None:
             self.control.bind(robot)
             self._t0 = robot.clock.now()
+        self.control.cycle_done()
         wall, sim = WALL(), robot.clock.now() - (self._t0 or 0.0)
         samples = self._samples
         samples.append((wall, sim))
