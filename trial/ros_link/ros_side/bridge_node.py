@@ -639,8 +639,8 @@ class Bridge:
         missing = list(names)
         said_at = None
         while missing and not self.done.is_set():
-            present = {name for name, _ in self.node.get_node_names_and_namespaces()} | {
-                f"{ns.rstrip('/')}/{name}" for name, ns in self.node.get_node_names_and_namespaces()}
+            graph = self.node.get_node_names_and_namespaces()  # one look at the graph a round
+            present = {name for name, _ in graph} | {f"{ns.rstrip('/')}/{name}" for name, ns in graph}
             missing = [name for name in missing if name not in present]
             if missing and (said_at is None or time.monotonic() - said_at >= WAITING_EVERY_S):
                 said_at = time.monotonic()
