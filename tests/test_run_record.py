@@ -188,3 +188,17 @@ def test_a_mixed_trial_logs_the_real_and_the_virtual_ring_apart_and_the_virtual_
         assert map_msg["start"] == [START[0], START[1]]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["samples"]["people_seen"] == 1 and metrics["min_distance_m"] == pytest.approx(2.0, abs=0.3)
+
+
+def test_a_run_whose_controller_blocks_outside_the_clock_fails_after_stall_seconds_saying_where(tmp_path):
+    """``hil run --stall S`` as ``hil trial --stall S``: on the sim clock a controller blocked on something the
+    clock does not drive (a pipe nobody writes) ends the run failed, with the line it waits on, no traceback."""
+    controller = tmp_path / "stuck.py"
+    controller.write_text("import os\ndef main(robot):\n    robot.cycle()\n    readable, _ = os.pipe()\n"
+                          "    os.read(readable, 1)\n")
+    proc = hil_run(tmp_path, controller, VIRTUAL, "--duration", "10", "--stall", "2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert "the simulator's time stood still at" in said and "for 2 s" in said, said
+    assert f"{controller}:5 in main: os.read(readable, 1)" in said, said
+    assert "Traceback" not in said

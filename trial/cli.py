@@ -108,6 +108,9 @@ def register(sub) -> None:
                      help="record the run as a trial: DIR/trial.mcap, then DIR/metrics.json and DIR/topdown.png")
     run.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                      help="a controller parameter (robot.params[KEY]; VALUE read as YAML: 0.4, true, [1, 2])")
+    run.add_argument("--stall", type=float, dest="stall_s", metavar="S",
+                     help="on the simulator's clock: wall seconds its time may stand still before the run fails, "
+                          "naming where the controller waits (default 30)")
     from hil.runtime.native.cli import add_arguments as add_native_arguments
 
     add_native_arguments(run)  # --native PROGRAM -- ARGS: a compiled controller (runtime/native)
@@ -428,8 +431,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if native_status is not None:
         return native_status
     try:
+        stall = {} if args.stall_s is None else {"stall_s": args.stall_s}
         trial = Trial(spec=make_spec(args.controller, source="hil run", profile=args.profile, bus=args.bus,
-                                     duration=args.duration, params=parse_params(args.param), end_on_goal=False))
+                                     duration=args.duration, params=parse_params(args.param), end_on_goal=False,
+                                     **stall))
         viewer = None
         from .foxglove_live.cli import close_live, open_live
 
@@ -456,6 +461,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
+    elif result.error:  # a failure without a traceback (a stall, a lost world) says what it was
+        print(f"hil run: {result.error}", file=sys.stderr)
     print(result.run_text, flush=True)
     if viewer is not None:
         from .view.cli import linger
