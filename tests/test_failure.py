@@ -121,6 +121,42 @@ def test_the_same_collision_with_the_ring_blinded_is_person_not_sensed_angle(bli
     assert ring["window_s"] == [pytest.approx(cause["t"] - 2.0), cause["t"]]
 
 
+def test_the_cameras_frames_of_the_lookback_are_the_evidence_beside_the_ring(folder, blinded):
+    """The blinded scene again, its head cameras recorded at 5 Hz: the ring's cause stands, and each camera says
+    how many of its frames in the 2 s before the contact showed the person. Without a frame made (the suite
+    records none), the cameras reported nothing."""
+    assert _first(blinded)["evidence"]["cameras"] == {}
+    filmed = _run(folder, "filmed", "wait_then_go.py", profile=str(folder / "blind.yaml"),
+                  scenario=str(folder / "ahead.scn"), duration=3.6, camera_rate=5)
+    cause = _first(filmed)
+    assert filmed["failure"]["cause"] == "person_not_sensed:angle"
+    assert cause["t"] == _first(blinded)["t"], "recording the cameras changed nothing of the collision"
+    cameras = cause["evidence"]["cameras"]
+    assert cameras, "the recorded frames are evidence"
+    pid = cause["evidence"]["person"]
+    log = read_log(folder / "filmed" / "trial.mcap").messages
+    for name, seen in cameras.items():
+        frames = [m for m in log["/camera/people"] if m.data["camera"] == name and cause["t"] - 2.0 <= m.t <= cause["t"]]
+        assert seen["frames"] == len(frames) >= 9, "5 Hz over 2 s"
+        assert seen["frames_with_person"] == sum(any(p["id"] == pid for p in m.data["people"]) for m in frames)
+    text = format_metrics(filmed)
+    assert all(f"{name} showed them in {c['frames_with_person']} of {c['frames']} frames" in text
+               for name, c in cameras.items()), text
+    ahead = max(cameras.values(), key=lambda seen: seen["frames_with_person"])
+    assert ahead["frames_with_person"] >= 5 and ahead["pixels_max"] > 500, "the person ahead filled the view"
+
+
+def test_people_in_counts_each_persons_pixels_from_the_labels():
+    from hil.trial.record.camera_people import people_in
+
+    labels = [[0, 3, 3], [7, 7, 7], [9, 9, 0]]
+    import numpy as np
+
+    legend = {0: "wall", 3: "person:12", 7: "person:4", 9: "robot:43/camera", 11: "person:5"}
+    assert people_in(np.array(labels, dtype=np.int32), legend) == [{"id": 4, "pixels": 3}, {"id": 12, "pixels": 2}]
+    assert people_in(None, legend) is None
+
+
 def test_a_person_walking_into_a_still_robot_is_person_initiated(folder):
     metrics = _run(folder, "bumped", "still.py", scenario=str(folder / "behind.scn"), duration=3.2,
                    success=["collisions.total == 0"])

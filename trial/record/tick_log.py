@@ -15,6 +15,8 @@
   time; in a mixed trial whenever the overlay placed its virtual people anew), ``/world/contacts`` (who touched
   the robot since the previous message, from the physics engine) and ``/crowd/script`` (each staged line when it
   ran);
+- ``/camera/people`` for each new frame of a virtual camera (made for the controller or the recording): the
+  people it showed and their pixels (camera_people.py), the failure analysis' camera evidence;
 - ``/robot/parts`` when a part is lost, back, new, changed or quarantined (runtime/robot/presence.py), and
   ``/robot/model`` again after a new or changed part;
 - ``/bus/stats`` once a second of log time for every bus (``bus`` says which); latency percentiles only on the
@@ -117,6 +119,9 @@ class TickLog:
             from .camera_log import CameraLog
 
             self.cameras = CameraLog(self.rec, robot, camera_rate, camera_depth)  # camera_log.py
+            from .camera_people import CameraPeople
+
+            self.camera_people = CameraPeople(self.rec, robot, probe)  # who each new frame showed
         except BaseException:
             self.rec.close()
             raise
@@ -166,6 +171,7 @@ class TickLog:
         self._write_parts(t)
         self._write_people(t)
         self.cameras.after_cycle(t)
+        self.camera_people.after_cycle(t)
         if t >= self._next_stats_s - 1e-9:
             self._write_stats(t)
             self._next_stats_s = (math.floor(t / BUS_STATS_EVERY_S + 1e-9) + 1) * BUS_STATS_EVERY_S

@@ -113,6 +113,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                        "error": {"type": "string", "description": "why the line failed (source:line: message)"}},
         "required": ["t", "line", "text"],
     },
+    "/camera/people": {
+        "title": "hil.CameraPeople",
+        "description": "The people a virtual camera's new frame showed (ground-truth labels; frames are made when "
+                       "the controller or the recording asks): each person's id and pixel count.",
+        "type": "object",
+        "properties": {"camera": {"type": "string", "description": "the camera's blueprint name"},
+                       "people": {"type": "array", "items": {
+                           "type": "object", "properties": {"id": {"type": "integer"},
+                                                            "pixels": {"type": "integer"}},
+                           "required": ["id", "pixels"]}}},
+        "required": ["camera", "people"],
+    },
     "/bus/stats": {
         "title": "hil.BusStats",
         "description": "BusStats.as_dict() of the robot's bus host (cumulative counters, latency percentiles); "

@@ -163,8 +163,10 @@ def describe_cause(cause: dict[str, Any]) -> str:
         said = (f"ring echoed from them at {_fmt(ring.get('distance_m'), ' m')} (sensor {ring.get('sensor')}, "
                 f"{_fmt(ring.get('first_sensed_t'), ' s')})" if ring.get("sensed") else
                 f"ring in the {ring.get('window_s', [0, 0])[1] - ring.get('window_s', [0, 0])[0]:.0f} s before: {seen}")
+        cameras = "".join(f"; {name} showed them in {c['frames_with_person']} of {c['frames']} frames"
+                          for name, c in sorted((e.get("cameras") or {}).items()))
         return (f"person {e.get('person')}, robot approaching at {_fmt(e.get('robot_approach_mps'), ' m/s')}, "
-                f"person at {_fmt(e.get('person_approach_mps'), ' m/s')}; {said}")
+                f"person at {_fmt(e.get('person_approach_mps'), ' m/s')}; {said}{cameras}")
     if name == "part_lost":
         return ", ".join(f"part {p['part_id']} {p['kind']} at {_fmt(p['t'], ' s')}" +
                          (f", back at {_fmt(p['back_t'], ' s')}" if p.get("back_t") is not None else ", never back")

@@ -9,7 +9,10 @@ instead of a person opening trials one by one. Each failed criterion leads to th
   ``LOOKBACK_S`` before the contact (the controller had the reading and drove on), else ``person_not_sensed``
   with the reason the ring gave: ``angle``, ``range``, ``no_hit``, ``noise`` (the ring's own per-reading causes,
   ``/robot/sensors`` ``ring_cause``), ``occluded`` (a nearer echo: something stood between), ``outside_cone`` (no
-  sensor's cone held the person), ``unknown`` (no ring in the log, or only echoes from beyond the person);
+  sensor's cone held the person), ``unknown`` (no ring in the log, or only echoes from beyond the person); beside
+  the ring's account, each camera's (``/camera/people``): how many of its frames in the lookback showed the
+  person, and how large. A camera's sighting is evidence, not a cause: a frame is a picture the controller may
+  not have looked at, and a real camera has no labels to tell a person by;
 - a goal criterion (``goal.*``, ``time_to_goal_s``) or a trial that did not run to its end: ``part_lost`` (a part
   was lost during the run), ``controller_error`` / ``interrupted`` (how the run ended), ``odometry_drift`` (the
   believed and the true position at the end differ by at least ``DRIFT_MIN_M`` and by at least the miss),
@@ -111,7 +114,8 @@ def _collision_cause(trial: _Log, event: Mapping[str, Any]) -> dict[str, Any]:
     t, pid = float(event["t"]), int(event["person"])
     sensing = trial.sensing(pid, t)
     evidence = {"person": pid, "by": event.get("by"), "robot_approach_mps": event.get("robot_approach_mps"),
-                "person_approach_mps": event.get("person_approach_mps"), "ring": sensing}
+                "person_approach_mps": event.get("person_approach_mps"), "ring": sensing,
+                "cameras": trial.camera_sightings(pid, t)}
     if event.get("by") == "person":
         return {"cause": "person_initiated", "label": "person_initiated", "t": t, "evidence": evidence}
     if sensing["sensed"]:
@@ -219,6 +223,23 @@ class _Log:
         bearing = math.atan2(person["y"] - end[1], person["x"] - end[0]) - heading
         return {"person": int(person["id"]), "distance_m": math.hypot(person["x"] - end[0], person["y"] - end[1]),
                 "bearing_deg": math.degrees(_wrap(bearing))}
+
+    def camera_sightings(self, pid: int, t: float) -> dict[str, dict[str, int]]:
+        """What each camera's frames of the ``LOOKBACK_S`` before ``t`` showed of person ``pid`` (``/camera/people``):
+        frames made, frames holding the person, the most pixels they covered. Empty when no frame was made (no
+        camera, or nobody asked for a picture): the cameras then reported nothing."""
+        out: dict[str, dict[str, int]] = {}
+        for m in self.messages.get("/camera/people", ()):
+            if not t - LOOKBACK_S - 1e-9 <= m.t <= t + 1e-9:
+                continue
+            seen = out.setdefault(str(m.data.get("camera")), {"frames": 0, "frames_with_person": 0, "pixels_max": 0})
+            seen["frames"] += 1
+            pixels = max((int(p.get("pixels", 0)) for p in m.data.get("people") or () if p.get("id") == pid),
+                         default=0)
+            if pixels:
+                seen["frames_with_person"] += 1
+                seen["pixels_max"] = max(seen["pixels_max"], pixels)
+        return out
 
     def lost_parts(self) -> list[dict[str, Any]]:
         """Each part lost (or quarantined) during the run: which, when, and when it came back (None: never)."""
