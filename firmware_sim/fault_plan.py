@@ -163,27 +163,47 @@ class FaultPlan:
 
     def attach(self, world: Any, device: Any, seed: int = 0) -> None:
         """Run each action in the pre-step hook of the world step at or after its time."""
-        pending = list(self.actions)
-        noise_ends: list[float] = []
-        start_s = world.time_s
+        self._world, self._device, self._made_injector = world, device, False
+        self._arm(seed)
+        world.add_pre_step(self._step)
 
-        def step(w: Any) -> None:
-            t = w.time_s - start_s
-            while noise_ends and t >= noise_ends[0] - 1e-9:
-                noise_ends.pop(0)
-                device.faults.bit_flip_rate = 0.0
-                self.done.append((t, "noise off"))
-            while pending and t >= pending[0].at_s - 1e-9:
-                action = pending.pop(0)
-                self._apply(action, device, seed, noise_ends, t)
+    @property
+    def restartable(self) -> bool:
+        """Whether :meth:`restart` can put the plan back: no action changes which parts the robot is made of (a
+        swap, a plug of a new part), so a world put back to its start is the world the plan started on."""
+        return not any(a.kind == "swap" or (a.kind == "plug" and a.new_part is not None) for a in self.actions)
 
-        world.add_pre_step(step)
+    def restart(self, seed: int) -> None:
+        """Every action pending again, from the world's time now, the noise off and its generator drawn from
+        ``seed``: for a world just put back to its start state (the gym's reset), whose parts' power and silence
+        the caller has put back too (the device's ``silent_until``)."""
+        if not self.restartable:
+            raise ValueError("a plan that swaps or adds parts cannot start over on the same world")
+        if self._made_injector:
+            self._device.faults, self._made_injector = None, False  # made again, from ``seed``, by the first noise
+        self._arm(seed)
+
+    def _arm(self, seed: int) -> None:
+        self._pending, self._noise_ends, self._seed = list(self.actions), [], seed
+        self._start_s = self._world.time_s
+        self.done.clear()
+
+    def _step(self, w: Any) -> None:
+        t = w.time_s - self._start_s
+        device, noise_ends, pending = self._device, self._noise_ends, self._pending
+        while noise_ends and t >= noise_ends[0] - 1e-9:
+            noise_ends.pop(0)
+            device.faults.bit_flip_rate = 0.0
+            self.done.append((t, "noise off"))
+        while pending and t >= pending[0].at_s - 1e-9:
+            action = pending.pop(0)
+            self._apply(action, device, self._seed, noise_ends, t)
 
     def _apply(self, action: FaultAction, device: Any, seed: int, noise_ends: list[float], t: float) -> None:
         kind, device_id = action.kind, action.device_id
         if kind == "noise":
             if device.faults is None:
-                device.faults = FaultInjector(seed=seed)
+                device.faults, self._made_injector = FaultInjector(seed=seed), True
             device.faults.bit_flip_rate = action.bitflip
             noise_ends.append(t + action.for_s)
             noise_ends.sort()

@@ -317,3 +317,31 @@ def test_a_policy_controller_sees_and_does_in_a_trial_what_the_policy_saw_and_di
 def test_a_policy_that_observes_people_cannot_be_a_controller():
     with pytest.raises(ConfigError, match="observation.people"):
         hil.gym.policy_controller(steer, {**ENVS["hil/CrowdNavLabEmpty-v0"], "observation": {"people": 3}})
+
+
+def test_a_world_with_faults_is_rewound_and_its_faults_start_over_with_each_episode():
+    """The ring unplugged at 1 s and plugged back at 2 s: every episode is rewound (no process, no world made
+    again), sees the same fault at the same time, and the fourth is the fresh env's episode with its seed."""
+    keys = {**ENVS["hil/CrowdNavLabEmpty-v0"], "faults": [{"at": 1.0, "unplug": "ring"}, {"at": 2.0, "plug": "ring"}]}
+    env = CrowdNavEnv(**keys)
+    try:
+        runs = [episode(env, seed, 30) for seed in (21, 22, 24)]
+        assert (env.world.rewinds, env.world.reopens) == (3, 0)
+    finally:
+        env.close()
+    env = CrowdNavEnv(**keys)
+    try:
+        fresh = episode(env, 24, 30)
+    finally:
+        env.close()
+    period = 0.1  # the env's control period (control_hz 10, the default)
+    for run in runs:
+        valid = [float(step[0]["ring_valid"].sum()) for step in run]
+        times = [k * period for k in range(len(run))]
+        assert all(v > 0 for v, t in zip(valid, times) if 0 < t < 0.9), "the ring reads before its fault"
+        assert all(v > 0 for v, t in zip(valid, times) if t >= 2.3), "and again once plugged back"
+        assert all(v == 0 for v, t in zip(valid, times) if 1.3 <= t <= 2.0), "unplugged: no reading is valid"
+    for (obs_a, *_), (obs_f, *_) in zip(runs[-1], fresh):
+        for key in obs_f:
+            np.testing.assert_array_equal(obs_a[key], obs_f[key])
+    assert len(runs[-1]) == len(fresh)

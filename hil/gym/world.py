@@ -9,8 +9,10 @@ episode's seed: the ring's and the cameras' generators, and the crowd, which the
 its next session (the trial's crowd pool, trial/task.py: bye, idle, the new seed on its stdin) while the world
 removes the last episode's people with their bodies. A crowd is never snapshotted (a served script is a paused
 generator): a fresh crowd with the episode's seed is exactly the crowd a new env would start. A world with faults
-(their plan starts over with its world) or a crowd served elsewhere (``crowd_endpoint``) is reopened in this
-process instead.
+that swap or add parts (the robot is made of other parts than at the start) or a crowd served elsewhere
+(``crowd_endpoint``) is reopened in this process instead; other faults (unplug, plug, reboot, overload, noise) start
+over with the rewound world: the parts' power and silence put back, the plan's actions pending again, the noise's
+generator drawn from the episode's seed.
 """
 from __future__ import annotations
 
@@ -39,13 +41,16 @@ class EpisodeWorld:
         self.rewinds = 0
         self._at_start_of: int | None = None  # the seed of the start the world is at, untouched since
         self.reopens = 0
+        self.faults: Any = None  # the trial's fault plan (firmware_sim/fault_plan.py), or None
 
     @property
     def rewindable(self) -> bool:
-        """Everything seeded can be put back: no faults (their plan starts over with its world), and people only
-        from a crowd process of our own (it serves the next episode's seed in a fresh session)."""
+        """Everything seeded can be put back: faults only of a plan that can start over (none swaps or adds a
+        part), and people only from a crowd process of our own (it serves the next episode's seed in a fresh
+        session)."""
         trial = self.spec.trial
-        return not trial.faults and (not trial.has_people or self.crowd is not None)
+        faults_ok = not trial.faults or (self.faults is not None and self.faults.restartable)
+        return faults_ok and (not trial.has_people or self.crowd is not None)
 
     # --- episodes ----------------------------------------------------------------------------------------------
     def start(self, seed: int) -> None:
@@ -98,7 +103,7 @@ class EpisodeWorld:
                 raise trial_error(self.spec, "an environment needs the virtual robot in this process (robot:)")
             if robot.clock.kind != "sim":
                 raise trial_error(self.spec, "an environment runs on the sim clock (clock: sim)")
-            arm_faults(trial, robot)
+            self.faults = arm_faults(trial, robot)
             if self.crowd is not None:
                 self.crowd.watch(self.probe)
             self.probe.embodied.world.add_post_step(self._watch_contacts)
@@ -119,6 +124,7 @@ class EpisodeWorld:
             world = save_world(embodied, str(bullet))
         presence = self.robot.presence
         self._start = {"world": world, "bullet": str(bullet), "host": save_host(self.robot),
+                       "silent": dict(embodied.device.silent_until),  # a part unplugged or rebooting by a fault
                        "presence": (presence._last_ping_s, presence._next_rescan_s, presence._next)
                        if presence is not None else None}
 
@@ -141,12 +147,17 @@ class EpisodeWorld:
             embodied.world.steps = int(start["world"]["steps"])
             embodied.robot._contacts_at = -1  # the contact cache is keyed by step: the steps start over
             restore_parts(embodied, start["world"]["parts"])
+            embodied.device.silent_until.clear()
+            embodied.device.silent_until.update(start["silent"])
             PositionDrives.of(embodied.world, embodied.robot).due()  # its cached deadline and batch are of the past
             for part in embodied.parts:  # the episode's own noise (trial seeds: firmware_sim/embodied/embody.py)
                 if isinstance(part, RangeRingFirmware):
                     part.model.rng = np.random.Generator(np.random.PCG64(part_seed(seed, part.serial_number)))
             reseed_cameras(embodied, seed)
         _set_clock(robot, embodied, 0.0)
+        if self.faults is not None:
+            with embodied.device.lock:
+                self.faults.restart(seed)  # every action pending again, from the start's world time
         restore_host(robot, start["host"])
         if start["presence"] is not None:
             robot.presence._last_ping_s, robot.presence._next_rescan_s, robot.presence._next = start["presence"]
@@ -207,7 +218,7 @@ class EpisodeWorld:
         from hil.trial.task import release
 
         robot, crowd = self.robot, self.crowd
-        self.robot = self.probe = self.crowd = None
+        self.robot = self.probe = self.crowd = self.faults = None
         self._start = None
         try:
             if robot is not None:
