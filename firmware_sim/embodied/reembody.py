@@ -130,10 +130,5 @@ def _set_mass(robot, part_id: int, new_total: float) -> None:
             ratio = new_mass / mass
             p.changeDynamics(body, index, mass=new_mass, localInertiaDiagonal=[v * ratio for v in inertia],
                              physicsClientId=c)
-    robot.links = tuple(replace(link, mass=link.mass * k) if link.part_id == part_id else link
-                        for link in robot.links)
-    robot._links = {(link.part_id, link.body): link for link in robot.links}
-    carried: dict[int, list] = {}
-    for link in robot.links:
-        carried.setdefault(link.index, []).append(link)
-    robot._bodies_at = {index: tuple(bodies) for index, bodies in carried.items()}
+    robot.relink(tuple(replace(link, mass=link.mass * k) if link.part_id == part_id else link
+                       for link in robot.links))

@@ -103,7 +103,9 @@ class RobotBody:
         self.parts = parts  # the descriptors whose bodies the links carry: the shapes (a swap keeps the old ones)
         self.links = links
         self.moving_joints = joints
-        self._links = {(link.part_id, link.body): link for link in links}
+        self._links: dict[tuple[int, str], RobotLink] = {}
+        self._bodies_at: dict[int, tuple[RobotLink, ...]] = {}
+        self.relink(links)
         self._joints = {(j.part_id, j.name): j for j in joints}
         self._by_index = {j.index: j for j in joints}
         self.stand_height = 0.0  # base frame height that puts the lowest collision point on the floor at q = 0
@@ -112,13 +114,24 @@ class RobotBody:
         self._by_body: dict[tuple[int, str], list] = {}  # this step's contact points per body (body_contacts)
         self._attributed = False
         self.mirrors: list[RobotBody] = []  # parts of other buses given bodies here (world/mirror.py), mount order
+        self._hit_shapes = {index: _hit_shapes(bodies, parts) for index, bodies in self._bodies_at.items()
+                            if len(bodies) > 1}
+        self._in_com: np.ndarray | None = None  # per body of links: its frame in its link's CoM frame (4x4)
+
+    def relink(self, links: tuple[RobotLink, ...]) -> None:
+        """The links (and the lookups made from them) replaced by ``links`` of the same bodies at the same indices:
+        a part whose mass changed (embodied/reembody.py) carries new numbers, not new shapes."""
+        self.links = links
+        self._links = {(link.part_id, link.body): link for link in links}
         carried: dict[int, list[RobotLink]] = {}
         for link in links:
             carried.setdefault(link.index, []).append(link)
         self._bodies_at = {index: tuple(bodies) for index, bodies in carried.items()}
-        self._hit_shapes = {index: _hit_shapes(bodies, parts) for index, bodies in self._bodies_at.items()
-                            if len(bodies) > 1}
-        self._in_com: np.ndarray | None = None  # per body of links: its frame in its link's CoM frame (4x4)
+
+    def forget_contacts(self) -> None:
+        """Drop the contact points cached for the current step: the world's steps were set back (a rewind), so a
+        step number no longer names the same step."""
+        self._contacts_at = -1
 
     # --- names -> indices ------------------------------------------------------------------------------------
     def link(self, part_id: int, body: str) -> RobotLink:

@@ -46,16 +46,16 @@ class MirrorBody(RobotBody):
     robot's own bus IDs); ``carrier`` is the body whose link carries it, ``mount`` = (part ID, port name) there."""
 
     def __init__(self, *args, carrier: RobotBody, mount: tuple[int, str], mount_body: str, constraint: int,
-                 name: str, **kwargs):
+                 name: str, mount_frame: Frame, **kwargs):
         super().__init__(*args, **kwargs)
         self.carrier, self.mount, self.mount_body = carrier, mount, mount_body
         self.constraint = constraint
         self.name = name
-        self._mount_frame: Frame | None = None
+        self.mount_frame = mount_frame  # the mirror's base frame in the carrier's port body frame
 
     def mount_pose(self) -> Frame:
         """Where the mirror's base body frame belongs in the world: the carrier's port body frame, then the mount."""
-        return compose(self.carrier.link_pose(self.mount[0], self.mount_body), self._mount_frame)
+        return compose(self.carrier.link_pose(self.mount[0], self.mount_body), self.mount_frame)
 
     def replace(self) -> None:
         """Put the mirror back at its mount, at rest (after the robot was placed elsewhere)."""
@@ -99,9 +99,9 @@ def build_mirror(carrier: RobotBody, parts: Mapping[int, PartDescriptor], childr
     try:
         joints = _moving_joints(specs, groups)
         mirror = MirrorBody(world, body_id, root, dict(parts), links, joints, carrier=carrier, mount=mount,
-                            mount_body=port_spec.body, constraint=-1, name=name)
+                            mount_body=port_spec.body, constraint=-1, name=name,
+                            mount_frame=mount_frame(carrier_desc, port, parts[root]))
         _set_dynamics(mirror, specs, groups, joints, {})
-        mirror._mount_frame = mount_frame(carrier_desc, port, parts[root])
         mirror.replace()
         mirror.constraint = _fix(carrier, mirror)
         _no_collisions(mirror, (carrier, *others))
@@ -137,7 +137,7 @@ def _nodes(parts: Mapping[int, PartDescriptor], children: Mapping[int, Mapping[s
 def _fix(carrier: RobotBody, mirror: MirrorBody) -> int:
     """A JOINT_FIXED constraint from the carrier link's inertial frame to the mirror base's inertial frame."""
     link = carrier.link(mirror.mount[0], mirror.mount_body)
-    mount = compose(link.offset, mirror._mount_frame)  # mirror base frame in the carrier's pybullet link frame
+    mount = compose(link.offset, mirror.mount_frame)  # mirror base frame in the carrier's pybullet link frame
     in_parent = compose(inverse(link.inertial), mount)  # ... and in that link's CoM frame
     in_child = inverse(mirror.links[0].inertial)  # mirror base frame in its own CoM frame
     cid = p.createConstraint(carrier.body_id, link.index, mirror.body_id, -1, p.JOINT_FIXED, (0.0, 0.0, 0.0),

@@ -125,8 +125,7 @@ class EpisodeWorld:
         presence = self.robot.presence
         self._start = {"world": world, "bullet": str(bullet), "host": save_host(self.robot),
                        "silent": dict(embodied.device.silent_until),  # a part unplugged or rebooting by a fault
-                       "presence": (presence._last_ping_s, presence._next_rescan_s, presence._next)
-                       if presence is not None else None}
+                       "presence": presence.timers() if presence is not None else None}
 
     def _rewind(self, seed: int) -> None:
         import pybullet as p
@@ -145,7 +144,7 @@ class EpisodeWorld:
             _drop_contacts(embodied)
             p.restoreState(fileName=start["bullet"], physicsClientId=embodied.world.client)
             embodied.world.steps = int(start["world"]["steps"])
-            embodied.robot._contacts_at = -1  # the contact cache is keyed by step: the steps start over
+            embodied.robot.forget_contacts()  # the contact cache is keyed by step: the steps start over
             restore_parts(embodied, start["world"]["parts"])
             embodied.device.silent_until.clear()
             embodied.device.silent_until.update(start["silent"])
@@ -160,7 +159,7 @@ class EpisodeWorld:
                 self.faults.restart(seed)  # every action pending again, from the start's world time
         restore_host(robot, start["host"])
         if start["presence"] is not None:
-            robot.presence._last_ping_s, robot.presence._next_rescan_s, robot.presence._next = start["presence"]
+            robot.presence.restore_timers(start["presence"])
         robot.deadline_s = None
 
     def _new_crowd_session(self, seed: int) -> None:

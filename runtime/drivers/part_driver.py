@@ -27,18 +27,18 @@ class PartDriver:
     descriptor: PartDescriptor
     registers: dict[str, RegisterDriver]
     code_registers: frozenset[str] = frozenset()
-    _to_si: Callable | None = field(default=None, repr=False)
-    _from_si: Callable | None = field(default=None, repr=False)
+    code_to_si: Callable | None = field(default=None, repr=False)  # the trusted driver code's converters
+    code_from_si: Callable | None = field(default=None, repr=False)
     message: str = ""  # why the code did or did not load
 
     def to_si(self, name: str, raw: int) -> float:
-        if name in self.code_registers and self._to_si is not None:
-            return float(self._to_si(name, raw))
+        if name in self.code_registers and self.code_to_si is not None:
+            return float(self.code_to_si(name, raw))
         return self._register(name).to_si(raw)
 
     def from_si(self, name: str, value: float) -> int:
-        if name in self.code_registers and self._from_si is not None:
-            return int(self._from_si(name, value))
+        if name in self.code_registers and self.code_from_si is not None:
+            return int(self.code_from_si(name, value))
         return self._register(name).from_si(value)
 
     def _register(self, name: str) -> RegisterDriver:
@@ -64,7 +64,7 @@ def load_part_driver(part_id: int, desc: PartDescriptor, trust: TrustStore) -> P
         exec(compile(code.source, f"<driver of {desc.name} id {part_id}>", "exec"), namespace)  # noqa: S102 (trusted)
     except Exception as exc:
         raise DriverCodeError(f"id {part_id} ({desc.name}): trusted driver code failed to load: {exc}") from exc
-    driver._to_si, driver._from_si = namespace.get("to_si"), namespace.get("from_si")
+    driver.code_to_si, driver.code_from_si = namespace.get("to_si"), namespace.get("from_si")
     driver.code_registers = frozenset(namespace.get("REGISTERS", ()))
     unknown = driver.code_registers - set(driver.registers)
     if unknown:

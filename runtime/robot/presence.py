@@ -114,6 +114,15 @@ class Presence:
         self._last_ping_s = now
         self._next_rescan_s = self._grid_after(now)
 
+    def timers(self) -> tuple[float, float, int]:
+        """When the watch last pinged, when it rescans next, and whose turn it is among the lost parts: what a
+        saved start state keeps so that a rewound run pings and rescans as the first run did."""
+        return self._last_ping_s, self._next_rescan_s, self._next
+
+    def restore_timers(self, timers: tuple[float, float, int]) -> None:
+        """Put back what :meth:`timers` gave."""
+        self._last_ping_s, self._next_rescan_s, self._next = float(timers[0]), float(timers[1]), int(timers[2])
+
     # --- wiring ------------------------------------------------------------------------------------------------
     def attach(self, assembly: Assembly) -> None:
         """Hook every bus's cycle of ``assembly`` (the robot's, or the one it is about to swap to: the lost IDs
