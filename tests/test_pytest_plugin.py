@@ -82,3 +82,26 @@ def test_trial_folders_can_be_kept_where_the_user_says(pytester):
     result.assert_outcomes(passed=1)
     logs = list(kept.rglob("trial.mcap"))
     assert len(logs) == 1 and "test_reaches_the_goal" in str(logs[0])
+
+
+def test_a_trial_that_declares_success_criteria_fails_its_test_saying_which_and_why(pytester):
+    """With ``success:`` given the verdict judges: a missed goal fails the test with the criterion and the cause
+    (metrics.failure); the same trial without ``success:`` leaves the judging to the test's asserts."""
+    _project(pytester)
+    pytester.makepyfile(test_declared=textwrap.dedent('''\
+        def test_declared(hil_trial):
+            hil_trial("my_controller.py", map="lab", start=(0, 0, 0), goal=(1.0, 0.0), duration=1,
+                      params={"speed": 0.1}, success=["goal.reached"])
+
+        def test_undeclared(hil_trial):
+            r = hil_trial("my_controller.py", map="lab", start=(0, 0, 0), goal=(1.0, 0.0), duration=1,
+                          params={"speed": 0.1})
+            assert not r.passed
+    '''))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-rA", "test_declared.py")
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    failed = text[text.index("test_declared"):]
+    assert "did not meet its success criteria: goal.reached" in failed
+    assert "why: timeout at" in failed and "from the goal" in failed, failed
+    assert "trial folder" in failed and "Traceback" not in failed

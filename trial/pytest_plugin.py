@@ -14,7 +14,9 @@ against scenarios in your own repository.
 into a folder of its own (under the test's ``tmp_path``, or ``--hil-trials-dir DIR``) and returns the
 :class:`trial.TrialResult`. A controller that raises fails the test with its traceback (``check=False`` returns
 the failed result instead). Every trial a test ran is listed in the report of a failing test, one line each with
-its folder, so the log to open (``hil report DIR``, the viewer) is one copy away. A relative controller path is
+its folder, so the log to open (``hil report DIR``, the viewer) is one copy away. A trial that declares its
+``success:`` criteria (a key, or a trial file's) fails the test when it does not meet them, saying which and why
+(metrics.failure's first cause); without ``success:`` the test's own asserts judge. A relative controller path is
 taken from the current directory, else from the test file's folder.
 
 Only pytest is imported at load time: the plugin costs nothing to a session that does not use it.
@@ -100,9 +102,26 @@ def hil_trial(request: pytest.FixtureRequest, tmp_path: Path):
         runs.append(result)
         if check:
             result.raise_for_status()
+            if trial.spec.success and not result.passed:
+                pytest.fail(unmet(result), pytrace=False)
         return result
 
     return run
+
+
+def unmet(result: Any) -> str:
+    """Why a trial that declared its ``success:`` criteria failed them: the criteria not met, the first cause
+    (metrics.failure) with its evidence in a few words, and the folder to open."""
+    from hil.trial.report.build import describe_cause
+
+    verdict = result.verdict or {}
+    text = f"trial {result.label} did not meet its success criteria: {' and '.join(verdict.get('failed') or ())}"
+    failure = (result.metrics or {}).get("failure") or {}
+    causes = failure.get("causes") or ()
+    if causes:
+        first = causes[0]
+        text += f"\n  why: {first['label']} at {first['t']:.2f} s: {describe_cause(first)}"
+    return text + (f"\n  trial folder {result.folder}" if result.folder else "")
 
 
 def _near(path: Path, test_dir: Path) -> Path:
