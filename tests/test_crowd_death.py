@@ -7,6 +7,7 @@ the message itself tells the two behaviours apart (a timeout says "did not answe
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -72,6 +73,9 @@ def test_a_crowd_killed_5_s_into_the_demo_is_reported_at_once_with_its_signal(tm
         guard.check(f"the crowd process {crowd} to be reaped")  # nothing left running
         time.sleep(0.05)
     assert (out / "trial.mcap").stat().st_size > 0 and (out / "metrics.json").is_file()  # what was recorded stays
+    failure = json.loads((out / "metrics.json").read_text())["failure"]
+    assert failure["cause"] == "world_error", failure  # the crowd's death, not the controller's doing
+    assert failure["causes"][0]["evidence"]["error"].startswith("CrowdLinkError: the crowd at tcp://127.0.0.1:")
 
 
 def test_a_crowd_that_dies_while_a_state_is_asked_of_it_is_named_at_once(monkeypatch):

@@ -219,3 +219,4 @@ def test_a_lost_wheel_and_a_controller_that_raises_say_so(folder):
     assert result.status == "failed"
     raised = _first(json.loads((folder / "raised" / "metrics.json").read_text()))
     assert raised["label"] == "controller_error" and raised["evidence"]["status"] == "failed"
+    assert raised["evidence"]["error"] == result.error.splitlines()[0], "the run's error, as the result has it"

@@ -239,7 +239,7 @@ class _Run:
                              goal_reached_at_s=self.reached_at, notes=list(robot.notes),
                              states_lost=saver.lost() if saver is not None else None)
         if self.folder is not None:
-            result.metrics, report_error = _report(self.folder, status, run.stopped)
+            result.metrics, report_error = _report(self.folder, status, run.stopped, error)
             result.report_error = report_error
             logged = f"{self.log.path} ({self.log.sets} ticks)" if self.log is not None else \
                 f"no log (it could not start: {error})"
@@ -424,13 +424,13 @@ def _bus_map(robot: Any) -> dict[str, Any] | None:
     return None
 
 
-def _report(folder: Path, status: str, stopped: str) -> tuple[Metrics | None, str | None]:
+def _report(folder: Path, status: str, stopped: str, error: str | None = None) -> tuple[Metrics | None, str | None]:
     """Build metrics.json (with the verdict) and topdown.png from the closed log; (metrics, None) or (None, why
     not)."""
     from .report.build import build_report
 
     try:
-        return Metrics(build_report(folder, status=status, stopped=stopped)), None
+        return Metrics(build_report(folder, status=status, stopped=stopped, error=error)), None
     except Exception as exc:  # noqa: BLE001 - the run's outcome matters more; the log is there for hil report
         return None, f"{type(exc).__name__}: {exc}"
 

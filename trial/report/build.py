@@ -19,21 +19,24 @@ from .metrics import compute_metrics, rounded, write_metrics
 from .topdown import write_topdown
 
 METRICS_NAME = "metrics.json"
+ERROR_CHARS = 500  # a failed run's error kept in the verdict: its first line, at most this long
 TOPDOWN_NAME = "topdown.png"
 
 
 def build_report(trial_dir: str | os.PathLike[str], *, status: str | None = None,
-                 stopped: str | None = None) -> dict[str, Any]:
+                 stopped: str | None = None, error: str | None = None) -> dict[str, Any]:
     """Read DIR/trial.mcap, write DIR/metrics.json and DIR/topdown.png; return the metrics written.
 
     metrics.json is ``compute_metrics`` of the log plus a ``log`` section: whether the log was complete, how many
     messages it held, and why reading stopped when it was cut short; and the ``verdict`` (trial/verdict.py) by the
     trial's ``success`` criteria (from the log's /trial/meta) and how it ended (``status``, ``stopped``: the
-    run's; None, as ``hil report`` rebuilds it: what the metrics.json there said, else ok).
+    run's; None, as ``hil report`` rebuilds it: what the metrics.json there said, else ok). ``error``: what ended
+    a failed run (its first line, kept in the verdict: the failure's cause tells the controller's error from the
+    world's by it).
     """
     trial_dir = Path(trial_dir)
     if status is None:
-        status, stopped = _previous_ending(trial_dir / METRICS_NAME)
+        status, stopped, error = _previous_ending(trial_dir / METRICS_NAME)
     log = read_log(trial_dir / LOG_NAME)
     metrics = compute_metrics(log.messages)
     metrics["log"] = {"complete": log.complete, "messages": log.count(), "stopped": log.stopped,
@@ -44,6 +47,8 @@ def build_report(trial_dir: str | os.PathLike[str], *, status: str | None = None
     if resumed:  # a trial started from a saved state (trial/state): its metrics count from there
         metrics["resumed_from"] = {**resumed, "counted_from_s": resumed["t"]}
     metrics["verdict"] = _verdict(meta, metrics, status, stopped, str(trial_dir / LOG_NAME))
+    if error and status != "ok":
+        metrics["verdict"]["error"] = error.splitlines()[0][:ERROR_CHARS]
     failure = classify_failure(log.messages, metrics)
     if failure is not None:  # why it failed (trial/report/failure.py): only a trial that did not pass has one
         metrics["failure"] = rounded(failure)
@@ -60,8 +65,9 @@ def _verdict(meta: Any, metrics: dict[str, Any], status: str, stopped: str | Non
     return judge(parse_criteria(texts, source, None), metrics, status, stopped)
 
 
-def _previous_ending(path: Path) -> tuple[str, str | None]:
-    """How the trial ended, as the metrics.json being rebuilt says (a trial's run wrote it); ok when it does not."""
+def _previous_ending(path: Path) -> tuple[str, str | None, str | None]:
+    """How the trial ended (status, stopped, error), as the metrics.json being rebuilt says (a trial's run wrote
+    it); ok when it does not."""
     import json
 
     try:
@@ -69,7 +75,8 @@ def _previous_ending(path: Path) -> tuple[str, str | None]:
     except (OSError, ValueError, AttributeError):
         verdict = {}
     status = verdict.get("status") if isinstance(verdict, dict) else None
-    return (status, verdict.get("stopped")) if isinstance(status, str) else ("ok", None)
+    error = verdict.get("error") if isinstance(verdict, dict) and isinstance(verdict.get("error"), str) else None
+    return (status, verdict.get("stopped"), error) if isinstance(status, str) else ("ok", None, None)
 
 
 class ReportWriteError(ValueError):
@@ -171,9 +178,10 @@ def describe_cause(cause: dict[str, Any]) -> str:
         return ", ".join(f"part {p['part_id']} {p['kind']} at {_fmt(p['t'], ' s')}" +
                          (f", back at {_fmt(p['back_t'], ' s')}" if p.get("back_t") is not None else ", never back")
                          for p in e.get("parts") or ())
-    if name in ("controller_error", "interrupted") or "status" in e:
+    if name in ("controller_error", "world_error", "interrupted") or "status" in e:
         stopped = e.get("stopped")
-        return f"the run ended {e.get('status')}" + (f" ({stopped})" if stopped and stopped != e.get("status") else "")
+        text = f"the run ended {e.get('status')}" + (f" ({stopped})" if stopped and stopped != e.get("status") else "")
+        return text + (f": {e['error']}" if e.get("error") else "")
     if name == "criterion":
         return f"not met: {e.get('criterion')}"
     text = f"{_fmt(e.get('distance_to_goal_m'), ' m')} from the goal, {_fmt(e.get('progress_m'), ' m')} closer in " \

@@ -14,7 +14,9 @@ instead of a person opening trials one by one. Each failed criterion leads to th
   person, and how large. A camera's sighting is evidence, not a cause: a frame is a picture the controller may
   not have looked at, and a real camera has no labels to tell a person by;
 - a goal criterion (``goal.*``, ``time_to_goal_s``) or a trial that did not run to its end: ``part_lost`` (a part
-  was lost during the run), ``controller_error`` / ``interrupted`` (how the run ended), ``odometry_drift`` (the
+  was lost during the run), ``controller_error`` / ``world_error`` / ``interrupted`` (how the run ended: the
+  controller raised or stalled; the world or the crowd failed, by the run's error kept in the verdict; Ctrl-C),
+  ``odometry_drift`` (the
   believed and the true position at the end differ by at least ``DRIFT_MIN_M`` and by at least the miss),
   ``blocked`` (no progress at the end and a wall or a person in the way, toward the goal or straight ahead), else
   ``timeout`` (time ran out);
@@ -36,7 +38,10 @@ import numpy as np
 from ..record.log import LogMessage
 
 CAUSES = ("person_not_sensed", "sensed_no_stop", "person_initiated", "blocked", "timeout", "odometry_drift",
-          "controller_error", "part_lost", "interrupted", "criterion")
+          "controller_error", "world_error", "part_lost", "interrupted", "criterion")
+# what the world or the crowd raises when it fails (bridge/crowd_link.py, bridge/lockstep.py, firmware_sim/world):
+# a run they ended failed for a reason of the simulation's, not of the controller's
+WORLD_ERRORS = ("CrowdLinkError", "LockstepError", "WorldError")
 NOT_SENSED_REASONS = ("occluded", "angle", "range", "noise", "no_hit", "outside_cone", "unknown")  # ties: this order
 LOOKBACK_S = 2.0  # what the ring said of a person this long before the contact
 ECHO_TOLERANCE_M = 0.15  # a valid reading this close to the person's near surface (or up to their centre) is theirs
@@ -133,8 +138,11 @@ def _stop_cause(trial: _Log, status: str, stopped: Any, metrics: Mapping[str, An
     if lost:
         return _cause("part_lost", t, {"parts": lost, "status": status})
     if status != "ok":
+        error = str((metrics.get("verdict") or {}).get("error") or "")
         name = {"failed": "controller_error", "interrupted": "interrupted"}.get(status, "timeout")
-        return _cause(name, t, {"status": status, "stopped": stopped})
+        if name == "controller_error" and error.split(":", 1)[0] in WORLD_ERRORS:
+            name = "world_error"
+        return _cause(name, t, {"status": status, "stopped": stopped, **({"error": error} if error else {})})
     goal = (metrics.get("goal") or {}).get("xy")
     end = trial.end_pose()
     if goal is None or end is None:

@@ -261,7 +261,7 @@ def _salvaged(attempt: Path, lost: RunnerLost, wall_s: float) -> dict[str, Any]:
         try:
             from ..report.build import build_report
 
-            metrics = build_report(attempt, status=status, stopped=stopped)
+            metrics = build_report(attempt, status=status, stopped=stopped, error=error)
         except Exception:  # noqa: BLE001 - nothing readable: the row keeps its error
             metrics = None
     return record(status=status, stopped=stopped, error=error,
