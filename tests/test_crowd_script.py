@@ -33,7 +33,7 @@ def scenario(crowd_map=HALL, **kwargs) -> tuple[CrowdSim, Scenario]:
 
 
 # --------------------------------------------------------------------------------------------- the child scene
-def test_fig11_child_walks_waits_then_interacts_at_dstop():
+def test_the_staged_child_walks_waits_then_interacts_at_dstop():
     script = load_script("child_interacts")
     assert [c.op for c in script.commands] == ["robot", "run", "spawn", "place", "move", "wait", "move",
                                                "objective", "run"]
@@ -303,7 +303,7 @@ def _hil(*args: str, timeout: float = SUBPROCESS_TIMEOUT_S) -> subprocess.Comple
 
 
 def test_hil_crowd_subprocess_writes_trajectories(tmp_path):
-    out = tmp_path / "fig11.json"
+    out = tmp_path / "child_interacts.json"
     done = _hil("--map", "arcade", "--script", "child_interacts", "--json", str(out))
     assert done.returncode == 0, done.stderr
     assert "1 scripted" in done.stdout and str(out) in done.stdout

@@ -163,10 +163,10 @@ def test_virtual_device_survives_oversized_reads_and_random_frames():
         tty.setraw(fd)
         assert _ping_answered(fd)
         decoder = StreamDecoder()
-        issue = [bytes.fromhex("fffffd00fe08008a0000ffff0147bc"),  # Fast Sync Read of 65535 bytes
-                 encode_request(SyncRead(0, 65535, (1, 2))), encode_request(Read(1, 0, 65535)),
-                 encode_request(SyncRead(0, 4000, (1, 2, 3), fast=True))]
-        for frame in issue:
+        frames_sent = [bytes.fromhex("fffffd00fe08008a0000ffff0147bc"),  # Fast Sync Read of 65535 bytes
+                       encode_request(SyncRead(0, 65535, (1, 2))), encode_request(Read(1, 0, 65535)),
+                       encode_request(SyncRead(0, 4000, (1, 2, 3), fast=True))]
+        for frame in frames_sent:
             replies = [e for e in _pty_exchange(fd, frame, decoder) if hasattr(e, "params")]
             assert replies and all(r.params[0] & 0x7F == 5 for r in replies if r.id != BROADCAST_ID), replies
         before = rss_kb(device.proc.pid)
@@ -238,7 +238,7 @@ def test_lockstep_crowd_refuses_bad_ticks_unchanged_and_keeps_answering():
         assert first.type == "intents" and first.payload["people"]["id"], "a busy arcade: people to poison"
         known = first.payload["people"]["id"][0]
         nan_person = {**PEOPLE, "id": [known], "x": [math.nan]}
-        issue = {  # each answered with an error naming what is wrong
+        bad_frames = {  # each answered with an error naming what is wrong
             "2 frames": [pack("tick", tick_payload(2.0, ROBOT, [])), b"more"],
             "t=1e9": [pack("tick", {"t": 1e9, "robot": ROBOT, "people": {}})],
             "NaN person": [pack("tick", {"t": 1.1, "robot": ROBOT, "people": nan_person})],
@@ -247,7 +247,7 @@ def test_lockstep_crowd_refuses_bad_ticks_unchanged_and_keeps_answering():
             "'1e3'": [pack("tick", {"t": 1.1, "robot": {**ROBOT, "x": "1e3"}, "people": {}})],
             "no t": [pack("tick", {"robot": ROBOT})],
         }
-        for case, frames in issue.items():
+        for case, frames in bad_frames.items():
             assert _request(sock, frames).type == "error", case
         before = rss_kb(crowd.proc.pid)
         rng = random.Random(SEED)

@@ -79,7 +79,7 @@ def test_killing_the_crowd_mid_trial_fails_naming_it(tmp_path):
     assert (tmp_path / "t" / "trial.mcap").exists()  # what was recorded up to the failure is kept
 
 
-def test_the_demo_stages_fig11_and_the_guide_goes_to_the_child_who_stopped(tmp_path):
+def test_the_demo_stages_the_child_and_the_guide_goes_to_the_child_who_stopped(tmp_path):
     from hil.trial.record.log import read_log
 
     out = tmp_path / "scene"
