@@ -202,3 +202,26 @@ def test_a_realsense_that_is_not_connected_is_named_in_the_frames_error():
         expected = "pip install 'hil[realsense]'"
     with pytest.raises(CameraError, match=expected.replace("[", r"\[").replace("]", r"\]")):
         camera.frame()
+
+
+def test_the_profiles_cameras_are_checked_at_their_lines(tmp_path):
+    from hil.devices.yaml_source import ConfigError
+    from hil.runtime.robot.profile import load_profile
+
+    write_tum(tmp_path / "rec", [colour((1, 1, 1))], None, [0.0])
+    head = "bus: sim://commbot\nclock: sim\ncameras:\n  right_camera: file:rec\n"
+    assert load_profile(_write(tmp_path, head)).cameras == (("right_camera", f"file:{tmp_path / 'rec'}", 4),)
+    for body, message in [("  head_camera: file:nowhere\n", f"p.yaml:5: cameras: head_camera: no such recording "
+                                                             f"{tmp_path / 'nowhere'}"),
+                          ("  head_camera: 'uvc:'\n", "p.yaml:5: cameras: head_camera: 'uvc:' names no uvc id"),
+                          ("  head_camera: 3\n", "p.yaml:5: cameras: 'head_camera': give a camera name and a device")]:
+        with pytest.raises(ConfigError) as err:
+            load_profile(_write(tmp_path, head + body))
+        assert message in str(err.value), str(err.value)
+
+
+def _write(folder, text):
+    path = folder / "p.yaml"
+    path.write_text(text)
+    return path
+
