@@ -19,6 +19,8 @@ import numpy as np
 
 from hil.devices.descriptor.camera import CameraSpec, Pinhole
 
+from .camera_period import FramePeriods
+
 INSTALL = "pip install 'hil[realsense]' (Intel's pyrealsense2)"
 DEVICE_FPS = (6, 15, 30, 60, 90)  # the frame rates a D400-series camera streams colour and depth at
 WAIT_MS = 2000  # a camera that gives no frame for this long is named in the error
@@ -36,7 +38,7 @@ class RealSenseSource:
         self._pipeline: Any = None
         self._align: Any = None
         self._scale = 0.001
-        self._t0: float | None = None
+        self._periods = FramePeriods(spec.rate_hz, clock)
         self._last_k: int | None = None
         self._last: dict | None = None
 
@@ -49,10 +51,7 @@ class RealSenseSource:
         return f"RealSense {self.serial}" if self.serial else "RealSense (the first connected)"
 
     def __call__(self) -> dict:
-        now = self.clock()
-        if self._t0 is None:
-            self._t0 = now
-        k = int((now - self._t0) * self.spec.rate_hz + 1e-9)
+        now, k = self._periods.now()
         if self._last is not None and k == self._last_k:
             return self._last
         pipeline = self._pipeline or self._open()

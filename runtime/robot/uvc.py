@@ -19,6 +19,8 @@ from typing import Any
 
 from hil.devices.descriptor.camera import CameraSpec
 
+from .camera_period import FramePeriods
+
 SYS_VIDEO = Path("/sys/class/video4linux")
 
 
@@ -35,13 +37,10 @@ class DeviceSource:
         self._capture: Any = None
         self._last: dict | None = None
         self._last_k: int | None = None
-        self._t0: float | None = None
+        self._periods = FramePeriods(spec.rate_hz, clock)
 
     def __call__(self) -> dict:
-        now = self.clock()
-        if self._t0 is None:
-            self._t0 = now
-        k = int((now - self._t0) * self.spec.rate_hz + 1e-9)
+        now, k = self._periods.now()
         if self._last is not None and k == self._last_k:
             return self._last
         capture = self._capture or self._open()
