@@ -173,7 +173,8 @@ def test_no_such_recording_is_refused_when_the_robot_opens(tmp_path):
 def test_device_strings_are_checked_in_the_descriptor():
     assert device_kind("file:/x/y") == ("file", "/x/y")
     assert device_kind("realsense") == ("realsense", "") and device_kind("realsense:f123") == ("realsense", "f123")
-    assert device_kind("uvc:046d:0825") == ("uvc", "046d:0825") and device_kind("/dev/video0") == ("path", "/dev/video0")
+    assert device_kind("uvc:046d:0825") == ("uvc", "046d:0825")
+    assert device_kind("/dev/video0") == ("path", "/dev/video0")
     params = load_part("camera").sensors[0].params
     with pytest.raises(CameraParamError, match=r"device: 'file:' names no file after file:"):
         camera_spec({**params, "device": "file:"})

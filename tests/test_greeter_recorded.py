@@ -50,6 +50,8 @@ def test_the_greeter_sees_a_recorded_person_at_its_recorded_depth_and_greets(tmp
     with Robot.open(profile) as robot:
         camera = robot.sensors["head_camera"]
         assert camera.has_depth and not camera.has_labels  # known at open, before any frame
+        rendered = robot.sensors["right_camera"]  # the other eye, rendered in the world: depth and labels
+        assert rendered.has_depth and rendered.has_labels and rendered.device is None
 
         def watch(robot):  # the frame of this period: the same object the controller read
             seen["frame"], seen["mode"] = camera.frame(), robot.mode

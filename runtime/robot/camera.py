@@ -14,9 +14,10 @@ Pixels never travel over the Dynamixel bus: a frame comes from a *camera source*
 in this process (sim://), the transport renders it in the world (``transport.camera_frame``, firmware_sim's
 cameras); for a camera whose descriptor (or the profile's ``cameras:``) names a ``device``, from that device:
 a UVC camera through OpenCV (runtime/robot/uvc.py, RGB only), an Intel RealSense (runtime/robot/realsense.py,
-RGB-D), or a recording standing in for one (``file:PATH``, runtime/robot/camera_file.py). The arrays are handed out as made
-(no copy) and read-only: a controller that wants to draw on one copies it. For a device served by ``hil sim`` in
-another process, from its camera endpoint (the profile's ``camera_endpoint``, runtime/robot/camera_remote.py).
+RGB-D), or a recording standing in for one (``file:PATH``, runtime/robot/camera_file.py). The arrays are handed
+out as made (no copy) and read-only: a controller that wants to draw on one copies it. For a device served by
+``hil sim`` in another process, from its camera endpoint (the profile's ``camera_endpoint``,
+runtime/robot/camera_remote.py).
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from hil.devices.descriptor import PartDescriptor, Sensor
-from hil.devices.descriptor.camera import CameraSpec, Pinhole, camera_spec
+from hil.devices.descriptor.camera import CameraSpec, Pinhole, camera_spec, device_kind
+from hil.devices.yaml_source import ConfigError
 
 CAMERA = "camera"
 
@@ -221,8 +223,6 @@ def attach_camera_sources(robot: Any, undo: Any = None) -> None:
     cameras = {name: s for name, s in robot.sensors.items() if isinstance(s, Camera)}
     for name, _, line in named:
         if name not in cameras:
-            from hil.devices.yaml_source import ConfigError
-
             raise ConfigError(profile.source, line, f"cameras: the robot has no camera {name!r}; its cameras: "
                                                     f"{', '.join(cameras) or 'none'}")
     for camera in cameras.values():
@@ -262,8 +262,6 @@ def _attach_device(camera: Camera, device: str, clock: Callable[[], float], undo
 
 def device_source(device: str, spec: CameraSpec, clock: Callable[[], float]) -> Any:
     """The frame source of a ``device`` string (devices/descriptor/camera.py ``device_kind``), on ``clock``."""
-    from hil.devices.descriptor.camera import device_kind
-
     kind, rest = device_kind(device)
     if kind == "file":
         from .camera_file import FileSource

@@ -1,6 +1,7 @@
 """A real camera part's frames: the device its descriptor names (``params.device``), read with OpenCV's
-VideoCapture (the ``camera`` extra: opencv-python-headless), with depth, labels and pose None (``has_depth`` False). An RGB-D camera is ``realsense:`` (realsense.py); a
-recording standing in for one is ``file:PATH`` (camera_file.py).
+VideoCapture (the ``camera`` extra: opencv-python-headless), with depth, labels and pose None (``has_depth``
+False). An RGB-D camera is ``realsense:`` (realsense.py); a recording standing in for one is ``file:PATH``
+(camera_file.py).
 
     device: uvc:046d:0825        a UVC camera by USB VID:PID (found under /sys/class/video4linux)
     device: serial:8F3A21C0      a UVC camera by its USB serial number
