@@ -246,8 +246,8 @@ def attach_camera_sources(robot: Any, undo: Any = None) -> None:
             _attach_device(camera, camera.spec.device, robot.clock.now, undo)
         else:
             camera.attach(None, f"its bus ({camera.bus or 'main'}) is not a world in this process that could render "
-                                "it, and neither its descriptor (params.device) nor the profile (cameras:) names a "
-                                "device (uvc:VID:PID, serial:SERIAL, a path, file:PATH or realsense[:SERIAL])")
+                                "it, and its descriptor (params.device) names no device, nor does the profile "
+                                "(cameras:): uvc:VID:PID, serial:SERIAL, a path, file:PATH or realsense[:SERIAL]")
 
 
 def _attach_device(camera: Camera, device: str, clock: Callable[[], float], undo: Any) -> None:
