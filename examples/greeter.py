@@ -12,7 +12,13 @@ ranges differ by less than ``SAME_BLOB_M`` form a blob. A blob is a person when 
 (``PERSON_WIDTH_M``) and its top is a person's height (``PERSON_TOP_M``: walls go higher, benches and the
 fountain's rim stay lower). The head turns to the nearest person's centre, seen from the neck's axis;
 ``robot.mode`` is "greet" while someone is within ``GREET_RANGE_M``, "look" while someone is in view farther
-away, "wait" otherwise.
+away, "wait" otherwise; each change to "greet" or "look" is printed with the person's range and bearing.
+
+On a camera without depth (a UVC webcam, an RGB-only recording: ``camera.has_depth`` is False from the start) it
+cannot tell a person from a poster or how far anyone is: it says so once, keeps the head still and waits
+(``robot.mode`` "no depth"), instead of failing on the first frame.
+
+    hil run examples/greeter.py --profile my_robot.yaml   # cameras: {head_camera: "file:recordings/hall"}
 """
 from __future__ import annotations
 
@@ -86,6 +92,8 @@ def _link(robot, part_id: int) -> int:
 
 def main(robot) -> None:
     camera, neck = robot.sensors[CAMERA], robot.joints[NECK]
+    if not camera.has_depth:
+        return without_depth(robot, camera, neck)
     camera_link = _link(robot, camera.part_key)
     neck_link = _link(robot, neck.part_key)
     robot.mode = "wait"
@@ -97,6 +105,20 @@ def main(robot) -> None:
             robot.mode = "wait"
             continue
         distance, bearing = seen[0]
-        robot.mode = "greet" if distance < GREET_RANGE_M else "look"
+        mode = "greet" if distance < GREET_RANGE_M else "look"
+        if mode != robot.mode:
+            print(f"greeter: {mode}: a person {distance:.2f} m away at bearing {bearing:+.2f} rad "
+                  f"(t={frame.t:.2f} s)", flush=True)
+        robot.mode = mode
         target = neck.position + TURN_GAIN * (bearing - neck.position)
         neck.target = max(-MAX_NECK_RAD, min(MAX_NECK_RAD, target))
+
+
+def without_depth(robot, camera, neck) -> None:
+    """What the greeter does with an RGB-only camera: says so once, holds the head where it is and waits."""
+    print(f"greeter: camera {camera.name!r} has no depth ({camera.device or 'it gives none'}): it cannot find "
+          "people by range, so the head stays still", flush=True)
+    robot.mode = "no depth"
+    hold = neck.position
+    for _ in robot.loop(hz=HZ):
+        neck.target = hold

@@ -7,8 +7,9 @@ by ``hil sim`` in another process (its frames over the camera endpoint), or on t
     hil run examples/look_around.py --profile config/profiles/pty.yaml --bus /dev/pts/N --duration 4
 
 The neck swings left and right; every camera frame (10 Hz) it prints the frame's time, the neck's angle, the
-share of valid depth pixels and the nearest thing straight ahead. ``LOOK_AROUND_OUT=file.png`` saves the last
-RGB frame beside its depth (Pillow).
+share of valid depth pixels and the nearest thing straight ahead; on a camera without depth (``camera.has_depth``
+False: a webcam, an RGB-only recording) it says so once and prints the image's mean brightness instead.
+``LOOK_AROUND_OUT=file.png`` saves the last RGB frame beside its depth (Pillow; RGB alone without depth).
 """
 from __future__ import annotations
 
@@ -34,22 +35,31 @@ def ahead_m(depth: np.ndarray) -> float:
 def main(robot) -> None:
     camera, neck = robot.sensors[CAMERA], robot.joints[NECK]
     last_t, frame = None, None
+    if not camera.has_depth:
+        print(f"look_around: camera {camera.name!r} has no depth ({camera.device or 'it gives none'}): printing "
+              "the image's brightness instead", flush=True)
     for tick in robot.loop(hz=HZ):
         neck.target = SWING_RAD * math.sin(2 * math.pi * tick.time / PERIOD_S)
         frame = camera.frame()  # a read within a frame period returns that period's frame (with its own time)
         if frame.t != last_t:
             last_t = frame.t
-            valid = float(np.isfinite(frame.depth).mean()) if frame.depth is not None else 0.0
-            near = ahead_m(frame.depth) if frame.depth is not None else math.inf
+            if frame.depth is None:
+                print(f"t={frame.t:5.2f} s  neck {neck.position:+.2f} rad  brightness "
+                      f"{float(frame.rgb.mean()):5.1f} / 255", flush=True)
+                continue
+            valid = float(np.isfinite(frame.depth).mean())
             print(f"t={frame.t:5.2f} s  neck {neck.position:+.2f} rad  depth valid {100 * valid:4.1f} %  "
-                  f"ahead {near:.2f} m", flush=True)
+                  f"ahead {ahead_m(frame.depth):.2f} m", flush=True)
     out = os.environ.get("LOOK_AROUND_OUT")
     if out and frame is not None:
         from PIL import Image
 
-        depth = np.nan_to_num(frame.depth, nan=0.0) if frame.depth is not None else np.zeros(frame.rgb.shape[:2])
-        grey = (255 * np.clip(depth / max(float(depth.max()), 1e-6), 0, 1)).astype(np.uint8)
-        Image.fromarray(np.hstack([frame.rgb, np.repeat(grey[..., None], 3, axis=2)])).save(out)
+        picture = frame.rgb
+        if frame.depth is not None:
+            depth = np.nan_to_num(frame.depth, nan=0.0)
+            grey = (255 * np.clip(depth / max(float(depth.max()), 1e-6), 0, 1)).astype(np.uint8)
+            picture = np.hstack([frame.rgb, np.repeat(grey[..., None], 3, axis=2)])
+        Image.fromarray(picture).save(out)
 
 
 if __name__ == "__main__":

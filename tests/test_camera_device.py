@@ -42,6 +42,7 @@ def test_a_video_file_through_the_real_camera_path(tmp_path):
     clock = StepClock()
     source = DeviceSource(camera.spec, clock=clock)
     camera.attach(source)
+    assert not camera.has_depth and not camera.has_labels  # a UVC camera: RGB only, known before a frame
     try:
         seen = []
         first = camera.frame()

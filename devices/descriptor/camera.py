@@ -19,7 +19,8 @@ renders and what a real camera's driver reports, from one description.
         dropout_width_deg: 4
         baseline_m: 0.05         # projector/stereo baseline: a shadow band beside near edges (0: none)
         shadow_side: right       # which side of a near edge the band falls on in the image
-      device: "uvc:046d:0825"    # a real camera: uvc:VID:PID, serial:SERIAL, or a path (/dev/video0, a video file)
+      device: "uvc:046d:0825"    # a real camera: uvc:VID:PID, serial:SERIAL, a path (/dev/video0, a video file),
+                                 # file:PATH (a recorded RGB-D sequence or video), realsense[:SERIAL] (RGB-D)
 
 Pixel convention: OpenCV's (pixel (0, 0)'s centre is at u = v = 0, v down), so a centred camera has
 cx = (width - 1) / 2. A fov gives fx = fy = (width / 2) / tan(fov / 2).
@@ -182,10 +183,32 @@ def _depth(node: Any) -> DepthFailure:
     return DepthFailure(shadow_side=side, **values)
 
 
+DEVICE_FORMS = "uvc:VID:PID, serial:SERIAL, a path, file:PATH or realsense[:SERIAL]"
+
+
+def device_kind(device: str) -> tuple[str, str]:
+    """What a ``device`` string names: ("uvc" | "serial" | "file" | "realsense" | "path", the rest). ValueError
+    says what is wrong (an empty name after the prefix)."""
+    if not isinstance(device, str) or not device:
+        raise ValueError(f"must be a string ({DEVICE_FORMS}), not {device!r}")
+    if device == "realsense":
+        return "realsense", ""
+    kind, sep, rest = device.partition(":")
+    if sep and kind in ("uvc", "serial", "file", "realsense"):
+        if not rest and kind != "realsense":
+            raise ValueError(f"{device!r} names no {'file' if kind == 'file' else kind + ' id'} after {kind}:")
+        return kind, rest
+    return "path", device
+
+
 def _device(params: Mapping) -> str | None:
     value = params.get("device")
-    if value is not None and (not isinstance(value, str) or not value):
-        raise CameraParamError("device", f"must be a string (uvc:VID:PID, serial:SERIAL or a path), not {value!r}")
+    if value is None:
+        return None
+    try:
+        device_kind(value)
+    except ValueError as exc:
+        raise CameraParamError("device", str(exc)) from None
     return value
 
 

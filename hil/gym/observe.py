@@ -67,9 +67,9 @@ class Observer:
             raise self.spec.error("observation.depth", f"observation.depth: the robot has no camera {name!r}; its "
                                   f"cameras: {', '.join(cameras) or 'none'}")
         spec = camera.spec
-        if "depth" not in spec.delivers:
-            raise self.spec.error("observation.depth", f"observation.depth: camera {name!r} gives no depth (it "
-                                  f"delivers {', '.join(spec.delivers)})")
+        if not camera.has_depth:  # its descriptor delivers none, or its device (camera.device) has none
+            why = f"its device {camera.device}" if camera.device else f"it delivers {', '.join(spec.delivers)}"
+            raise self.spec.error("observation.depth", f"observation.depth: camera {name!r} gives no depth ({why})")
         if spec.width % block or spec.height % block:
             raise self.spec.error("observation.depth_block", f"observation.depth_block: {block} does not divide the "
                                   f"{spec.width}x{spec.height} image of camera {name!r}")

@@ -7,13 +7,17 @@
     frame.labels       # H x W int32, frame.legend[id] -> "person:7", "wall", "robot:43/camera" (ground truth)
     frame.intrinsics   # width, height, fx, fy, cx, cy (OpenCV pixel convention), .matrix = K
     frame.pose         # the camera body in the map frame (ground truth; None for a real camera)
+    camera.has_depth   # known when the robot opens: frame.depth is None exactly when this is False
+    camera.has_labels  # ground-truth labels: only a rendered camera has them
 
 Pixels never travel over the Dynamixel bus: a frame comes from a *camera source* beside it. For a virtual robot
 in this process (sim://), the transport renders it in the world (``transport.camera_frame``, firmware_sim's
-cameras); for a camera descriptor that names a ``device`` on a real robot, from the device through OpenCV
-(runtime/robot/uvc.py, the ``camera`` extra), with depth and labels None. The arrays are handed out as made
-(no copy) and read-only: a controller that wants to draw on one copies it. For a device served by ``hil sim`` in
-another process, from its camera endpoint (the profile's ``camera_endpoint``, runtime/robot/camera_remote.py).
+cameras); for a camera whose descriptor (or the profile's ``cameras:``) names a ``device``, from that device:
+a UVC camera through OpenCV (runtime/robot/uvc.py, RGB only), an Intel RealSense (runtime/robot/realsense.py,
+RGB-D), or a recording standing in for one (``file:PATH``, runtime/robot/camera_file.py). The arrays are handed
+out as made (no copy) and read-only: a controller that wants to draw on one copies it. For a device served by
+``hil sim`` in another process, from its camera endpoint (the profile's ``camera_endpoint``,
+runtime/robot/camera_remote.py).
 """
 from __future__ import annotations
 
@@ -24,13 +28,19 @@ from typing import Any
 import numpy as np
 
 from hil.devices.descriptor import PartDescriptor, Sensor
-from hil.devices.descriptor.camera import CameraSpec, Pinhole, camera_spec
+from hil.devices.descriptor.camera import CameraSpec, Pinhole, camera_spec, device_kind
+from hil.devices.yaml_source import ConfigError
 
 CAMERA = "camera"
 
 
 class CameraError(RuntimeError):
     """A frame that cannot be had: names the camera and says why."""
+
+
+class CameraDeviceError(CameraError, ValueError):
+    """A camera's device that cannot serve when the robot opens (a bad recording): the camera, the file and line.
+    A ValueError too, so ``hil`` prints it as the one-line error of a bad config."""
 
 
 class Intrinsics(Pinhole):
@@ -121,7 +131,28 @@ class Camera:
 
     @property
     def intrinsics(self) -> Intrinsics:
-        return Intrinsics(**self.spec.pinhole())
+        """The device's own when it reports them (a RealSense once streaming, a recording's camera.yaml), else
+        the descriptor's."""
+        own = getattr(self._source, "intrinsics", None)
+        return Intrinsics(**(own.pinhole() if own is not None else self.spec.pinhole()))
+
+    @property
+    def has_depth(self) -> bool:
+        """Whether frames carry depth, known when the robot opens: a rendered camera's descriptor says
+        (``delivers``), a device's kind says (UVC no, RealSense yes, a recording whether it has depth.txt). A
+        camera without frames has none."""
+        return self._delivers("depth")
+
+    @property
+    def has_labels(self) -> bool:
+        """Whether frames carry ground-truth labels: only a camera rendered in a world does."""
+        return self._delivers("labels")
+
+    def _delivers(self, what: str) -> bool:
+        if self._source is None:
+            return False
+        own = getattr(self._source, f"has_{what}", None)
+        return bool(own) if own is not None else what in self.spec.delivers
 
     def attach(self, source: FrameSource | None, why: str = "") -> None:
         """Where frames come from (Robot.open decides); None with ``why``: this camera cannot give frames."""
@@ -155,6 +186,11 @@ class Camera:
         self._last, self._last_raw = _frame(self.name, raw, self.intrinsics), raw
         return self._last
 
+    @property
+    def device(self) -> str | None:
+        """The device frames come from (``uvc:...``, ``file:...``, ``realsense:...``), None for a rendered one."""
+        return getattr(self._source, "device", None)
+
 
 def _frame(name: str, raw: Mapping[str, Any], intrinsics: Intrinsics) -> Frame:
     pose = raw.get("pose")
@@ -175,18 +211,26 @@ def camera_sensor(desc: PartDescriptor) -> Sensor | None:
 
 
 def attach_camera_sources(robot: Any, undo: Any = None) -> None:
-    """Give every camera of an opened robot its frame source: the in-process world of its bus when there is one
-    (the transport's ``camera_frame``), else the served world's camera endpoint (the profile's
-    ``camera_endpoint``, for the main bus's cameras), else the device its descriptor names, else none (frame()
-    says why)."""
+    """Give every camera of an opened robot its frame source: the device the profile's ``cameras:`` names for it,
+    else the in-process world of its bus when there is one (the transport's ``camera_frame``), else the served
+    world's camera endpoint (the profile's ``camera_endpoint``, for the main bus's cameras), else the device its
+    descriptor names, else none (frame() says why). A device is opened now only as far as needed to know what it
+    delivers (a recording is read and checked; a UVC or RealSense camera opens on the first frame)."""
     profile = getattr(robot, "profile", None)
     endpoint = getattr(profile, "camera_endpoint", None)
-    for camera in robot.sensors.values():
-        if not isinstance(camera, Camera):
-            continue
+    named = getattr(profile, "cameras", None) or ()
+    overrides = {name: device for name, device, _ in named}
+    cameras = {name: s for name, s in robot.sensors.items() if isinstance(s, Camera)}
+    for name, _, line in named:
+        if name not in cameras:
+            raise ConfigError(profile.source, line, f"cameras: the robot has no camera {name!r}; its cameras: "
+                                                    f"{', '.join(cameras) or 'none'}")
+    for camera in cameras.values():
         transport = getattr(camera.host, "transport", None)
         render = getattr(transport, "camera_frame", None)
-        if render is not None and getattr(transport, "embodied", None) is not None:
+        if camera.name in overrides:
+            _attach_device(camera, overrides[camera.name], robot.clock.now, undo)
+        elif render is not None and getattr(transport, "embodied", None) is not None:
             part_id, sensor = camera.part_id, camera.sensor.name
             camera.attach(lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor))
         elif endpoint is not None and camera.host is robot.bus:
@@ -199,13 +243,36 @@ def attach_camera_sources(robot: Any, undo: Any = None) -> None:
                 undo.callback(source.close)
             camera.attach(source)
         elif camera.spec.device is not None:
-            from .uvc import DeviceSource
-
-            source = DeviceSource(camera.spec)
-            if undo is not None:
-                undo.callback(source.close)  # opening failed later on: let the device go
-            camera.attach(source)
+            _attach_device(camera, camera.spec.device, robot.clock.now, undo)
         else:
             camera.attach(None, f"its bus ({camera.bus or 'main'}) is not a world in this process that could render "
-                                "it, and its descriptor names no device (params.device: uvc:VID:PID, "
-                                "serial:SERIAL or a path)")
+                                "it, and its descriptor (params.device) names no device, nor does the profile "
+                                "(cameras:): uvc:VID:PID, serial:SERIAL, a path, file:PATH or realsense[:SERIAL]")
+
+
+def _attach_device(camera: Camera, device: str, clock: Callable[[], float], undo: Any) -> None:
+    try:
+        source = device_source(device, camera.spec, clock)
+    except ValueError as exc:  # a bad recording: its file (and line) named, and the camera
+        raise CameraDeviceError(f"camera {camera.name!r}: {exc}") from None
+    if undo is not None:
+        undo.callback(source.close)  # opening failed later on: let the device go
+    camera.attach(source)
+
+
+def device_source(device: str, spec: CameraSpec, clock: Callable[[], float]) -> Any:
+    """The frame source of a ``device`` string (devices/descriptor/camera.py ``device_kind``), on ``clock``."""
+    kind, rest = device_kind(device)
+    if kind == "file":
+        from .camera_file import FileSource
+
+        source: Any = FileSource(spec, rest, clock)
+    elif kind == "realsense":
+        from .realsense import RealSenseSource
+
+        source = RealSenseSource(spec, rest, clock)
+    else:
+        from .uvc import DeviceSource
+
+        source = DeviceSource(spec, clock=clock, device=device)
+    return source

@@ -12,6 +12,7 @@ half-start a robot.
     semantics: commbot                   # config/semantics/commbot.yaml, or a path relative to this file
     start_pose: [-18.0, 0.0, 0.0]        # odometry starts here (x m, y m, yaw rad in the map frame)
     crowd: {endpoint: tcp://127.0.0.1:5760, mode: realtime}   # virtual people on the ring (runtime/robot/overlay.py)
+    cameras: {head_camera: "file:recordings/hall"}   # a camera's frames from this device instead (camera.py)
 
 or, for one robot whose parts sit on several buses, ``buses:`` instead of ``bus:`` (runtime.robot.buses):
 
@@ -63,6 +64,7 @@ class Profile:
     calibration: Path | None = None  # CAL.yaml (hil calibrate): an in-process virtual twin's parts carry its numbers
     lost_after_misses: int = 3  # consecutive bus cycles a part may miss before it counts as lost (presence.py)
     rescan_s: float = 2.0  # clock seconds between broadcast pings for parts plugged in while running; 0: never
+    cameras: tuple[tuple[str, str, int | None], ...] = ()  # (camera, device, line): its frames from the device
 
     def with_bus(self, url: str | None) -> Profile:
         """The same profile on another bus (``hil run --bus``); None keeps the profile's. With several buses
@@ -135,6 +137,7 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "calibration": ((str,), "a CAL.yaml written by `hil calibrate` (the virtual twin's parts carry its numbers)"),
     "lost_after_misses": ((int,), "an integer >= 1: bus cycles a part may miss before it counts as lost"),
     "rescan_s": ((int, float), "a number of seconds >= 0 between looks for new parts (0: never)"),
+    "cameras": ((dict,), "a mapping camera name -> device (file:PATH, realsense[:SERIAL], uvc:VID:PID, a path)"),
 }
 
 
@@ -256,6 +259,7 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
             raise error("calibration", f"calibration file {calibration} does not exist (write one with "
                                        "`hil calibrate ring` or `hil calibrate fit`)")
         load_calibration(calibration)  # its own errors name its file:line
+    cameras = _cameras(doc["cameras"], base, source) if "cameras" in doc else ()
     semantics = None
     if "semantics" in doc:
         semantics = _semantics_path(doc["semantics"], base, source, _line(doc, "semantics"))
@@ -270,7 +274,32 @@ def _validate(doc: Mapping, source: str, base: Path, bus_override: str | None) -
         trust_file=_path(doc.get("trust_file"), base), description=doc.get("description", ""), buses=buses,
         start_pose=start_pose, crowd=crowd, keys_dir=keys_dir, native=bool(doc.get("native", False)),
         calibration=calibration,
-        lost_after_misses=int(doc.get("lost_after_misses", 3)), rescan_s=float(doc.get("rescan_s", 2.0)))
+        lost_after_misses=int(doc.get("lost_after_misses", 3)), rescan_s=float(doc.get("rescan_s", 2.0)),
+        cameras=cameras)
+
+
+def _cameras(node: Mapping, base: Path, source: str) -> tuple[tuple[str, str, int | None], ...]:
+    """``cameras:`` checked: each a camera name -> a device string; a recording's path is made absolute (relative
+    to this file) and must exist. Whether the robot has such a camera is checked when it opens."""
+    from hil.devices.descriptor.camera import device_kind
+
+    out = []
+    for name, device in node.items():
+        line = _line(node, name)
+        if not isinstance(name, str) or not isinstance(device, str):
+            raise ConfigError(source, line, f"cameras: {name!r}: give a camera name and a device string, not "
+                                            f"{device!r}")
+        try:
+            kind, rest = device_kind(device)
+        except ValueError as exc:
+            raise ConfigError(source, line, f"cameras: {name}: {exc}") from None
+        if kind == "file":
+            path = _path(rest, base)
+            if not path.exists():
+                raise ConfigError(source, line, f"cameras: {name}: no such recording {path}")
+            device = f"file:{path}"
+        out.append((name, device, line))
+    return tuple(out)
 
 
 def _check_urls(doc: Mapping, buses: tuple[BusSpec, ...], source: str, bus_override: str | None) -> None:

@@ -1,5 +1,7 @@
 """A real camera part's frames: the device its descriptor names (``params.device``), read with OpenCV's
-VideoCapture (the ``camera`` extra: opencv-python-headless), with depth, labels and pose None.
+VideoCapture (the ``camera`` extra: opencv-python-headless), with depth, labels and pose None (``has_depth``
+False). An RGB-D camera is ``realsense:`` (realsense.py); a recording standing in for one is ``file:PATH``
+(camera_file.py).
 
     device: uvc:046d:0825        a UVC camera by USB VID:PID (found under /sys/class/video4linux)
     device: serial:8F3A21C0      a UVC camera by its USB serial number
@@ -18,24 +20,28 @@ from typing import Any
 
 from hil.devices.descriptor.camera import CameraSpec
 
+from .camera_period import FramePeriods
+
 SYS_VIDEO = Path("/sys/class/video4linux")
 
 
 class DeviceSource:
     """``source()`` -> the frame dict of the current period, from the device (see the module docstring)."""
 
-    def __init__(self, spec: CameraSpec, clock=time.monotonic):
+    has_depth = False  # a UVC camera gives colour only
+    has_labels = False
+    intrinsics = None  # the descriptor's
+
+    def __init__(self, spec: CameraSpec, clock=time.monotonic, device: str | None = None):
         self.spec, self.clock = spec, clock
+        self.device = device or str(spec.device)
         self._capture: Any = None
         self._last: dict | None = None
         self._last_k: int | None = None
-        self._t0: float | None = None
+        self._periods = FramePeriods(spec.rate_hz, clock)
 
     def __call__(self) -> dict:
-        now = self.clock()
-        if self._t0 is None:
-            self._t0 = now
-        k = int((now - self._t0) * self.spec.rate_hz + 1e-9)
+        now, k = self._periods.now()
         if self._last is not None and k == self._last_k:
             return self._last
         capture = self._capture or self._open()
@@ -44,12 +50,12 @@ class DeviceSource:
             capture.set(self._cv2.CAP_PROP_POS_FRAMES, 0)  # a recording loops
             ok, image = capture.read()
         if not ok:
-            raise RuntimeError(f"device {self.spec.device!r} gave no frame")
+            raise RuntimeError(f"device {self.device!r} gave no frame")
         rgb = self._cv2.cvtColor(image, self._cv2.COLOR_BGR2RGB)
         if rgb.shape[:2] != (self.spec.height, self.spec.width):
             rgb = self._cv2.resize(rgb, (self.spec.width, self.spec.height), interpolation=self._cv2.INTER_AREA)
         self._last, self._last_k = {"t": now, "rgb": rgb, "depth": None, "labels": None, "legend": {},
-                                    "pose": None, "source": f"device:{self.spec.device}"}, k
+                                    "pose": None, "source": f"device:{self.device}"}, k
         return self._last
 
     def close(self) -> None:
@@ -58,7 +64,7 @@ class DeviceSource:
             self._capture = None
 
     def _is_file(self) -> bool:
-        return Path(str(self.spec.device)).is_file()
+        return Path(str(self.device)).is_file()
 
     def _open(self):
         try:
@@ -67,10 +73,10 @@ class DeviceSource:
             raise RuntimeError("reading a real camera needs OpenCV: pip install 'hil[camera]' "
                                "(opencv-python-headless)") from None
         self._cv2 = cv2
-        target = resolve_device(str(self.spec.device))
+        target = resolve_device(str(self.device))
         capture = cv2.VideoCapture(target)
         if not capture.isOpened():
-            raise RuntimeError(f"cannot open device {self.spec.device!r} ({target})")
+            raise RuntimeError(f"cannot open device {self.device!r} ({target})")
         if not self._is_file():
             capture.set(cv2.CAP_PROP_FRAME_WIDTH, self.spec.width)
             capture.set(cv2.CAP_PROP_FRAME_HEIGHT, self.spec.height)
