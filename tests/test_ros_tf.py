@@ -11,6 +11,7 @@ reader that joins two trial seconds after the bridge published it.
 from __future__ import annotations
 
 import math
+import subprocess
 
 import numpy as np
 import pytest
@@ -213,3 +214,26 @@ def test_a_late_reader_gets_tf_static_with_each_cameras_pose_as_the_model_has_it
         expected = np.linalg.inv(placed[index[frame]].homogeneous) @ placed[index[body]].homogeneous \
             @ optical_in_body
         assert chained == pytest.approx(expected, abs=1e-9)
+
+
+def test_without_tf2_msgs_or_cyclonedds_the_bridge_says_so_in_one_line(ros_python, tmp_path):
+    """In ROS's Python with cyclonedds made unimportable (a package of that name that will not import, first on
+    the path), the bridge's choice of /tf publisher is none, said in one line naming both packages."""
+    from hil.trial.ros_link.launch import BRIDGE_NODE
+
+    (tmp_path / "cyclonedds").mkdir()
+    (tmp_path / "cyclonedds" / "__init__.py").write_text('raise ModuleNotFoundError("no cyclonedds", '
+                                                         'name="cyclonedds")\n')
+    probe = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+             "import tf_out\n"
+             "said = []\n"
+             "class Log:\n"
+             "    def warning(self, line): said.append(line)\n"
+             "    info = warning\n"
+             "print(repr(tf_out.open_tf(None, Log())), said)\n")
+    done = subprocess.run([ros_python, "-c", probe, str(tmp_path), str(BRIDGE_NODE.parent)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.strip().splitlines()[-1]
+    assert out.startswith("None [") and out.count("'") == 2, out
+    assert "neither tf2_msgs nor cyclonedds imports here" in out and "/tf and /tf_static are not published" in out

@@ -11,9 +11,9 @@ that it speaks the names the rest of the ROS graph uses:
 The other links and the fixed joints keep the model's names (``camera_43_camera``: the part, its bus ID, its
 body), which are also the frames of ``/tf_static``. Each camera adds a link ``NAME_optical_frame`` (REP-103's
 optical frame: x right, y down, z forward; the frame of its images and camera_info) on a fixed joint
-``NAME_optical_joint`` from its body's link, rpy (-pi/2, 0, -pi/2), as ROS camera drivers describe theirs. Both come from a live robot (the trial's link) or from a
-trial log's ``/robot/model`` (``hil log rosbag``); a log's model has the shapes but no inertias or limits, so
-its URDF has no inertias or limits.
+``NAME_optical_joint`` from its body's link, rpy (-pi/2, 0, -pi/2), as ROS camera drivers describe theirs.
+Both come from a live robot (the trial's link) or from a trial log's ``/robot/model`` (``hil log rosbag``); a
+log's model has the shapes but no inertias or limits, so its URDF has no inertias or limits.
 """
 from __future__ import annotations
 

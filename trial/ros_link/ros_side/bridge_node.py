@@ -6,9 +6,9 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
 
 - **state** (SUB, the trial's PUB): one envelope per bus cycle with the trial time, the odometry, the ring and
   the joints. Published as ``/clock`` (rosgraph_msgs/Clock), ``/odom`` (nav_msgs/Odometry, odom -> base_link),
-  ``/tf`` (odom -> base_link: rclpy's where tf2_msgs imports, else Cyclone DDS's, ros_side/tf_out.py), ``/scan`` (sensor_msgs/LaserScan: REP-117, +inf for
-  no return, NaN for an invalid reading) and ``/joint_states`` (the blueprint's names), every header stamped
-  with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock. The robot's
+  ``/tf`` (odom -> base_link: rclpy's where tf2_msgs imports, else Cyclone DDS's; ros_side/tf_out.py), ``/scan``
+  (sensor_msgs/LaserScan: REP-117, +inf for no return, NaN for an invalid reading) and ``/joint_states`` (the
+  blueprint's names), every header stamped with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock. The robot's
   description, when the state carries it, as ``/robot_description`` (std_msgs/String: the URDF, joints named by
   the blueprint) and ``/tf_static`` (its fixed joints, likewise), both transient-local and
   published again only when they change. What the trial's log says beside the robot, when the state carries it:
