@@ -8,10 +8,10 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   the joints. Published as ``/clock`` (rosgraph_msgs/Clock), ``/odom`` (nav_msgs/Odometry, odom -> base_link),
   ``/tf`` (odom -> base_link: rclpy's where tf2_msgs imports, else Cyclone DDS's; ros_side/tf_out.py), ``/scan``
   (sensor_msgs/LaserScan: REP-117, +inf for no return, NaN for an invalid reading) and ``/joint_states`` (the
-  blueprint's names), every header stamped with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock. The robot's
-  description, when the state carries it, as ``/robot_description`` (std_msgs/String: the URDF, joints named by
-  the blueprint) and ``/tf_static`` (its fixed joints, likewise), both transient-local and
-  published again only when they change. What the trial's log says beside the robot, when the state carries it:
+  blueprint's names), every header stamped with the trial's simulator time, so nodes with ``use_sim_time`` live
+  on the trial's clock. The robot's description, when the state carries it, as ``/robot_description``
+  (std_msgs/String: the URDF, joints named by the blueprint) and ``/tf_static`` (its fixed joints, likewise),
+  both transient-local and published again only when they change. What the trial's log says beside the robot, when the state carries it:
   ``/people/markers`` (visualization_msgs/MarkerArray: one cylinder per person, DELETE when one leaves),
   ``/people/ground_truth`` (sensor_msgs/PointCloud2: id, x, y, vx, vy, radius), both in ``map``; ``/diagnostics``
   (diagnostic_msgs/DiagnosticArray: the buses' statistics, the parts lost or quarantined); ``map`` -> ``odom`` on
@@ -25,9 +25,10 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   (std_msgs/Float64MultiArray, positions in the declared order) and
   ``/joint_trajectory_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory, where it imports).
 
-QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/clock``, ``/odom``, ``/tf``,
-``/joint_states``, the people and ``/diagnostics`` reliable, depth 10 (a best-effort publisher would match no reliable subscriber: tf2's listener
-and Nav2 take these reliably; a reliable publisher also serves best-effort subscribers); ``/cmd_vel`` reliable.
+QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/tf`` reliable, depth 100 (tf2's);
+``/clock``, ``/odom``, ``/joint_states``, the people and ``/diagnostics`` reliable, depth 10 (a best-effort
+publisher would match no reliable subscriber: tf2's listener and Nav2 take these reliably; a reliable publisher
+also serves best-effort subscribers); ``/cmd_vel`` reliable.
 
 Without rclpy (or pyzmq, msgpack) it prints one line saying what to install or source and exits with status 3.
 A state it cannot publish is logged (once per kind of error) and dropped: nothing the trial sends stops it.
