@@ -6,8 +6,8 @@ test checks one of them against the trial's log:
 - a /cmd_vel flood (the node publishing as fast as it can: over 10 kHz here) does not stall the trial: it runs to
   its end on its clock and the base does what the flood says;
 - ``/robot_description`` is transient-local: a node that subscribes long after the bridge published it still gets
-  it, and the URDF places each camera where runtime.model does (the registry's wheels have no tf2_msgs, so the
-  cameras' poses are checked in the URDF rather than on /tf_static);
+  it, and the URDF places each camera and its optical frame where runtime.model does (/tf_static's values:
+  tests/test_ros_tf.py);
 - joint commands as ros2_control's controllers take them: ``/joint_states`` follows a JointTrajectory, a
   Float64MultiArray sets the declared joints, and NaN, a wrong length or a position beyond a limit is refused with
   one line, nothing of it applied;
@@ -212,6 +212,17 @@ def test_robot_description_is_latched_and_places_the_cameras_as_the_model_does(s
     assert len(cameras) == 2
     for k in cameras:
         assert frames[model.links[k].name] == pytest.approx(placed[k].homogeneous, abs=1e-9)
+    # each camera's optical frame (REP-103: x right, y down, z forward) on a fixed joint from its body's link
+    optical_in_body = np.eye(4)
+    optical_in_body[:3, :3] = np.array([[0, -1, 0], [0, 0, -1], [1, 0, 0]]).T  # x = -y, y = -z, z = x of the body
+    bodies = {}
+    for camera in ("head_camera", "right_camera"):
+        joint = next(j for j in urdf.iter("joint") if j.get("name") == f"{camera}_optical_joint")
+        assert joint.get("type") == "fixed" and joint.find("child").get("link") == f"{camera}_optical_frame"
+        bodies[camera] = joint.find("parent").get("link")
+        k = next(k for k in cameras if model.links[k].name == bodies[camera])
+        assert frames[f"{camera}_optical_frame"] == pytest.approx(placed[k].homogeneous @ optical_in_body, abs=1e-9)
+    assert len(set(bodies.values())) == 2
     masses = [float(m.get("value")) for m in urdf.iter("mass")]
     assert sum(masses) == pytest.approx(sum(link.inertia.mass for link in model.links))  # the whole URDF
 

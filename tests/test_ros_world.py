@@ -11,6 +11,7 @@ import json
 import math
 import subprocess
 import textwrap
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -235,7 +236,7 @@ def test_cameras_publish_the_frames_the_log_recorded(session):
                                                                                  "camera_info"))
         assert min(len(rgb), len(depth), len(info)) >= 3  # of 8 (best effort: a loaded machine drops some)
         assert {row[0] for row in rgb + depth + info} <= set(images)
-        assert {row[1] for row in rgb + depth + info} == {f"{camera}_optical"}
+        assert {row[1] for row in rgb + depth + info} == {f"{camera}_optical_frame"}
         for stamp, _, width, height, encoding, step, data in rgb[:2]:
             assert (encoding, step) == ("rgb8", 3 * width)
             got = np.frombuffer(bytes.fromhex(data), np.uint8).reshape(height, width, 3).astype(int)
@@ -359,18 +360,27 @@ def test_bag_has_the_cameras_as_the_log_recorded_them(session, bag):
 
     _, log, _ = session
     [(_, static)] = bag["/tf_static"]
-    optical = {t.child_frame_id: t for t in static.transforms if t.child_frame_id.endswith("_optical")}
-    assert set(optical) == {"head_camera_optical", "right_camera_optical"}
+    optical = {t.child_frame_id: t for t in static.transforms if t.child_frame_id.endswith("_optical_frame")}
+    assert set(optical) == {"head_camera_optical_frame", "right_camera_optical_frame"}
+    [(_, description)] = bag["/robot_description"]
+    urdf = {j.get("name"): j for j in ET.fromstring(description.data).iter("joint")}
+    links = {link.get("name") for link in ET.fromstring(description.data).iter("link")}
     for camera in ("head_camera", "right_camera"):
-        assert optical[f"{camera}_optical"].header.frame_id.startswith("camera_")
-        q = optical[f"{camera}_optical"].transform.rotation
+        placed = optical[f"{camera}_optical_frame"]
+        assert placed.header.frame_id.startswith("camera_") and placed.header.frame_id in links
+        q = placed.transform.rotation
         z_axis = [2 * (q.x * q.z + q.y * q.w), 2 * (q.y * q.z - q.x * q.w), 1 - 2 * (q.x ** 2 + q.y ** 2)]
         assert z_axis == pytest.approx([1.0, 0.0, 0.0])
+        joint = urdf[f"{camera}_optical_joint"]  # the bag's URDF has the same frame, on the same link
+        assert (joint.get("type"), joint.find("parent").get("link"), joint.find("child").get("link")) == \
+            ("fixed", placed.header.frame_id, f"{camera}_optical_frame")
+        assert [float(v) for v in joint.find("origin").get("rpy").split()] == \
+            pytest.approx([-math.pi / 2, 0.0, -math.pi / 2])
         images = log.messages[f"/foxglove/{camera}/image"]
         got = bag[f"/{camera}/image_raw/compressed"]
         assert [t for t, _ in got] == [round(m.t * 1e9) for m in images]
         for (t, message), logged in zip(got, images):
-            assert _ns(message.header.stamp) == t and message.header.frame_id == f"{camera}_optical"
+            assert _ns(message.header.stamp) == t and message.header.frame_id == f"{camera}_optical_frame"
             assert message.format == "jpeg" and message.data.tobytes() == protobuf_fields(logged.data)[2]
         depths = log.messages[f"/foxglove/{camera}/depth"]
         got = bag[f"/{camera}/depth/image_raw"]

@@ -10,8 +10,8 @@ from typing import Any
 from .defaults import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
 
 ROS_DESCRIPTION = """\
-The ROS 2 bridge: a trial's robot on the ROS 2 graph (/clock, /odom, /scan, /joint_states, /tf where tf2_msgs
-imports, /robot_description, /people/markers, /people/ground_truth, /diagnostics, each camera's image_raw,
+The ROS 2 bridge: a trial's robot on the ROS 2 graph (/clock, /odom, /scan, /joint_states, /tf,
+/robot_description, /tf_static, /people/markers, /people/ground_truth, /diagnostics, each camera's image_raw,
 depth/image_raw and camera_info; /cmd_vel drives the base,
 /forward_position_controller/commands and /joint_trajectory_controller/joint_trajectory the joints). Run a trial
 with it:

@@ -9,12 +9,15 @@ that it speaks the names the rest of the ROS graph uses:
   ``odom -> base_link``.
 
 The other links and the fixed joints keep the model's names (``camera_43_camera``: the part, its bus ID, its
-body), which are also the frames of ``/tf_static``. Both come from a live robot (the trial's link) or from a
-trial log's ``/robot/model`` (``hil log rosbag``); a log's model has the shapes but no inertias or limits, so
-its URDF has no inertias or limits.
+body), which are also the frames of ``/tf_static``. Each camera adds a link ``NAME_optical_frame`` (REP-103's
+optical frame: x right, y down, z forward; the frame of its images and camera_info) on a fixed joint
+``NAME_optical_joint`` from its body's link, rpy (-pi/2, 0, -pi/2), as ROS camera drivers describe theirs.
+Both come from a live robot (the trial's link) or from a trial log's ``/robot/model`` (``hil log rosbag``); a
+log's model has the shapes but no inertias or limits, so its URDF has no inertias or limits.
 """
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from typing import Any
@@ -27,6 +30,8 @@ from hil.runtime.model import Model, to_urdf
 from ..view.quat import wxyz_of
 
 ROOT_FRAME = "base_link"
+OPTICAL_FRAME, OPTICAL_JOINT = "{}_optical_frame", "{}_optical_joint"  # of camera NAME, as ROS drivers name them
+OPTICAL_RPY = (-math.pi / 2, 0.0, -math.pi / 2)  # the optical frame in the camera's body (REP-103)
 
 
 def blueprint_names(robot: Any) -> dict[int, str]:
@@ -40,8 +45,16 @@ def link_names(model: Model, root: str = ROOT_FRAME) -> list[str]:
     return [root if link.parent < 0 else link.name for link in model.links]
 
 
-def description_urdf(model: Model, q_names: dict[int, str], root: str = ROOT_FRAME) -> str:
-    """The URDF of ``model`` with its moving joints named by ``q_names`` and its root link named ``root``."""
+def optical_frame(camera: str) -> str:
+    """The frame of camera ``camera``'s images on the ROS graph: ``NAME_optical_frame``."""
+    return OPTICAL_FRAME.format(camera)
+
+
+def description_urdf(model: Model, q_names: dict[int, str], root: str = ROOT_FRAME,
+                     optical: list[dict[str, Any]] = ()) -> str:
+    """The URDF of ``model`` with its moving joints named by ``q_names`` and its root link named ``root``, and a
+    fixed joint ``NAME_optical_joint`` to a link ``NAME_optical_frame`` for each camera's optical frame given
+    (``optical``: :func:`optical_frames`' entries)."""
     doc = ET.fromstring(to_urdf(model).split("\n", 1)[1])
     joint_names = {j.name: q_names[j.idx_q] for j in model.joints if j.idx_q is not None and j.idx_q in q_names}
     old_root = model.links[0].name
@@ -54,6 +67,13 @@ def description_urdf(model: Model, q_names: dict[int, str], root: str = ROOT_FRA
     for el in doc.iter("link"):
         if el.get("name") == old_root:
             el.set("name", root)
+    rpy = " ".join(repr(a) for a in OPTICAL_RPY)
+    for frame in optical:
+        ET.SubElement(doc, "link", name=frame["child"])
+        joint = ET.SubElement(doc, "joint", name=OPTICAL_JOINT.format(frame["camera"]), type="fixed")
+        ET.SubElement(joint, "parent", link=root if frame["parent"] == old_root else frame["parent"])
+        ET.SubElement(joint, "child", link=frame["child"])
+        ET.SubElement(joint, "origin", xyz="0 0 0", rpy=rpy)
     ET.indent(doc, space="  ")
     return '<?xml version="1.0"?>\n' + ET.tostring(doc, encoding="unicode") + "\n"
 
@@ -75,13 +95,14 @@ def static_transforms(model: Model, root: str = ROOT_FRAME) -> list[dict[str, An
 def description_of_robot(robot: Any, root: str = ROOT_FRAME) -> dict[str, Any]:
     """``{"urdf", "static"}`` of an opened Robot (what the link sends the bridge); the static transforms end with
     each camera's optical frame (:func:`optical_frames`)."""
-    return {"urdf": description_urdf(robot.model, blueprint_names(robot), root),
-            "static": static_transforms(robot.model, root) + optical_frames(robot)}
+    optical = optical_frames(robot)
+    return {"urdf": description_urdf(robot.model, blueprint_names(robot), root, optical),
+            "static": static_transforms(robot.model, root) + optical}
 
 
 def optical_frames(robot: Any) -> list[dict[str, Any]]:
-    """Each camera's optical frame ``NAME_optical`` (x right, y down, z forward: REP-103's, the frame of its
-    images and camera_info, as the log's /foxglove/tf has it) in its camera body's link, as a static transform."""
+    """Each camera's optical frame ``NAME_optical_frame`` (x right, y down, z forward: REP-103's, the frame of
+    its images and camera_info) in its camera body's link, as a static transform (``camera``: its name)."""
     from hil.runtime.robot.camera import Camera
 
     from ..record.camera_log import OPTICAL_XYZW, camera_link_name
@@ -90,13 +111,15 @@ def optical_frames(robot: Any) -> list[dict[str, Any]]:
     for name, sensor in robot.sensors.items():
         link = camera_link_name(robot, sensor) if isinstance(sensor, Camera) else None
         if link is not None:
-            out.append({"parent": link, "child": f"{name}_optical", "xyz": [0.0, 0.0, 0.0],
+            out.append({"camera": name, "parent": link, "child": optical_frame(name), "xyz": [0.0, 0.0, 0.0],
                         "xyzw": list(OPTICAL_XYZW)})
     return out
 
 
-def description_of_log(model_message: dict[str, Any], root: str = ROOT_FRAME) -> dict[str, Any]:
-    """``{"urdf", "static"}`` from a trial log's ``/robot/model`` message."""
+def description_of_log(model_message: dict[str, Any], root: str = ROOT_FRAME,
+                       optical: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    """``{"urdf", "static"}`` from a trial log's ``/robot/model`` message and the cameras' optical frames
+    (:func:`optical_frames`' entries, as the log places them)."""
     from ..record.robot_model import LinkPoser
 
     poser = LinkPoser(model_message)
@@ -104,7 +127,8 @@ def description_of_log(model_message: dict[str, Any], root: str = ROOT_FRAME) ->
     links = tuple(replace(link, visuals=tuple(_shape(s) for s in entry.get("visuals", ())))
                   for link, entry in zip(poser.model.links, model_message["links"]))
     model = replace(poser.model, links=links)
-    return {"urdf": description_urdf(model, q_names, root), "static": static_transforms(model, root)}
+    return {"urdf": description_urdf(model, q_names, root, optical),
+            "static": static_transforms(model, root) + list(optical)}
 
 
 def _shape(entry: dict[str, Any]) -> Shape:

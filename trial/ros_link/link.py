@@ -284,13 +284,15 @@ def _camera_frame(robot: Any, name: str) -> dict[str, Any] | None:
     depth (32FC1, NaN invalid) bytes, size, intrinsics, the optical frame; None when it gives none."""
     import numpy as np
 
+    from .description import optical_frame
+
     try:
         frame = robot.sensors[name].frame()
     except Exception:  # noqa: BLE001 - a camera unplugged since: nothing to publish of it
         return None
     k = frame.intrinsics
     rgb, depth = frame.rgb, frame.depth
-    return {"name": name, "frame_id": f"{name}_optical", "width": int(k.width), "height": int(k.height),
+    return {"name": name, "frame_id": optical_frame(name), "width": int(k.width), "height": int(k.height),
             "k": [float(k.fx), float(k.fy), float(k.cx), float(k.cy)],
             "rgb": np.ascontiguousarray(rgb, dtype=np.uint8).tobytes() if rgb is not None else None,
             "depth": np.ascontiguousarray(depth, dtype="<f4").tobytes() if depth is not None else None}

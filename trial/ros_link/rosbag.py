@@ -54,10 +54,12 @@ import numpy as np
 
 from ..record.log import read_log
 from ..record.repair import log_path
-from .description import ROOT_FRAME, description_of_log
+from .description import ROOT_FRAME, description_of_log, optical_frame
 from .ros_side.bridge_node import (FORWARD_TOPIC, MAP_FRAME, TRAJECTORY_TOPIC, PEOPLE_MARKERS, PEOPLE_TRUTH, Diagnostics, diagnostic_array,
                                    camera_topics, map_to_odom, marker_array, people_cloud_message, people_markers,
                                    scan_layout, scan_ranges, stamp_of)
+
+LOG_OPTICAL = "_optical"  # a camera's frame in the log: NAME_optical (trial/record/camera_log.py)
 
 ODOM_FRAME = "odom"
 CAMERA_LOG_TOPIC = re.compile(r"^/foxglove/[A-Za-z0-9_.-]+/(image|depth|calibration)$")  # camera_log.py's
@@ -142,11 +144,11 @@ def messages_of(messages: dict[str, list[Any]], make: _Maker) -> Iterator[tuple[
 
 def _description(t: float, model: dict[str, Any], make: _Maker,
                  optical: list[dict[str, Any]]) -> Iterator[tuple[str, float, Any]]:
-    described = description_of_log(model)
+    described = description_of_log(model, optical=optical)
     yield "/robot_description", t, make("std_msgs/msg/String", data=described["urdf"])
     stamp = make.stamp(t)
     transforms = [make.transform(stamp, s["parent"], s["child"], s["xyz"], s["xyzw"])
-                  for s in described["static"] + optical]
+                  for s in described["static"]]
     yield "/tf_static", t, make("tf2_msgs/msg/TFMessage", transforms=transforms)
 
 
@@ -229,8 +231,8 @@ class _World:
 
 def _optical_frames(messages: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """The cameras' optical frames as the log's /foxglove/tf places them at t = 0 (camera_log.py writes them
-    there once, beside the links' frames; parent and child of each, the rotation the optical convention's), as
-    static transforms."""
+    there once, beside the links' frames, as ``NAME_optical``; parent and child of each, the rotation the optical
+    convention's), as static transforms to the graph's ``NAME_optical_frame``."""
     from ..record.camera_log import OPTICAL_XYZW
     from ..view.camera_panel import protobuf_fields, protobuf_items
 
@@ -239,10 +241,16 @@ def _optical_frames(messages: dict[str, list[Any]]) -> list[dict[str, Any]]:
         for number, transform in protobuf_items(bytes(message.data)):
             fields = protobuf_fields(transform) if number == 1 else {}
             child = fields.get(3, b"").decode("utf-8", "replace")
-            if child.endswith("_optical"):
-                out.append({"parent": fields.get(2, b"").decode("utf-8", "replace"), "child": child,
-                            "xyz": [0.0, 0.0, 0.0], "xyzw": list(OPTICAL_XYZW)})
+            if child.endswith(LOG_OPTICAL):
+                camera = child[:-len(LOG_OPTICAL)]
+                out.append({"camera": camera, "parent": fields.get(2, b"").decode("utf-8", "replace"),
+                            "child": optical_frame(camera), "xyz": [0.0, 0.0, 0.0], "xyzw": list(OPTICAL_XYZW)})
     return out
+
+
+def _graph_frame(log_frame: str) -> str:
+    """A camera frame of the log (``NAME_optical``) as the graph names it (``NAME_optical_frame``)."""
+    return optical_frame(log_frame[:-len(LOG_OPTICAL)]) if log_frame.endswith(LOG_OPTICAL) else log_frame
 
 
 def _camera_messages(topic: str, data: bytes, make: _Maker) -> Iterator[tuple[str, Any]]:
@@ -257,7 +265,7 @@ def _camera_messages(topic: str, data: bytes, make: _Maker) -> Iterator[tuple[st
     stamp = protobuf_fields(fields.get(1, b""))
     header = make("std_msgs/msg/Header", stamp=make("builtin_interfaces/msg/Time", sec=int(stamp.get(1, 0)),
                                                     nanosec=int(stamp.get(2, 0))),
-                  frame_id=fields.get({"image": 4, "depth": 7, "calibration": 9}[kind], b"").decode())
+                  frame_id=_graph_frame(fields.get({"image": 4, "depth": 7, "calibration": 9}[kind], b"").decode()))
     if kind == "image":
         yield image + "/compressed", make("sensor_msgs/msg/CompressedImage", header=header,
                                           format=fields.get(3, b"jpeg").decode(), data=make.u8(fields.get(2, b"")))

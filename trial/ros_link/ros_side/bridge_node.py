@@ -6,12 +6,12 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
 
 - **state** (SUB, the trial's PUB): one envelope per bus cycle with the trial time, the odometry, the ring and
   the joints. Published as ``/clock`` (rosgraph_msgs/Clock), ``/odom`` (nav_msgs/Odometry, odom -> base_link),
-  ``/tf`` (odom -> base_link; only where tf2_msgs imports), ``/scan`` (sensor_msgs/LaserScan: REP-117, +inf for
-  no return, NaN for an invalid reading) and ``/joint_states`` (the blueprint's names), every header stamped
-  with the trial's simulator time, so nodes with ``use_sim_time`` live on the trial's clock. The robot's
-  description, when the state carries it, as ``/robot_description`` (std_msgs/String: the URDF, joints named by
-  the blueprint) and ``/tf_static`` (its fixed joints; only where tf2_msgs imports), both transient-local and
-  published again only when they change. What the trial's log says beside the robot, when the state carries it:
+  ``/tf`` (odom -> base_link: rclpy's where tf2_msgs imports, else Cyclone DDS's; ros_side/tf_out.py), ``/scan``
+  (sensor_msgs/LaserScan: REP-117, +inf for no return, NaN for an invalid reading) and ``/joint_states`` (the
+  blueprint's names), every header stamped with the trial's simulator time, so nodes with ``use_sim_time`` live
+  on the trial's clock. The robot's description, when the state carries it, as ``/robot_description``
+  (std_msgs/String: the URDF, joints named by the blueprint) and ``/tf_static`` (its fixed joints, likewise),
+  both transient-local and published again only when they change. What the trial's log says beside the robot, when the state carries it:
   ``/people/markers`` (visualization_msgs/MarkerArray: one cylinder per person, DELETE when one leaves),
   ``/people/ground_truth`` (sensor_msgs/PointCloud2: id, x, y, vx, vy, radius), both in ``map``; ``/diagnostics``
   (diagnostic_msgs/DiagnosticArray: the buses' statistics, the parts lost or quarantined); ``map`` -> ``odom`` on
@@ -25,9 +25,10 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   (std_msgs/Float64MultiArray, positions in the declared order) and
   ``/joint_trajectory_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory, where it imports).
 
-QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/clock``, ``/odom``, ``/tf``,
-``/joint_states``, the people and ``/diagnostics`` reliable, depth 10 (a best-effort publisher would match no reliable subscriber: tf2's listener
-and Nav2 take these reliably; a reliable publisher also serves best-effort subscribers); ``/cmd_vel`` reliable.
+QoS: ``/scan`` best effort (sensor data, as Nav2's costmaps and RViz take it); ``/tf`` reliable, depth 100 (tf2's);
+``/clock``, ``/odom``, ``/joint_states``, the people and ``/diagnostics`` reliable, depth 10 (a best-effort
+publisher would match no reliable subscriber: tf2's listener and Nav2 take these reliably; a reliable publisher
+also serves best-effort subscribers); ``/cmd_vel`` reliable.
 
 Without rclpy (or pyzmq, msgpack) it prints one line saying what to install or source and exits with status 3.
 A state it cannot publish is logged (once per kind of error) and dropped: nothing the trial sends stops it.
@@ -362,7 +363,11 @@ class Bridge:
         self.odom_pub = self.node.create_publisher(Odometry, "/odom", reliable)
         self.scan_pub = self.node.create_publisher(LaserScan, "/scan", qos_profile_sensor_data)
         self.joints_pub = self.node.create_publisher(JointState, "/joint_states", reliable)
-        self.tf_pub = self._tf_publisher(reliable)
+        try:
+            from .tf_out import open_tf
+        except ImportError:  # run as a script (launch.py starts this file by its path)
+            from tf_out import open_tf
+        self.tf_out = open_tf(self.node, self.log)  # tf2_msgs via rclpy, else Cyclone DDS, else None
         from sensor_msgs.msg import PointCloud2
 
         self.markers_pub = self._optional_publisher("visualization_msgs", "MarkerArray", PEOPLE_MARKERS, reliable)
@@ -378,7 +383,6 @@ class Bridge:
         from std_msgs.msg import String
 
         self.description_pub = self.node.create_publisher(String, "/robot_description", latched)
-        self.tf_static_pub = self._tf_publisher(latched, "/tf_static")
         self.described: str | None = None
         self.command_qos = reliable
         self.cmd_type: str | None = None
@@ -402,18 +406,6 @@ class Bridge:
         # wakes the executor's wait when the bridge is to stop, so it stops at once, not at the wait's timeout
         self.wake = self.node.create_guard_condition(lambda: None)
         self.layout: tuple | None = None
-
-    def _tf_publisher(self, qos, topic: str = "/tf"):
-        """/tf or /tf_static where tf2_msgs imports (a sourced ROS install has it; the registry's wheels do not):
-        None else."""
-        try:
-            from tf2_msgs.msg import TFMessage
-        except ImportError:
-            self.log.warning(f"tf2_msgs does not import here: {topic} is not published" + (
-                " (odom -> base_link is still in /odom's header and child_frame_id)" if topic == "/tf" else
-                " (the fixed joints are in /robot_description)"))
-            return None
-        return self.node.create_publisher(TFMessage, topic, qos)
 
     def _optional_publisher(self, package: str, name: str, topic: str, qos):
         """A publisher of ``package/msg/name`` where that package imports (a sourced ROS install has every one;
@@ -550,19 +542,9 @@ class Bridge:
             return
         self.described = description["urdf"]
         self.description_pub.publish(String(data=description["urdf"]))
-        if self.tf_static_pub is not None:
-            from geometry_msgs.msg import TransformStamped
-            from tf2_msgs.msg import TFMessage
-
-            transforms = []
-            for fixed in description["static"]:
-                tf = TransformStamped()
-                tf.header.stamp, tf.header.frame_id, tf.child_frame_id = stamp, fixed["parent"], fixed["child"]
-                t, r = tf.transform.translation, tf.transform.rotation
-                t.x, t.y, t.z = (float(v) for v in fixed["xyz"])
-                r.x, r.y, r.z, r.w = (float(v) for v in fixed["xyzw"])
-                transforms.append(tf)
-            self.tf_static_pub.publish(TFMessage(transforms=transforms))
+        if self.tf_out is not None:
+            self.tf_out.send_static([(stamp.sec, stamp.nanosec, fixed["parent"], fixed["child"], fixed["xyz"],
+                                      fixed["xyzw"]) for fixed in description["static"]])
 
     def _publish_camera(self, stamp, camera: dict) -> None:
         """/NAME/image_raw, /NAME/depth/image_raw and /NAME/camera_info, best effort (sensor data)."""
@@ -596,25 +578,14 @@ class Bridge:
         msg.pose.pose.orientation.z, msg.pose.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
         msg.twist.twist.linear.x, msg.twist.twist.angular.z = float(twist[0]), float(twist[1])
         self.odom_pub.publish(msg)
-        if self.tf_pub is not None:
-            from geometry_msgs.msg import TransformStamped
-            from tf2_msgs.msg import TFMessage
-
-            tf = TransformStamped()
-            tf.header = msg.header
-            tf.child_frame_id = msg.child_frame_id
-            tf.transform.translation.x, tf.transform.translation.y = x, y
-            tf.transform.rotation = msg.pose.pose.orientation
-            transforms = [tf]
+        if self.tf_out is not None:
+            transforms = [(stamp.sec, stamp.nanosec, self.args.odom_frame, self.args.base_frame, (x, y, 0.0),
+                           (0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)))]
             if truth is not None:  # map -> odom from the world's ground truth
                 mx, my, myaw = map_to_odom(truth, odom)
-                placed = TransformStamped()
-                placed.header.stamp, placed.header.frame_id = stamp, MAP_FRAME
-                placed.child_frame_id = self.args.odom_frame
-                placed.transform.translation.x, placed.transform.translation.y = mx, my
-                placed.transform.rotation.z, placed.transform.rotation.w = math.sin(myaw / 2), math.cos(myaw / 2)
-                transforms.append(placed)
-            self.tf_pub.publish(TFMessage(transforms=transforms))
+                transforms.append((stamp.sec, stamp.nanosec, MAP_FRAME, self.args.odom_frame, (mx, my, 0.0),
+                                   (0.0, 0.0, math.sin(myaw / 2), math.cos(myaw / 2))))
+            self.tf_out.send(transforms)
 
     def _publish_scan(self, stamp, ring: dict) -> None:
         from sensor_msgs.msg import LaserScan
@@ -665,6 +636,8 @@ class Bridge:
             self.done.set()
             pump.join(timeout=2.0)
             executor.shutdown()
+            if self.tf_out is not None:
+                self.tf_out.close()
             self.node.destroy_node()
             self.state.close()
             self.commands.close()
