@@ -134,7 +134,10 @@ class GLRenderer:
         """z alone (HxW float32 m along the view's axis, inf where nothing): a second view of the same scene, such
         as a depth camera's projector (sensors/projector.py), without reading colours and labels back."""
         self._draw(view, projection, scene)
-        return self._geometry()[0]
+        w, h = self.width, self.height
+        z = np.frombuffer(self.fbo.read(components=1, attachment=2, dtype="f4"), np.float32).reshape(h, w).copy()
+        z[z <= 0.0] = np.inf  # nothing drawn (see _geometry)
+        return z
 
     def _geometry(self) -> tuple[np.ndarray, np.ndarray]:
         w, h = self.width, self.height

@@ -54,6 +54,13 @@ class ProjectorView:
         self.cx, self.cy = (self.width - 1) / 2.0, (self.height - 1) / 2.0
         self.projection = projection_matrix(self.width, self.height, self.fx, self.fy, self.cx, self.cy,
                                             self.near_m, self.far_m)
+        # each camera pixel's ray (eye frame, per metre of depth) turned into the projector's eye frame: a point
+        # at depth z is z * ray + shift there
+        rows, cols = np.mgrid[0:spec.height, 0:spec.width]
+        rays = np.stack([(cols - spec.cx) / spec.fx, -(rows - spec.cy) / spec.fy, -np.ones(rows.shape)])
+        m = self.camera_eye_to_projector_eye
+        self._rays = np.einsum("ij,jhw->ihw", m[:3, :3], rays).astype(np.float32)
+        self._shift = m[:3, 3].astype(np.float32)
 
     def view(self, camera_view: np.ndarray) -> np.ndarray:
         """The projector's world -> eye matrix, given the camera's (gl.view_matrix) at this frame."""
@@ -62,31 +69,26 @@ class ProjectorView:
     def lit(self, z: np.ndarray, projector_z: np.ndarray) -> np.ndarray:
         """Where the projector sees what the camera's pixel sees (bool, z's shape): ``z`` the camera's exact depth
         along its axis (inf: nothing), ``projector_z`` the projector's own (its picture: height x width)."""
-        s = self.spec
-        out = np.zeros(z.shape, bool)
+        rays, t = self._rays, self._shift
         h, w = projector_z.shape
-        rows, cols = np.nonzero(np.isfinite(z))
-        if not len(rows):
-            return out
-        depth = z[rows, cols].astype(np.float64)
-        eye = np.stack([(cols - s.cx) / s.fx * depth, -(rows - s.cy) / s.fy * depth, -depth])
-        m = self.camera_eye_to_projector_eye
-        p = m[:3, :3] @ eye + m[:3, 3:4]
-        zp = -p[2]
-        ahead = zp > self.near_m
-        safe = np.where(ahead, zp, 1.0)
-        u = self.cx + self.fx * p[0] / safe
-        v = self.cy - self.fy * p[1] / safe
+        finite = np.isfinite(z)
+        depth = np.where(finite, z, np.float32(0.0)).astype(np.float32, copy=False)
+        x = depth * rays[0] + t[0]
+        y = depth * rays[1] + t[1]
+        zp = -(depth * rays[2] + t[2])
+        ahead = finite & (zp > self.near_m)
+        inverse = np.float32(1.0) / np.where(ahead, zp, np.float32(1.0))
+        u = np.float32(self.cx) + np.float32(self.fx) * x * inverse
+        v = np.float32(self.cy) - np.float32(self.fy) * y * inverse
         inside = ahead & (u >= -0.5) & (u <= w - 0.5) & (v >= -0.5) & (v <= h - 0.5)
-        # the 2 x 2 texels around the point (clamped at the border), the farthest of them
-        u0 = np.clip(np.floor(np.where(inside, u, 0.0)).astype(np.int64), 0, w - 1)
-        v0 = np.clip(np.floor(np.where(inside, v, 0.0)).astype(np.int64), 0, h - 1)
-        u1, v1 = np.minimum(u0 + 1, w - 1), np.minimum(v0 + 1, h - 1)
-        pz = projector_z
-        nearest_blocker = np.maximum(np.maximum(pz[v0, u0], pz[v0, u1]), np.maximum(pz[v1, u0], pz[v1, u1]))
-        seen = zp <= nearest_blocker * (1.0 + RELATIVE_TOLERANCE) + ABSOLUTE_TOLERANCE_M
-        out[rows, cols] = inside & seen
-        return out
+        # the farthest of the 2 x 2 texels from (floor u, floor v) on (clamped at the border), made once per frame
+        farthest = projector_z.copy()
+        np.maximum(farthest[:, :-1], projector_z[:, 1:], out=farthest[:, :-1])
+        np.maximum(farthest[:-1], farthest[1:].copy(), out=farthest[:-1])
+        col = np.clip(u, 0, w - 1).astype(np.int32)
+        row = np.clip(v, 0, h - 1).astype(np.int32)
+        blocker = farthest.ravel()[row * w + col]
+        return inside & (zp <= blocker * np.float32(1.0 + RELATIVE_TOLERANCE) + np.float32(ABSOLUTE_TOLERANCE_M))
 
     def _half_angles(self) -> tuple[float, float]:
         """tan of the half angles (x, y) the projector's picture needs to cover the camera's frustum between its
