@@ -1,11 +1,13 @@
 """Camera parts in the world: each renders, on demand, what it sees from its own body's pose (so turning the neck
-or an eye turns the view), with its descriptor's intrinsics, and its depth fails as a depth camera's does.
+or an eye turns the view), with its descriptor's intrinsics, and its depth fails as a depth camera's does: with
+a projector, the scene is drawn a second time from the projector's pose and a pixel is measured only where the
+projector sees its point too (sensors/projector.py).
 
 Frames are rendered only when someone asks (``EmbodiedRobot.camera_frame``), at most once per frame period of
 the camera's ``rate_hz``: frame k belongs to the period [k / rate, (k + 1) / rate) of world time, and a read
 within the same period returns the frame already made, with its own time, as a real camera's driver does. A
 frame is a dict of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid, labels HxW
-int32) and handed out as is: whoever reads it must not write into it (the runtime marks them read-only).
+int32; ``invalid``: the depth's invalid pixels by cause) and handed out as is: whoever reads it must not write into it (the runtime marks them read-only).
 
 Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: about 3 s at 1 Mbit/s): the
 camera's pixels come through a camera service beside the bus (runtime.robot.camera; ARCHITECTURE "Cameras").
