@@ -53,15 +53,25 @@ def _pole() -> str:
             f"thickness: {POLE_SIDE}, height: 2.5}}")
 
 
+def _camera_text(**lines: str | None) -> str:
+    """The catalog camera's part file with the depth lines ``key:`` replaced whole by the given text (None: gone)."""
+    out = []
+    for row in CATALOG_CAMERA.read_text().splitlines(keepends=True):
+        key = row.strip().split(":")[0]
+        if row.startswith("        ") and key in lines:
+            if lines[key] is not None:
+                out.append(f"        {lines[key]}\n")
+            continue
+        out.append(row)
+    text = "".join(out)
+    assert text != CATALOG_CAMERA.read_text()
+    return text
+
+
 def _camera_with_projector_above(folder: Path):
     """The catalog camera's part file with its projector put 8 cm above the lens instead of beside it."""
-    text = CATALOG_CAMERA.read_text()
-    old = "        baseline_m: 0.05"
-    assert old in text and "        shadow_side: right" in text
-    text = text.replace("        shadow_side: right\n", "")
-    text = text.replace(old, f"        projector: {{position: [0.0, 0.0, {ABOVE_M}]}}")
     path = folder / "camera.yaml"
-    path.write_text(text)
+    path.write_text(_camera_text(baseline_m=f"projector: {{position: [0.0, 0.0, {ABOVE_M}]}}", shadow_side=None))
     return load_source(path)
 
 
@@ -192,23 +202,20 @@ def test_the_metrics_count_shadow_pixels_for_a_pole_and_none_for_a_flat_wall(tmp
         assert invalid["shadow"] == 0
 
 
-def test_a_projector_given_with_a_baseline_is_refused_at_file_line(tmp_path):
-    text = CATALOG_CAMERA.read_text().replace("        shadow_side: right\n",
-                                              "        shadow_side: right\n        projector: {position: [0, 0, 0.05]}\n")
+@pytest.mark.parametrize("lines, marked, field", [
+    ({"shadow_side": "shadow_side: right\n        projector: {position: [0, 0, 0.05]}"}, "baseline_m",
+     "depth.baseline_m"),  # a pose and a baseline: which one?
+    ({"shadow_side": None, "baseline_m": "projector:\n          position: [0, 0, 50]"}, "position: [0, 0, 50]",
+     "depth.projector.position"),  # 50 m from its lens: millimetres meant
+    ({"shadow_side": None, "baseline_m": "projector: {position: [0, 0.05, 0], forward: [0, 0, 1], up: [0, 0, 2]}"},
+     "projector:", "depth.projector.up"),  # up along its axis
+], ids=["with-baseline", "far-away", "up-along-axis"])
+def test_a_bad_projector_is_refused_at_file_line(tmp_path, lines, marked, field):
+    text = _camera_text(**lines)
     bad = tmp_path / "camera.yaml"
     bad.write_text(text)
-    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.strip().startswith("baseline_m"))
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.strip().startswith(marked))
     with pytest.raises(DescriptorError) as caught:
         load_source(bad)
-    assert str(caught.value).startswith(f"{bad}:{line}: ") and "depth.baseline_m" in str(caught.value)
-
-
-def test_a_projector_a_long_way_from_its_lens_is_refused_at_its_line(tmp_path):
-    text = CATALOG_CAMERA.read_text().replace("        shadow_side: right\n", "").replace(
-        "        baseline_m: 0.05", "        projector:\n          position: [0, 0, 50]")
-    bad = tmp_path / "camera.yaml"
-    bad.write_text(text)
-    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.strip().startswith("position: [0, 0, 50]"))
-    with pytest.raises(DescriptorError) as caught:
-        load_source(bad)
-    assert str(caught.value).startswith(f"{bad}:{line}: ") and "depth.projector.position" in str(caught.value)
+    message = str(caught.value)
+    assert message.startswith(f"{bad}:{line}: ") and field in message, message
