@@ -7,7 +7,8 @@ Frames are rendered only when someone asks (``EmbodiedRobot.camera_frame``), at 
 the camera's ``rate_hz``: frame k belongs to the period [k / rate, (k + 1) / rate) of world time, and a read
 within the same period returns the frame already made, with its own time, as a real camera's driver does. A
 frame is a dict of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid, labels HxW
-int32; ``invalid``: the depth's invalid pixels by cause) and handed out as is: whoever reads it must not write into it (the runtime marks them read-only).
+int32; ``invalid``: the depth's invalid pixels by cause) and handed out as is: whoever reads it must not write
+into it (the runtime marks them read-only).
 
 Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: about 3 s at 1 Mbit/s): the
 camera's pixels come through a camera service beside the bus (runtime.robot.camera; ARCHITECTURE "Cameras").
@@ -213,7 +214,7 @@ class _Camera:
 
             size = (self.projector.width, self.projector.height)
             self._second_renderer = (TinyRenderer(*size) if self._renderer.name == TinyRenderer.name
-                                         else _gl_renderer(*size))
+                                     else _gl_renderer(*size))
         return self._second_renderer
 
     def _open_renderer(self):

@@ -11,9 +11,9 @@ projector's depth there: lit when it is no farther than the nearest surface the 
 comparison takes the farthest of the 2 x 2 projector pixels around the point (the texels a bilinear lookup would
 use) plus ``RELATIVE_TOLERANCE`` of its depth and ``ABSOLUTE_TOLERANCE_M``, so a lit surface at a slant to the
 projector does not shadow itself between texels ("shadow acne"); a shadow's edge moves by at most a projector pixel
-(a camera pixel or less).
-Points behind the projector, nearer to it than its near plane or outside its picture are unlit. Pure numpy on
-whole images, no randomness: the same scene gives the same mask.
+(a camera pixel or less, unless the picture was capped at ``MAX_PIXELS_RATIO`` times the camera's). Points behind
+the projector, nearer to it than its near plane or outside its picture are unlit. Pure numpy on whole images, no
+randomness: the same scene gives the same mask.
 """
 from __future__ import annotations
 

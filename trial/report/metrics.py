@@ -92,8 +92,9 @@ def sensor_faults(messages: Mapping[str, Sequence[LogMessage]]) -> dict[str, Any
         seen_first, seen_last = faults[0].data.get("frames") or {}, faults[-1].data.get("frames") or {}
         for name, end in seen_last.items():
             start = seen_first.get(name, {})
+            camera = out.setdefault(name, {"invalid": {"total": 0}})
             for key in ("frames", "pixels"):
-                out.setdefault(name, {"invalid": {"total": 0}})[key] = int(end.get(key, 0)) - int(start.get(key, 0))
+                camera[key] = int(end.get(key, 0)) - int(start.get(key, 0))
     readings = [m.data.get("ring") or [] for m in messages.get("/robot/sensors", ())]
     if readings and readings[0]:
         ring = out.setdefault("ring", {})
