@@ -9,7 +9,8 @@ Request (one frame): msgpack ``{"v": 1, "part": ID, "sensor": NAME | None, "have
 :data:`MAX_REQUEST_B`. ``have`` is the time of the frame the client holds: when the current frame period's frame
 is that one, the reply is its header alone with ``"same": true`` (a read between two frames moves no pixels).
 Reply: ``[header, *arrays]``. The header is msgpack ``{"v": 1, "ok": true, "t", "renderer", "legend": {id: name},
-"pose": {"position", "orientation"} | None, "arrays": [{"name", "dtype", "shape"}, ...]}``, each array's raw
+"pose": {"position", "orientation"} | None, "invalid": {cause: pixels} | None (the depth's invalid pixels by
+cause), "arrays": [{"name", "dtype", "shape"}, ...]}``, each array's raw
 C-order bytes one ZeroMQ frame after it (received without a copy, wrapped by numpy without another); or
 ``[{"v": 1, "ok": false, "error": "..."}]``. No pickle: both ends decode only plain msgpack and check every
 field (:func:`parse_request`, :func:`parse_reply`), so a bad peer gets an error, never a crash.
@@ -82,7 +83,7 @@ def encode_reply(frame: Mapping[str, Any]) -> list[Any]:
               "legend": {int(k): str(v) for k, v in (frame.get("legend") or {}).items()},
               "pose": None if pose is None else {"position": [float(v) for v in pose["position"]],
                                                  "orientation": [float(v) for v in pose["orientation"]]},
-              "arrays": arrays}
+              "invalid": _invalid(frame.get("invalid")), "arrays": arrays}
     return [msgpack.packb(header, use_bin_type=True), *buffers]
 
 
@@ -123,7 +124,7 @@ def parse_reply(frames: Sequence[Any]) -> dict[str, Any]:
                         f"{len(frames) - 1}")
     out: dict[str, Any] = {"t": float(t), "rgb": None, "depth": None, "labels": None,
                            "renderer": str(header.get("renderer") or ""), "legend": _legend(header.get("legend")),
-                           "pose": _pose(header.get("pose"))}
+                           "pose": _pose(header.get("pose")), "invalid": _invalid(header.get("invalid"))}
     for k, (spec, frame) in enumerate(zip(specs, frames[1:])):
         name, array = _array(k, spec, _buffer(frame))
         if out[name] is not None:
@@ -178,6 +179,17 @@ def _legend(value: Any) -> dict[int, str]:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, int) and isinstance(v, str) for k, v in value.items()):
         raise WireError("reply field 'legend' must map label ids to names")
+    return dict(value)
+
+
+def _invalid(value: Any) -> dict[str, int] | None:
+    """A depth frame's invalid pixels by cause ({name: count >= 0}), checked as sent and as received."""
+    if value is None:
+        return None
+    if not (isinstance(value, dict) and len(value) <= 16 and all(
+            isinstance(k, str) and 0 < len(k) <= MAX_NAME and isinstance(n, int) and not isinstance(n, bool)
+            and 0 <= n <= MAX_SIDE_PX * MAX_SIDE_PX for k, n in value.items())):
+        raise WireError(f"reply field 'invalid' must map causes to pixel counts, not {value!r}"[:300])
     return dict(value)
 
 

@@ -1,6 +1,7 @@
 """The wall format of config/maps/*.yaml, shared by the physics world and the crowd (both read the same files).
 
-A wall is a segment ``{from: [x, y], to: [x, y], thickness?, height?, name?}`` in metres; ``defaults`` gives the
+A wall is a segment ``{from: [x, y], to: [x, y], thickness?, height?, name?, bottom?}`` in metres (``bottom``: its
+underside above the floor, 0 unless given: a beam or a shelf); ``defaults`` gives the
 thickness and height of walls that do not say. Errors are ConfigError with file:line (devices.yaml_source).
 Each reader adds its own sections (places, entrances, a passage graph) on top.
 """
@@ -14,7 +15,7 @@ from . import config_path
 from .yaml_source import ConfigError, SourceDict, SourceList, check_keys, require
 
 
-WALL_KEYS = ("from", "to", "thickness", "height", "name")
+WALL_KEYS = ("from", "to", "thickness", "height", "name", "bottom")
 DEFAULT_THICKNESS = 0.1
 DEFAULT_HEIGHT = 2.0
 
@@ -35,6 +36,7 @@ class Wall:
     height: float
     name: str = ""
     line: int = 0  # where the map file defines it, for messages
+    bottom: float = 0.0  # its underside above the floor (m): 0 stands on the floor; above, a beam or a shelf
 
     @property
     def length(self) -> float:
@@ -109,7 +111,13 @@ def parse_wall(walls: SourceList, k: int, defaults: dict[str, float]) -> Wall:
     thickness = positive(entry, "thickness", what) if "thickness" in entry else defaults["thickness"]
     height = positive(entry, "height", what) if "height" in entry else defaults["height"]
     name = require(entry, "name", str, what) if "name" in entry else ""
-    return Wall(start, end, thickness, height, name, entry.line)
+    bottom = 0.0
+    if "bottom" in entry:
+        bottom = entry["bottom"]
+        if not is_number(bottom) or not 0 <= bottom <= MAX_SIZE_M:
+            raise entry.error("bottom", f"{what}: bottom must be a number >= 0 (metres above the floor) up to "
+                                        f"MAX_SIZE_M={MAX_SIZE_M:g}, not {bottom!r}")
+    return Wall(start, end, thickness, height, name, entry.line, float(bottom))
 
 
 # --- a map's default task: where a robot starts and where it goes when a trial does not say -----------------

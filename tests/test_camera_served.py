@@ -65,6 +65,7 @@ def test_a_robot_on_a_served_device_gets_its_cameras_frames(tmp_path):
             for name in ("rgb", "depth", "labels"):
                 assert _same(getattr(frame, name), getattr(here, name)), f"{name} differs from the in-process world's"
             assert frame.legend == here.legend and frame.pose == here.pose
+            assert frame.invalid == here.invalid and frame.invalid["no_return"] >= 0  # the depth's causes too
             assert frame.intrinsics == here.intrinsics
             assert camera.frame() is frame and camera._source.received == 1, "a read in the same period moved pixels"
             other = robot.sensors["right_camera"].frame()
@@ -191,6 +192,8 @@ def test_bad_replies_and_a_silent_server_are_named():
         (with_header(arrays=[]), "arrays"),
         (with_header(pose={"position": [0, 0], "orientation": [0, 0, 0, 1]}), "pose.position"),
         (with_header(legend={"a": 1}), "legend"),
+        (with_header(invalid={"shadow": -1}), "invalid"),
+        (with_header(invalid=[1, 2]), "invalid"),
     ]:
         with pytest.raises(WireError, match=says):
             parse_reply(frames)

@@ -141,6 +141,8 @@ MAP_CASES = [
     ("defaults: {thickness: 0.1, height: 2.0}", "defaults: {thickness: 5000, height: 2.0}",
      ("thickness must be", "MAX_SIZE_M=1000, not 5000")),
     ("thickness: 0.08, height: 1.2}", "thickness: 0.08, height: 1e4}", ("wall #6: height", "MAX_SIZE_M=1000")),
+    ("thickness: 0.08, height: 1.2}", "thickness: 0.08, height: 1.2, bottom: -0.5}",
+     ("wall #6: bottom must be a number >= 0", "not -0.5")),
     ("centre: [0, 0]", "centre: [1e9, 0]", ("place 'centre'", "beyond MAX_COORDINATE_M=100000")),
     ("{name: south, from: [-4, -3], to: [4, -3]}", "{name: south, frm: [-4, -3], to: [4, -3]}",
      ("unknown field 'frm'; did you mean 'from'?",)),

@@ -10,10 +10,14 @@ pipe; malformed pictures and bytes on other topics are refused without stopping 
 """
 from __future__ import annotations
 
+import html
 import io
+import json
+import re
 import threading
 
 import numpy as np
+import pytest
 from mcap.reader import make_reader
 from PIL import Image
 
@@ -40,6 +44,22 @@ def _log_pictures(folder_or_log, name=CAMERA):
             else:
                 out["depth"].append((t, np.frombuffer(decoded.data, "<f4").reshape(decoded.height, decoded.width)))
     return out
+
+
+def _log_camera_faults(folder, name=CAMERA):
+    """[(t, message)] of one camera's /robot/camera_faults, read from the log with mcap's own reader."""
+    out = []
+    with open(folder / "trial.mcap", "rb") as f:
+        for _, _, message in make_reader(f).iter_messages(topics=["/robot/camera_faults"]):
+            data = json.loads(message.data)
+            if data["camera"] == name:
+                out.append((message.log_time / 1e9, data))
+    return out
+
+
+def _caption_invalid(caption: str) -> dict | None:
+    found = re.search(r"data-invalid='([^']*)'", caption)
+    return json.loads(html.unescape(found.group(1))) if found and found.group(1) else None
 
 
 def _at(pictures, t):
@@ -125,6 +145,12 @@ def test_live_shows_the_pictures_as_the_log_gets_them(tmp_path):
         last_t, last_rgb = pictures["rgb"][-1]
         wait_for(lambda: f"data-t='{last_t:.3f}'" in panel._caption, what="the log's last picture shown")
         assert np.array_equal(panel.image.image, last_rgb)
+        # under it, that frame's invalid depth pixels by cause, as the log has them
+        faults = _log_camera_faults(tmp_path / "live")
+        assert faults[-1][0] == pytest.approx(last_t) and sum(faults[-1][1]["invalid"].values()) > 0
+        wait_for(lambda: _caption_invalid(panel._caption) == faults[-1][1]["invalid"],
+                 what="the frame's invalid pixels by cause in the caption")
+        assert "depth invalid" in panel._caption and "shadow" in panel._caption
         panel.kind.value = "depth"
         wait_for(lambda: "data-kind='depth'" in panel._caption, what="the depth picture")
         depth_t, depth = pictures["depth"][-1]

@@ -150,17 +150,6 @@ class WorldProbe:
         with self.embodied.device.lock:
             return crowd.states(), crowd.take_contacts(), crowd.take_script_events()
 
-    def last_camera_frames(self) -> dict[tuple[int, str], dict]:
-        """The last frame each camera of the world made, by (part ID, camera name): made because the controller
-        or the recording asked for it. Nothing is rendered here, so watching changes nothing."""
-        out = {}
-        with self.embodied.device.lock:
-            for part_id, firmware in (self.embodied.cameras or {}).items():
-                for name, camera in firmware.cameras.items():
-                    if camera.last is not None:
-                        out[(part_id, name)] = camera.last
-        return out
-
     @property
     def crowd_period_s(self) -> float | None:
         crowd = self.embodied.crowd

@@ -17,8 +17,13 @@ renders and what a real camera's driver reports, from one description.
         noise_z2: 0.0015         # sigma = noise_z2 * z^2 (m, z in m)
         dropout_angle50_deg: 70  # incidence at which half the pixels drop out (logistic, as the ring's)
         dropout_width_deg: 4
-        baseline_m: 0.05         # projector/stereo baseline: a shadow band beside near edges (0: none)
-        shadow_side: right       # which side of a near edge the band falls on in the image
+        baseline_m: 0.05         # projector/stereo baseline beside the lens (0: no projector, nothing shadowed)
+        shadow_side: right       # which side of a near edge the shadow falls on in the image (the projector sits
+                                 # on the other side of the lens)
+        projector:               # or the projector's (second imager's) pose itself, in the lens frame (x forward
+          position: [0, 0, 0.05] # along the optical axis, y image left, z image up; metres): here above the lens
+          forward: [1, 0, 0]     # its axis and up in the lens frame (defaults: the lens's)
+          up: [0, 0, 1]
       device: "uvc:046d:0825"    # a real camera: uvc:VID:PID, serial:SERIAL, a path (/dev/video0, a video file),
                                  # file:PATH (a recorded RGB-D sequence or video), realsense[:SERIAL] (RGB-D)
 
@@ -41,7 +46,9 @@ SHADOW_SIDES = ("left", "right")
 KEYS = ("width", "height", "fov_deg", "fx", "fy", "cx", "cy", "rate_hz", "fps", "near_m", "far_m", "delivers",
         "forward", "up", "depth", "device")
 DEPTH_KEYS = ("min_range_m", "max_range_m", "noise_z2", "dropout_angle50_deg", "dropout_width_deg", "baseline_m",
-              "shadow_side")
+              "shadow_side", "projector")
+PROJECTOR_KEYS = ("position", "forward", "up")
+MAX_PROJECTOR_OFFSET_M = 1.0  # a projector a metre from its lens is a typo (millimetres?), not a depth camera
 
 
 class CameraParamError(ValueError):
@@ -50,6 +57,18 @@ class CameraParamError(ValueError):
     def __init__(self, key: str, message: str):
         self.key, self.message = key, message
         super().__init__(f"{key}: {message}")
+
+
+@dataclass(frozen=True)
+class Projector:
+    """Where a depth camera's pattern comes from (a structured-light projector, a stereo pair's second imager), in
+    the lens frame: x forward along the optical axis, y to the image's left, z to the image's up (metres); its
+    own axis ``forward`` and ``up`` in that frame. A pixel is measured only where both the lens and it see the
+    point."""
+
+    position: tuple[float, float, float]
+    forward: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    up: tuple[float, float, float] = (0.0, 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -63,6 +82,18 @@ class DepthFailure:
     dropout_width_deg: float = 4.0
     baseline_m: float = 0.05
     shadow_side: str = "right"
+    projector: Projector | None = None  # given as a pose; None: ``baseline_m`` beside the lens (projector_pose)
+
+    def projector_pose(self) -> Projector | None:
+        """The projector's pose in the lens frame: the one given, else ``baseline_m`` to the side opposite
+        ``shadow_side`` (a projector left of the lens shadows the right of near edges), parallel to the lens;
+        None when there is none (baseline 0: every point the lens sees is lit)."""
+        if self.projector is not None:
+            return self.projector
+        if self.baseline_m <= 0:
+            return None
+        left = self.baseline_m if self.shadow_side == "right" else -self.baseline_m
+        return Projector((0.0, left, 0.0))
 
 
 @dataclass(frozen=True)
@@ -169,7 +200,8 @@ def _depth(node: Any) -> DepthFailure:
         if key not in DEPTH_KEYS:
             raise CameraParamError(f"depth.{key}", f"unknown depth param; known: {', '.join(DEPTH_KEYS)}")
     base = DepthFailure()
-    values = {k: _number(node, k, getattr(base, k), prefix="depth.") for k in DEPTH_KEYS if k != "shadow_side"}
+    values = {k: _number(node, k, getattr(base, k), prefix="depth.") for k in DEPTH_KEYS
+              if k not in ("shadow_side", "projector")}
     for key, value in values.items():
         if value < 0:
             raise CameraParamError(f"depth.{key}", f"must be >= 0, not {value:g}")
@@ -180,7 +212,37 @@ def _depth(node: Any) -> DepthFailure:
     side = node.get("shadow_side", base.shadow_side)
     if side not in SHADOW_SIDES:
         raise CameraParamError("depth.shadow_side", f"must be one of {', '.join(SHADOW_SIDES)}, not {side!r}")
-    return DepthFailure(shadow_side=side, **values)
+    projector = None
+    if "projector" in node:
+        for key in ("baseline_m", "shadow_side"):
+            if key in node:
+                raise CameraParamError(f"depth.{key}", "give depth.projector (its pose) or depth.baseline_m and "
+                                                       "depth.shadow_side, not both")
+        projector = _projector(node["projector"])
+    return DepthFailure(shadow_side=side, projector=projector, **values)
+
+
+def _projector(node: Any) -> Projector:
+    if not isinstance(node, Mapping):
+        raise CameraParamError("depth.projector", f"must be a mapping (position, forward, up), not "
+                                                  f"{type(node).__name__}")
+    for key in node:
+        if key not in PROJECTOR_KEYS:
+            raise CameraParamError(f"depth.projector.{key}", f"unknown projector param; known: "
+                                                             f"{', '.join(PROJECTOR_KEYS)}")
+    if "position" not in node:
+        raise CameraParamError("depth.projector.position", "missing: the projector's [x, y, z] in the lens frame "
+                                                           "(m; x forward, y left, z up)")
+    position = _vector(node, "position", "depth.projector.")
+    offset = math.sqrt(sum(v * v for v in position))
+    if offset > MAX_PROJECTOR_OFFSET_M:
+        raise CameraParamError("depth.projector.position", f"is {offset:g} m from the lens; at most "
+                                                           f"{MAX_PROJECTOR_OFFSET_M:g} m (metres, not mm?)")
+    forward = _unit(node, "forward", (1.0, 0.0, 0.0), "depth.projector.")
+    up = _unit(node, "up", (0.0, 0.0, 1.0), "depth.projector.")
+    if abs(sum(f * u for f, u in zip(forward, up))) > 0.999:
+        raise CameraParamError("depth.projector.up", "must not be parallel to depth.projector.forward")
+    return Projector(position, forward, up)
 
 
 DEVICE_FORMS = "uvc:VID:PID, serial:SERIAL, a path, file:PATH or realsense[:SERIAL]"
@@ -232,12 +294,19 @@ def _number(params: Mapping, key: str, default: Any = ..., prefix: str = "") -> 
     return float(value)
 
 
-def _unit(params: Mapping, key: str, default: tuple[float, float, float]) -> tuple[float, float, float]:
+def _vector(params: Mapping, key: str, prefix: str = "",
+            default: tuple[float, float, float] | None = None) -> tuple[float, float, float]:
     value = params.get(key, default)
     if (not isinstance(value, (list, tuple)) or len(value) != 3
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)):
-        raise CameraParamError(key, f"must be 3 finite numbers, not {value!r}")
+        raise CameraParamError(prefix + key, f"must be 3 finite numbers, not {value!r}")
+    return tuple(float(v) for v in value)
+
+
+def _unit(params: Mapping, key: str, default: tuple[float, float, float],
+          prefix: str = "") -> tuple[float, float, float]:
+    value = _vector(params, key, prefix, default)
     norm = math.sqrt(sum(v * v for v in value))
     if norm < 1e-9:
-        raise CameraParamError(key, "must not be the zero vector")
-    return tuple(float(v) / norm for v in value)
+        raise CameraParamError(prefix + key, "must not be the zero vector")
+    return tuple(v / norm for v in value)

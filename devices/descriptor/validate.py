@@ -358,11 +358,16 @@ def _check_camera(c: _Checker, params: Mapping, f: str) -> None:
     try:
         camera_spec(params)
     except CameraParamError as exc:
-        top = exc.key.split(".")[0]
-        node = params.get("depth") if "." in exc.key and isinstance(params.get("depth"), Mapping) else params
-        key = exc.key.split(".")[-1]
-        raise c.fail(node, key if key in node else (top if top in params else None), f"{f}.params.{exc.key}",
-                     exc.message) from None
+        *path, key = exc.key.split(".")
+        node, where = params, None  # the deepest mapping on the key's path, and the key in it that is there
+        for part in path:
+            if not isinstance(node.get(part), Mapping):
+                where = part if part in node else None
+                break
+            node = node[part]
+        else:
+            where = key if key in node else None
+        raise c.fail(node, where, f"{f}.params.{exc.key}", exc.message) from None
 
 
 def _driver(c: _Checker, doc: Mapping) -> DriverCode | None:

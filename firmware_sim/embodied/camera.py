@@ -1,11 +1,14 @@
 """Camera parts in the world: each renders, on demand, what it sees from its own body's pose (so turning the neck
-or an eye turns the view), with its descriptor's intrinsics, and its depth fails as a depth camera's does.
+or an eye turns the view), with its descriptor's intrinsics, and its depth fails as a depth camera's does: with
+a projector, the scene is drawn a second time from the projector's pose and a pixel is measured only where the
+projector sees its point too (sensors/projector.py).
 
 Frames are rendered only when someone asks (``EmbodiedRobot.camera_frame``), at most once per frame period of
 the camera's ``rate_hz``: frame k belongs to the period [k / rate, (k + 1) / rate) of world time, and a read
 within the same period returns the frame already made, with its own time, as a real camera's driver does. A
 frame is a dict of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid, labels HxW
-int32) and handed out as is: whoever reads it must not write into it (the runtime marks them read-only).
+int32; ``invalid``: the depth's invalid pixels by cause) and handed out as is: whoever reads it must not write
+into it (the runtime marks them read-only).
 
 Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: about 3 s at 1 Mbit/s): the
 camera's pixels come through a camera service beside the bus (runtime.robot.camera; ARCHITECTURE "Cameras").
@@ -27,6 +30,7 @@ from .sensing import part_seed
 from ..render.gl import RendererUnavailable, projection_matrix, view_matrix
 from ..render.scene import InstanceList, base_legend, people_scene, quat_matrix, robot_scene, static_scene
 from ..sensors.camera import DepthModel
+from ..sensors.projector import ProjectorView
 from ..world import RobotBody, World
 from ..world.figures import Gait
 
@@ -134,9 +138,13 @@ class _Camera:
         self.depth_model = DepthModel(spec.depth, spec.fx, seed)
         self.projection = projection_matrix(spec.width, spec.height, spec.fx, spec.fy, spec.cx, spec.cy,
                                             spec.near_m, spec.far_m)
+        projector = spec.depth.projector_pose() if "depth" in spec.delivers else None
+        # a projector in the lens sees what the lens sees: no second view to draw
+        self.projector = ProjectorView(spec, projector) if projector is not None and any(projector.position) else None
         self.last: dict | None = None
         self._last_k: int | None = None
         self._renderer = None
+        self._second_renderer = None
         self._static: InstanceList | None = None
         self._robot_cache: dict = {}  # the robot's shapes as unit primitives per body (scene.robot_scene)
         self.rendered = 0  # frames actually rendered (a read between frames does not count)
@@ -160,11 +168,16 @@ class _Camera:
         view = view_matrix(np.asarray(position, float), rotation, np.asarray(spec.forward), np.asarray(spec.up))
         crowd = part.crowd_of()
         people = crowd.states() if crowd is not None else []
+        projector, projector_z = self.projector, None
         if renderer.name == "pybullet-tinyrenderer":
             bodies = getattr(getattr(crowd, "pedestrians", None), "bodies", {})
             rgb, labels, z, cos, legend = renderer.render_world(
                 part.world.client, view, self.projection, spec.near_m, spec.far_m, spec.fx, spec.fy, spec.cx,
                 spec.cy, part.world, part.robot, bodies)
+            if projector is not None:
+                projector_z = self._projector_renderer().render_depth(
+                    part.world.client, projector.view(view), projector.projection, projector.near_m,
+                    projector.far_m)
         else:
             legend = base_legend()
             scene = InstanceList()
@@ -173,18 +186,36 @@ class _Camera:
             scene.extend(self._static)
             scene.extend(robot_scene(part.robot, legend, self._robot_cache))
             scene.extend(people_scene(people, part.gait.update(now_s, people), part.seed, legend))
+            packed = scene.pack()
+            second = self._projector_renderer() if projector is not None else None
             with _CONTEXT_LOCK, renderer.ctx:
-                rgb, labels, z, cos = renderer.render(view, self.projection, scene.pack())
+                rgb, labels, z, cos = renderer.render(view, self.projection, packed)
+                if second is not None:
+                    projector_z = second.render_depth(projector.view(view), projector.projection, packed)
         self.rendered += 1
         delivers = spec.delivers
+        depth, invalid = None, None
+        if "depth" in delivers:
+            lit = projector.lit(z, projector_z) if projector is not None else None
+            depth, invalid = self.depth_model.apply(z, cos, lit)
         return {"t": now_s, "camera": self.name, "part_id": part.id, "renderer": renderer.name,
                 "rgb": rgb if "rgb" in delivers else None,
-                "depth": self.depth_model.apply(z, cos) if "depth" in delivers else None,
+                "depth": depth, "invalid": invalid,
                 "labels": labels if "labels" in delivers else None,
                 "legend": {int(i): n for i, n in legend.items() if "labels" in delivers},
                 "intrinsics": spec.pinhole(),
                 "pose": {"position": tuple(float(v) for v in position), "orientation": tuple(float(v) for v in quat),
                          "forward": spec.forward, "up": spec.up}}
+
+    def _projector_renderer(self):
+        """The renderer of the projector's picture (its own size), of the same kind as the camera's."""
+        if self._second_renderer is None:
+            from ..render.tiny import TinyRenderer
+
+            size = (self.projector.width, self.projector.height)
+            self._second_renderer = (TinyRenderer(*size) if self._renderer.name == TinyRenderer.name
+                                     else _gl_renderer(*size))
+        return self._second_renderer
 
     def _open_renderer(self):
         try:

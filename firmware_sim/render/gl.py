@@ -117,6 +117,38 @@ class GLRenderer:
     def render(self, view: np.ndarray, projection: np.ndarray,
                scene: Mapping[str, Instances]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(rgb HxWx3 uint8, labels HxW int32, z HxW float32 m (inf where nothing), cos incidence HxW float32)."""
+        self._draw(view, projection, scene)
+        w, h = self.width, self.height
+        rgb = np.frombuffer(self.fbo.read(components=3, attachment=0), np.uint8).reshape(h, w, 3)
+        labels = np.frombuffer(self.fbo.read(components=1, attachment=1, dtype="i4"), np.int32).reshape(h, w)
+        z, cos = self._geometry()
+        sky = ~np.isfinite(z)
+        rgb, labels = rgb.copy(), labels.copy()
+        if sky.any():
+            rgb[sky] = np.round(np.array(SKY) * 255).astype(np.uint8)
+            labels[sky] = 0
+            cos[sky] = 1.0
+        return rgb, labels, z, cos
+
+    def render_depth(self, view: np.ndarray, projection: np.ndarray, scene: Mapping[str, Instances]) -> np.ndarray:
+        """z alone (HxW float32 m along the view's axis, inf where nothing): a second view of the same scene, such
+        as a depth camera's projector (sensors/projector.py), without reading colours and labels back."""
+        self._draw(view, projection, scene)
+        w, h = self.width, self.height
+        z = np.frombuffer(self.fbo.read(components=1, attachment=2, dtype="f4"), np.float32).reshape(h, w).copy()
+        z[z <= 0.0] = np.inf  # nothing drawn (see _geometry)
+        return z
+
+    def _geometry(self) -> tuple[np.ndarray, np.ndarray]:
+        w, h = self.width, self.height
+        geometry = np.frombuffer(self.fbo.read(components=2, attachment=2, dtype="f4"), np.float32).reshape(h, w, 2)
+        # nothing drawn where the geometry target kept its clear value (z = 0: no surface lies on the camera's
+        # centre, the near plane is in front of it); what an integer target holds there is not ours to trust
+        z, cos = geometry[..., 0].copy(), geometry[..., 1].copy()
+        z[z <= 0.0] = np.inf
+        return z, cos
+
+    def _draw(self, view: np.ndarray, projection: np.ndarray, scene: Mapping[str, Instances]) -> None:
         ctx = self.ctx
         self.fbo.use()
         ctx.enable(self._moderngl.DEPTH_TEST)
@@ -130,21 +162,6 @@ class GLRenderer:
                 continue
             self._vao(kind, inst).render(self._moderngl.TRIANGLES, vertices=self.counts[kind],
                                          instances=len(inst.labels))
-        w, h = self.width, self.height
-        rgb = np.frombuffer(self.fbo.read(components=3, attachment=0), np.uint8).reshape(h, w, 3)
-        labels = np.frombuffer(self.fbo.read(components=1, attachment=1, dtype="i4"), np.int32).reshape(h, w)
-        geometry = np.frombuffer(self.fbo.read(components=2, attachment=2, dtype="f4"), np.float32).reshape(h, w, 2)
-        # nothing drawn where the geometry target kept its clear value (z = 0: no surface lies on the camera's
-        # centre, the near plane is in front of it); what an integer target holds there is not ours to trust
-        z, cos = geometry[..., 0].copy(), geometry[..., 1].copy()
-        sky = z <= 0.0
-        rgb, labels = rgb.copy(), labels.copy()
-        if sky.any():
-            rgb[sky] = np.round(np.array(SKY) * 255).astype(np.uint8)
-            labels[sky] = 0
-            z[sky] = np.inf
-            cos[sky] = 1.0
-        return rgb, labels, z, cos
 
     def _vao(self, kind: str, inst: Instances):
         n = len(inst.labels)

@@ -87,7 +87,7 @@ def static_scene(walls: Iterable) -> InstanceList:
             _translation(0.0, 0.0, -FLOOR_THICKNESS_M / 2), FLOOR_RGBA, FLOOR)
     for wall in walls:
         (mx, my), yaw = wall.midpoint, wall.yaw
-        out.add("box", (wall.length, wall.thickness, wall.height), _pose_xyz_yaw(mx, my, wall.height / 2, yaw),
+        out.add("box", (wall.length, wall.thickness, wall.height), _pose_xyz_yaw(mx, my, wall.bottom + wall.height / 2, yaw),
                 WALL_RGBA, WALL)
     return out
 

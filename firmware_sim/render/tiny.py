@@ -28,20 +28,32 @@ class TinyRenderer:
         """(rgb, labels, z, cos incidence, legend) of the physics world seen through ``view``/``projection``
         (OpenGL matrices; ``projection`` with OpenGL's y up: pybullet flips its images to row 0 at the top)."""
         w, h = self.width, self.height
+        rgba, z, seg = self._image(client, view, projection, near, far, p.ER_SEGMENTATION_MASK_OBJECT_AND_LINKINDEX)
+        rgb = rgba[..., :3].copy()
+        rgb[seg < 0] = SKY
+        labels, legend = _labels(seg, z, view, fx, fy, cx, cy, world, robot, pedestrians)
+        return rgb, labels, z.astype(np.float32), _cos_from_depth(z, fx, fy, cx, cy), legend
+
+    def render_depth(self, client: int, view: np.ndarray, projection: np.ndarray, near: float,
+                     far: float) -> np.ndarray:
+        """z alone (HxW float32 m along the view's axis, inf where nothing) of a second view of the physics world,
+        such as a depth camera's projector (sensors/projector.py)."""
+        return self._image(client, view, projection, near, far, 0)[1].astype(np.float32)
+
+    def _image(self, client: int, view: np.ndarray, projection: np.ndarray, near: float, far: float,
+               flags: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rgba HxWx4 uint8, z HxW float32 m, inf where nothing, segmentation HxW int64) through pybullet."""
+        w, h = self.width, self.height
         flip = projection.copy()
         flip[1, :] = -flip[1, :]  # the EGL renderer's projection puts row 0 at the top itself; pybullet flips
         _, _, rgba, depth_buffer, seg = p.getCameraImage(
             w, h, viewMatrix=view.T.reshape(-1).tolist(), projectionMatrix=flip.T.reshape(-1).tolist(),
-            renderer=p.ER_TINY_RENDERER, flags=p.ER_SEGMENTATION_MASK_OBJECT_AND_LINKINDEX, physicsClientId=client)
-        rgb = np.asarray(rgba, np.uint8).reshape(h, w, 4)[..., :3].copy()
+            renderer=p.ER_TINY_RENDERER, flags=flags, physicsClientId=client)
         d = np.asarray(depth_buffer, np.float32).reshape(h, w)
         seg = np.asarray(seg, np.int64).reshape(h, w)
         z = far * near / (far - (far - near) * d)
-        sky = seg < 0
-        z[sky] = np.inf
-        rgb[sky] = SKY
-        labels, legend = _labels(seg, z, view, fx, fy, cx, cy, world, robot, pedestrians)
-        return rgb, labels, z.astype(np.float32), _cos_from_depth(z, fx, fy, cx, cy), legend
+        z[seg < 0] = np.inf
+        return np.asarray(rgba, np.uint8).reshape(h, w, 4), z, seg
 
 
 def _labels(seg, z, view, fx, fy, cx, cy, world, robot, pedestrians) -> tuple[np.ndarray, dict[int, str]]:

@@ -130,7 +130,7 @@ class World:
 
     def add_map(self, world_map: Map) -> list[int]:
         """Static boxes for the map's walls (each centred on its segment, as long as it, ``thickness`` across,
-        standing on the floor to ``height``); returns their body IDs, in the map's order."""
+        from its ``bottom`` (0: the floor) to ``height`` above that); returns their body IDs, in the map's order."""
         ids = []
         for wall in world_map.walls:
             half = (wall.length / 2, wall.thickness / 2, wall.height / 2)
@@ -138,7 +138,7 @@ class World:
             visual = p.createVisualShape(p.GEOM_BOX, halfExtents=half, rgbaColor=WALL_RGBA, physicsClientId=self.client)
             (mx, my), orientation = wall.midpoint, p.getQuaternionFromEuler((0.0, 0.0, wall.yaw))
             body = p.createMultiBody(baseMass=0.0, baseCollisionShapeIndex=shape, baseVisualShapeIndex=visual,
-                                     basePosition=(mx, my, wall.height / 2), baseOrientation=orientation,
+                                     basePosition=(mx, my, wall.bottom + wall.height / 2), baseOrientation=orientation,
                                      physicsClientId=self.client)
             self.walls[body] = wall
             ids.append(body)

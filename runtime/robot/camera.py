@@ -9,6 +9,7 @@
     frame.pose         # the camera body in the map frame (ground truth; None for a real camera)
     camera.has_depth   # known when the robot opens: frame.depth is None exactly when this is False
     camera.has_labels  # ground-truth labels: only a rendered camera has them
+    frame.invalid      # the depth's invalid pixels by cause: no_return, range, shadow, angle (None: no depth model)
 
 Pixels never travel over the Dynamixel bus: a frame comes from a *camera source* beside it. For a virtual robot
 in this process (sim://), the transport renders it in the world (``transport.camera_frame``, firmware_sim's
@@ -100,6 +101,7 @@ class Frame:
     pose: CameraPose | None
     camera: str
     source: str
+    invalid: Mapping[str, int] | None = None  # the depth's invalid pixels by cause (firmware_sim/sensors/camera.py)
 
     def label_of(self, name: str) -> int | None:
         """The label id of a legend entry (``"person:7"``), None when the frame has none by that name."""
@@ -168,6 +170,12 @@ class Camera:
     def available(self) -> bool:
         return self._source is not None
 
+    @property
+    def last_frame(self) -> Frame | None:
+        """The frame handed out last, without making one (None before the first): what an observer such as the
+        trial's log reads, so that looking never renders."""
+        return self._last
+
     def frame(self) -> Frame:
         """The frame of the current frame period (made now if it was not yet); CameraError says which camera and
         why when there is none to be had."""
@@ -197,7 +205,8 @@ def _frame(name: str, raw: Mapping[str, Any], intrinsics: Intrinsics) -> Frame:
     arrays = {k: _read_only(raw.get(k)) for k in ("rgb", "depth", "labels")}
     return Frame(t=float(raw["t"]), legend=dict(raw.get("legend") or {}), intrinsics=intrinsics,
                  pose=CameraPose(tuple(pose["position"]), tuple(pose["orientation"])) if pose else None,
-                 camera=name, source=str(raw.get("renderer") or raw.get("source") or ""), **arrays)
+                 camera=name, source=str(raw.get("renderer") or raw.get("source") or ""),
+                 invalid=dict(raw["invalid"]) if raw.get("invalid") is not None else None, **arrays)
 
 
 def _read_only(array: np.ndarray | None) -> np.ndarray | None:

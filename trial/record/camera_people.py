@@ -1,10 +1,11 @@
 """``/camera/people``: the people each virtual camera's frames showed, for the failure analysis' evidence.
 
-A frame is made when the controller or the recording asks for one (firmware_sim/embodied/camera.py); after each
-bus cycle this looks at the last frame of every camera and, for a frame it has not seen, writes which people its
-ground-truth labels hold and how many pixels each: ``{camera, people: [{id, pixels}]}`` (the blueprint's camera
-name). Nothing is rendered here: a trial whose cameras nobody asks for writes nothing, and watching changes
-nothing in the simulation. A real camera has no labels, so only a virtual robot's trial has the channel.
+A frame is made when the controller or the recording asks for one; after each bus cycle this looks at the last
+frame each camera handed out (``Camera.last_frame``, as camera_faults.py does) and, for a frame it has not seen,
+writes which people its ground-truth labels hold and how many pixels each: ``{camera, people: [{id, pixels}]}``
+(the blueprint's camera name). Nothing is rendered here: a trial whose cameras nobody asks for writes nothing,
+and watching changes nothing in the simulation. A real camera has no labels, so only a rendered camera's frames
+count.
 """
 from __future__ import annotations
 
@@ -19,23 +20,20 @@ PERSON = "person:"
 class CameraPeople:
     """After each cycle (:meth:`after_cycle` with the trial time), one message per new camera frame."""
 
-    def __init__(self, rec: Any, robot: Any, probe: Any):
+    def __init__(self, rec: Any, robot: Any):
         from hil.runtime.robot.camera import Camera
 
-        self.rec, self.probe = rec, probe
-        self.names = {(camera.part_id, camera.sensor.name): name for name, camera in robot.sensors.items()
-                      if isinstance(camera, Camera)}
-        self._seen: dict[tuple[int, str], float] = {}
+        self.rec = rec
+        self.cameras = [(name, s) for name, s in robot.sensors.items() if isinstance(s, Camera) and s.available]
+        self._seen: dict[str, Any] = {name: camera.last_frame for name, camera in self.cameras}  # by identity
 
     def after_cycle(self, t: float) -> None:
-        if self.probe is None or not self.names:
-            return
-        for key, frame in self.probe.last_camera_frames().items():
-            name = self.names.get(key)
-            if name is None or self._seen.get(key) == frame["t"]:
+        for name, camera in self.cameras:
+            frame = camera.last_frame  # the frame handed out last: looking never renders
+            if frame is None or frame is self._seen[name]:
                 continue
-            self._seen[key] = frame["t"]
-            people = people_in(frame.get("labels"), frame.get("legend") or {})
+            self._seen[name] = frame
+            people = people_in(frame.labels, frame.legend)
             if people is not None:
                 self.rec.write(TOPIC, t, {"camera": name, "people": people})
 

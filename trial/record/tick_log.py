@@ -115,13 +115,15 @@ class TickLog:
             self.rec.write("/robot/model", 0.0, robot_model_message(robot))
             for topic, payload in extra:  # the scenario's lines (trial/run.py)
                 self.rec.write(topic, 0.0, payload)
-            self._write_faults(0.0)
+            from .camera_faults import CameraFaults
             from .camera_log import CameraLog
 
+            self.camera_faults = CameraFaults(self.rec, robot)  # camera_faults.py
+            self._write_faults(0.0)
             self.cameras = CameraLog(self.rec, robot, camera_rate, camera_depth)  # camera_log.py
             from .camera_people import CameraPeople
 
-            self.camera_people = CameraPeople(self.rec, robot, probe)  # who each new frame showed
+            self.camera_people = CameraPeople(self.rec, robot)  # who each new frame showed
         except BaseException:
             self.rec.close()
             raise
@@ -172,6 +174,7 @@ class TickLog:
         self._write_people(t)
         self.cameras.after_cycle(t)
         self.camera_people.after_cycle(t)
+        self.camera_faults.after_cycle(t)  # after the recording's read: the frame it made counts now
         if t >= self._next_stats_s - 1e-9:
             self._write_stats(t)
             self._next_stats_s = (math.floor(t / BUS_STATS_EVERY_S + 1e-9) + 1) * BUS_STATS_EVERY_S
@@ -211,7 +214,8 @@ class TickLog:
             self.people_seen += bool(self._people)
 
     def _write_faults(self, t: float) -> None:
-        """The rings' cause counters (one bus read each), when the ring declares them."""
+        """The rings' cause counters (one bus read each), when the ring declares them, and the depth cameras'
+        invalid pixels by cause over the frames handed out so far (camera_faults.py)."""
         from hil.runtime.robot.sensors import RangeRing
 
         counts = {}
@@ -220,8 +224,10 @@ class TickLog:
                 found = ring_fault_counters(self.robot, sensor)
                 if found is not None:
                     counts[name] = found
+        cameras, seen = self.camera_faults.counters()
+        counts.update(cameras)
         if counts:
-            self.rec.write("/robot/sensor_faults", t, {"sensors": counts})
+            self.rec.write("/robot/sensor_faults", t, {"sensors": counts, **({"frames": seen} if seen else {})})
 
     def _write_stats(self, t: float) -> None:
         for name, stats in self.robot.bus_stats.items():
@@ -241,6 +247,8 @@ class TickLog:
         try:
             if self.sets:
                 self._write_last_lines(self.t)
+                self.camera_faults.after_cycle(self.t)
+                self.camera_people.after_cycle(self.t)
                 self._write_faults(self.t)
                 self._write_stats(self.t)
         except Exception:  # noqa: BLE001, S110 - a bus that failed its stats must not cost the log its footer

@@ -137,11 +137,26 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "title": "hil.SensorFaults",
         "description": "Why sensors' readings failed: each range ring's own invalid-reading counters by cause "
                        "(no_hit, range, angle, noise: cumulative since the part powered on), read over the bus at "
-                       "the trial's start and end; the metrics count the difference.",
+                       "the trial's start and end, and each depth camera's invalid pixels by cause (no_return, "
+                       "range, shadow, angle) over the frames it handed out since the trial started; the metrics "
+                       "count the difference.",
         "type": "object",
         "properties": {"sensors": {"type": "object", "additionalProperties": {
-            "type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}}},
+            "type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}},
+                       "frames": {"type": "object", "description": "per camera: frames and pixels counted",
+                                  "additionalProperties": {"type": "object", "properties": {
+                                      "frames": {"type": "integer"}, "pixels": {"type": "integer"}}}}},
         "required": ["sensors"],
+    },
+    "/robot/camera_faults": {
+        "title": "hil.CameraFaults",
+        "description": "One depth camera frame's invalid pixels by cause (no_return: nothing within the far plane; "
+                       "range: nearer than min_range_m or beyond max_range_m; shadow: the projector does not see "
+                       "the point; angle: incidence dropout), written when the trial first sees the frame.",
+        "type": "object",
+        "properties": {"camera": {"type": "string"}, "frame_t": _NUM, "pixels": {"type": "integer"},
+                       "invalid": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}},
+        "required": ["camera", "frame_t", "pixels", "invalid"],
     },
     "/robot/model": {
         "title": "hil.RobotModel",

@@ -77,8 +77,9 @@ def compute_metrics(messages: Mapping[str, Sequence[LogMessage]], *, still_speed
 
 
 def sensor_faults(messages: Mapping[str, Sequence[LogMessage]]) -> dict[str, Any]:
-    """Why readings failed, per sensor: the ring's own cause counters over the trial (last minus first
-    ``/robot/sensor_faults``), and how many of its readings the host saw invalid, per sensor of the ring."""
+    """Why readings failed, per sensor: the ring's own cause counters and the depth cameras' invalid pixels by
+    cause over the trial (last minus first ``/robot/sensor_faults``; a camera also says how many frames and pixels
+    were counted), and how many of its readings the host saw invalid, per sensor of the ring."""
     faults = messages.get("/robot/sensor_faults", ())
     out: dict[str, Any] = {}
     if faults:
@@ -88,6 +89,12 @@ def sensor_faults(messages: Mapping[str, Sequence[LogMessage]]) -> dict[str, Any
             invalid = {cause: int(n) - int(start.get(cause, 0)) for cause, n in sorted(end.items())}
             invalid["total"] = sum(invalid.values())
             out[name] = {"invalid": invalid}
+        seen_first, seen_last = faults[0].data.get("frames") or {}, faults[-1].data.get("frames") or {}
+        for name, end in seen_last.items():
+            start = seen_first.get(name, {})
+            camera = out.setdefault(name, {"invalid": {"total": 0}})
+            for key in ("frames", "pixels"):
+                camera[key] = int(end.get(key, 0)) - int(start.get(key, 0))
     readings = [m.data.get("ring") or [] for m in messages.get("/robot/sensors", ())]
     if readings and readings[0]:
         ring = out.setdefault("ring", {})

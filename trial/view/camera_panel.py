@@ -4,7 +4,8 @@ The pictures are the log's own (trial/record/camera_log.py): ``/foxglove/NAME/im
 JPEG) and, when the trial recorded it, ``/foxglove/NAME/depth`` (foxglove.RawImage, 32FC1 metres, NaN invalid).
 Replayed, the timeline holds them from the file; live, the recorder's *taps* hand them over as the log gets them
 (its listeners see only the JSON topics). So the panel shows what a replay of the log will show, in step with the
-scrubber: the latest picture at or before the page's time, with its own time.
+scrubber: the latest picture at or before the page's time, with its own time, and under it how many of that
+frame's depth pixels were invalid and why (``/robot/camera_faults``: shadow, range, angle, no return).
 
 The messages are protobuf; the two fields the panel needs are read here with a few lines of protobuf's wire format
 (no generated classes, no schema compiler at run time). Labels are not recorded (ground truth for tests, not a
@@ -14,11 +15,13 @@ from __future__ import annotations
 
 import html
 import io
+import json
 import re
 from typing import Any
 
 import numpy as np
 
+FAULTS_TOPIC = "/robot/camera_faults"  # a frame's invalid depth pixels by cause (trial/record/camera_faults.py)
 CAMERA_TOPIC = re.compile(r"^/foxglove/([A-Za-z0-9_.-]+)/(image|depth)$")
 KINDS = ("rgb", "depth")
 _TOPIC_OF = {"rgb": "image", "depth": "depth"}
@@ -136,6 +139,7 @@ class CameraPanel:
             self.caption = gui.add_html(_caption(None, None, None, "no trial yet"))
         self._cameras: tuple[str, ...] = ()
         self._shown: tuple[str, float] | None = None  # (topic, time) of the picture shown
+        self._shape: tuple[int, ...] | None = None  # its size
         self._caption = ""
         self.errors = 0  # pictures that could not be decoded (the caption says why)
 
@@ -162,17 +166,25 @@ class CameraPanel:
             self._set_caption(_caption(name, kind, None, why))
             return
         picture_t, message = found
+        # the depth's invalid pixels of the frame shown (written in the same bus cycle, after the picture: looked
+        # up every time, so a live page adds them when they come)
+        faults = timeline.latest_matching(FAULTS_TOPIC, picture_t, "camera", name)
+        invalid = faults[1] if faults is not None and abs(faults[0] - picture_t) < 1e-9 else None
         if self._shown == (topic, picture_t):
+            if self._shape is not None:
+                self._set_caption(_caption(name, kind, picture_t, None, self._shape, invalid))
             return
         self._shown = (topic, picture_t)
         try:
             picture = decode_rgb(message) if kind == "rgb" else colour_depth(decode_depth(message))
         except Exception as exc:  # noqa: BLE001 - a damaged image (or no Pillow) must not stop the page
             self.errors += 1
+            self._shape = None
             self._set_caption(_caption(name, kind, picture_t, f"cannot show it: {exc}"))
             return
         self.image.image = picture
-        self._set_caption(_caption(name, kind, picture_t, None, picture.shape))
+        self._shape = picture.shape
+        self._set_caption(_caption(name, kind, picture_t, None, picture.shape, invalid))
 
     def _set_caption(self, content: str) -> None:
         if content != self._caption:
@@ -181,12 +193,19 @@ class CameraPanel:
 
 
 def _caption(name: str | None, kind: str | None, t: float | None, why: str | None,
-             shape: tuple[int, ...] | None = None) -> str:
+             shape: tuple[int, ...] | None = None, faults: dict[str, Any] | None = None) -> str:
+    invalid = {str(k): int(v) for k, v in sorted((faults or {}).get("invalid", {}).items())}
     attrs = (f" data-camera='{html.escape(name or '')}' data-kind='{html.escape(kind or '')}'"
-             f" data-t='{'' if t is None else f'{t:.3f}'}'")
+             f" data-t='{'' if t is None else f'{t:.3f}'}'"
+             f" data-invalid='{html.escape(json.dumps(invalid, sort_keys=True)) if faults else ''}'")
     if why or t is None:
         text = html.escape(why or "no picture yet")
     else:
         size = f" &middot; {shape[1]}x{shape[0]}" if shape else ""
         text = f"{html.escape(name or '')} {html.escape(kind or '')} at <b id='hil-camera-t'>{t:.2f}</b> s{size}"
+        if faults:
+            pixels = max(1, int(faults.get("pixels") or 1))
+            causes = " &middot; ".join(f"{html.escape(cause.replace('_', ' '))} {n}" for cause, n in invalid.items())
+            text += (f"<br>depth invalid {100.0 * sum(invalid.values()) / pixels:.1f} %: "
+                     f"<span id='hil-camera-invalid'>{causes}</span>")
     return f"<div id='hil-camera' style='font-size:12px'{attrs}>{text}</div>"

@@ -113,6 +113,19 @@ class Timeline:
             k = bisect.bisect_right(times, t + 1e-9) if times else 0
             return (times[k - 1], self._data[topic][k - 1]) if k else None
 
+    def latest_matching(self, topic: str, t: float, key: str, value: Any,
+                        look_back: int = 64) -> tuple[float, Any] | None:
+        """(time, message) of the last message of ``topic`` at or before ``t`` whose ``key`` is ``value`` (one
+        camera's among several), looking at most ``look_back`` messages back; None if none."""
+        with self._lock:
+            times = self._times.get(topic)
+            k = bisect.bisect_right(times, t + 1e-9) if times else 0
+            data = self._data.get(topic, [])
+            for i in range(k - 1, max(-1, k - 1 - look_back), -1):
+                if isinstance(data[i], dict) and data[i].get(key) == value:
+                    return times[i], data[i]
+            return None
+
     def latest(self, topic: str, t: float) -> Any:
         """The last message of ``topic`` at or before ``t`` (None before the first)."""
         with self._lock:
