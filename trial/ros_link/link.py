@@ -71,6 +71,8 @@ class JointPositions(Struct, frozen=True):
 class TrajectoryPoint(Struct, frozen=True):
     positions: list[Position]
     t: Annotated[float, Meta(ge=0.0, le=MAX_TRAJECTORY_S)]  # time_from_start, s
+    velocities: list[Position] = []  # rad/s, one per joint or none (the bound: a broken number, as for positions)
+    accelerations: list[Position] = []  # rad/s^2, likewise
 
 
 class JointTrajectory(Struct, frozen=True):

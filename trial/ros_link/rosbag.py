@@ -282,10 +282,16 @@ def _joint_command(t: float, command: dict[str, Any], make: _Maker) -> Iterator[
         yield FORWARD_TOPIC, t, make("std_msgs/msg/Float64MultiArray",
                                      data=np.array(command["positions"], dtype=np.float64))
     elif command.get("topic") == TRAJECTORY_TOPIC and "times" in command:
+        n = len(command["times"])
+        velocities = command.get("velocities") or [[]] * n
+        accelerations = command.get("accelerations") or [[]] * n
         points = [make("trajectory_msgs/msg/JointTrajectoryPoint", positions=np.array(row, dtype=np.float64),
+                       velocities=np.array(velocity, dtype=np.float64),
+                       accelerations=np.array(acceleration, dtype=np.float64),
                        time_from_start=make("builtin_interfaces/msg/Duration", sec=stamp_of(at)[0],
                                             nanosec=stamp_of(at)[1]))
-                  for at, row in zip(command["times"], command["positions"])]
+                  for at, row, velocity, acceleration in zip(command["times"], command["positions"], velocities,
+                                                             accelerations)]
         yield TRAJECTORY_TOPIC, t, make("trajectory_msgs/msg/JointTrajectory",
                                         header=make.header(make.stamp(command["start"]), ""),
                                         joint_names=list(command["joints"]), points=points)

@@ -90,10 +90,13 @@ def twist_values(msg) -> tuple[float, float]:
 
 
 def trajectory_payload(msg) -> dict:
-    """What the trial takes of a JointTrajectory: names, points (positions, time_from_start in s), the stamp."""
+    """What the trial takes of a JointTrajectory: names, points (positions, velocities and accelerations as given,
+    time_from_start in s), the stamp."""
     stamp = msg.header.stamp
     return {"joints": list(msg.joint_names), "start": stamp.sec + stamp.nanosec * 1e-9,
             "points": [{"positions": [float(p) for p in point.positions],
+                        "velocities": [float(v) for v in point.velocities],
+                        "accelerations": [float(a) for a in point.accelerations],
                         "t": point.time_from_start.sec + point.time_from_start.nanosec * 1e-9}
                        for point in msg.points]}
 
