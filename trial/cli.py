@@ -270,6 +270,9 @@ def cmd_trial(args: argparse.Namespace) -> int:
     spec = _trial_spec(target, keys) if target is not None else None  # a bad file: nothing starts
     if spec is not None and spec.controller == ROS_CONTROLLER:
         args.ros = True  # controller: ros is hil trial --ros with no controller
+    from .ros_link.cli import settle_ros_options
+
+    settle_ros_options(args, spec.ros if spec is not None else None)  # the command line wins over ros:
     try:
         ros = open_ros(args)
     except RosUnavailable as exc:
