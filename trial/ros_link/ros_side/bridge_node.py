@@ -42,6 +42,11 @@ import sys
 import threading
 import time
 
+try:  # contacts and the scenario's line (a module beside this file: imported as a package's or as the script's)
+    from .contacts import CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, touch_marker_array
+except ImportError:
+    from contacts import CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, touch_marker_array
+
 ENVELOPE_VERSION = 2  # hil.bridge.envelope.VERSION: the envelope {v, type, seq, t, payload} of every hil socket
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"
 JOINT_POSITIONS, JOINT_TRAJECTORY = "ros_joint_positions", "ros_joint_trajectory"
@@ -375,6 +380,7 @@ class Bridge:
         self.people_shown: set | None = None
         self.messages = RosMessages()
         self.camera_pubs: dict[str, tuple] = {}
+        self.contact_pubs: dict[str, object] = {}  # the switches', /contacts' and /scenario/line's, made when needed
         self.failed: set[str] = set()  # the kinds of state that failed to publish (each said once)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -536,6 +542,8 @@ class Bridge:
             self._publish_scan(stamp, state["ring"])
         if state.get("description") is not None:
             self._publish_description(stamp, state["description"])
+        if any(state.get(k) is not None for k in ("switches", "touches", "scenario_lines")):
+            self._publish_contacts_and_script(stamp, state)
         joints = state.get("joints")
         if joints:
             from sensor_msgs.msg import JointState
@@ -544,6 +552,35 @@ class Bridge:
                              velocity=[float(v) for v in joints["velocity"]])
             msg.header.stamp = stamp
             self.joints_pub.publish(msg)
+
+    def _publish_contacts_and_script(self, stamp, state: dict) -> None:
+        """The contact switches that changed (std_msgs/Bool each, transient-local: a late node gets the state
+        now), the people touching the robot (/contacts, where visualization_msgs imports) and the scenario's line
+        now running (/scenario/line, transient-local); contacts.py says what each is. The publishers are made
+        the first time each is needed."""
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import Bool, String
+
+        # depth 10: a press as short as a cycle reaches a node that lags a moment; a node that starts later gets
+        # the last changes, the newest of which is the state now
+        latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        pubs = self.contact_pubs
+        for topic, pressed in (state.get("switches") or {}).items():
+            if topic not in pubs:
+                pubs[topic] = self.node.create_publisher(Bool, topic, latched)
+            pubs[topic].publish(Bool(data=bool(pressed)))
+        if state.get("touches") is not None:
+            if CONTACTS_TOPIC not in pubs:
+                pubs[CONTACTS_TOPIC] = self._optional_publisher(
+                    "visualization_msgs", "MarkerArray", CONTACTS_TOPIC,
+                    QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            if pubs[CONTACTS_TOPIC] is not None:
+                pubs[CONTACTS_TOPIC].publish(touch_marker_array(self.messages, stamp, state["touches"], MAP_FRAME))
+        for line in state.get("scenario_lines") or ():  # each line that ran, in order (the newest is kept)
+            if SCENARIO_LINE_TOPIC not in pubs:
+                pubs[SCENARIO_LINE_TOPIC] = self.node.create_publisher(String, SCENARIO_LINE_TOPIC, latched)
+            pubs[SCENARIO_LINE_TOPIC].publish(String(data=line))
 
     def _publish_description(self, stamp, description: dict) -> None:
         """/robot_description and /tf_static, once (transient-local keeps them for late subscribers)."""
