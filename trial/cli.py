@@ -302,8 +302,8 @@ def _ros_spec(spec: Any, keys: dict[str, Any], ros: Any) -> Any:
 
     if spec is None:
         keys.setdefault("name", "ros")
-        return make_spec(ros.drive, source="hil trial", **keys)
-    return replace(spec, controller=ros.drive, name=spec.name or "ros")
+        return make_spec(ros.drive, source="hil trial", ros=ros.settings, **keys)
+    return replace(spec, controller=ros.drive, name=spec.name or "ros", ros=ros.settings)  # the log says what ran
 
 
 def _trial_spec(target: str, keys: dict[str, Any]) -> Any:

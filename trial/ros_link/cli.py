@@ -84,7 +84,8 @@ class RosSession:
         self.drive = RosDrive(self.link, hz=args.ros_hz, rtf=args.ros_rtf, watchdog_s=args.ros_watchdog)
         self.bridge = None
         try:
-            waits = [arg for name in getattr(args, "ros_wait_for", None) or () for arg in ("--wait-for", name)]
+            self.wait_for = list(getattr(args, "ros_wait_for", None) or ())
+            waits = [arg for name in self.wait_for for arg in ("--wait-for", name)]
             self.bridge = BridgeProcess(python, self.link.state_endpoint, self.link.command_endpoint, err=err,
                                         extra=waits)
             self.bridge.wait_ready()
@@ -97,6 +98,14 @@ class RosSession:
               f"{self.link.command_endpoint}; ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}; with no "
               f"controller: rtf {self.drive.rtf:g}, {self.drive.hz:g} Hz, watchdog {self.drive.watchdog_s:g} s",
               flush=True)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """What the driver runs with, as a trial file's ``ros:`` says it (the trial's log keeps it in /trial/meta)."""
+        out: dict[str, Any] = {"rtf": self.drive.rtf, "hz": self.drive.hz, "watchdog_s": self.drive.watchdog_s}
+        if self.wait_for:
+            out["wait_for"] = list(self.wait_for)
+        return out
 
     @property
     def taps(self) -> tuple:
