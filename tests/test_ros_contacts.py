@@ -236,28 +236,39 @@ finish(clock=clocks)
 '''
 
 
-def test_hil_demo_ros_is_heard_by_a_node(tmp_path, ros_env, ros_python):
-    """``hil demo --ros``: published only (the demo's controller drives); a node hears /clock and /odom stamped
-    with the demo log's times."""
+DRIVE_SLOWLY = """\
+def main(robot):
+    for tick in robot.loop(50):
+        robot.base.drive(0.1, 0.0)
+"""
+
+
+@pytest.mark.parametrize("command", ["demo", "run"])
+def test_hil_demo_and_hil_run_with_ros_are_heard_by_a_node(command, tmp_path, ros_env, ros_python):
+    """``hil demo --ros`` and ``hil run --ros``: published only (their controller drives); a node hears /clock and
+    /odom stamped with the run's log times."""
     (tmp_path / "node.py").write_text(textwrap.dedent(DEMO_NODE), encoding="utf-8")
+    (tmp_path / "drive.py").write_text(DRIVE_SLOWLY, encoding="utf-8")
+    out = tmp_path / "out"
+    argv = {"demo": ["demo", "--duration", "3", "--camera-rate", "0", "--out", str(out), "--quiet", "--no-fail"],
+            "run": ["run", str(tmp_path / "drive.py"), "--profile", "virtual", "--duration", "3", "--record",
+                    str(out)]}[command]
     with open(tmp_path / "node.log", "w") as node_log:
         node = subprocess.Popen([ros_python, str(tmp_path / "node.py"), str(tmp_path / "seen.json")], env=ros_env,
                                 stdout=node_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
-            demo = subprocess.run([*hil_command(), "demo", "--ros", "--ros-wait-for", "test_driver", "--duration",
-                                   "3", "--camera-rate", "0", "--out", str(tmp_path / "demo"), "--quiet",
-                                   "--no-fail"], env=ros_env, capture_output=True, text=True,
-                                  timeout=TRIAL_TIMEOUT_S)
+            done = subprocess.run([*hil_command(), *argv, "--ros", "--ros-wait-for", "test_driver"], env=ros_env,
+                                  capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S)
             node.wait(timeout=30)
         finally:
             if node.poll() is None:
                 node.kill()
                 node.wait()
-    assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert "the demo's controller drives" in demo.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "controller drives" in done.stdout
     seen = json.loads((tmp_path / "seen.json").read_text())
-    log = read_log(tmp_path / "demo" / "trial.mcap")
+    log = read_log(out / "trial.mcap")
     clock_ns = {round(m.t * 1e9) for m in log.messages["/clock"]}
     assert len(seen["clock"]) > 10 and set(seen["clock"]) <= clock_ns
     assert len(seen["odom"]) > 10 and set(seen["odom"]) <= clock_ns
-    assert max(seen["clock"]) > 2.0e9  # heard through the demo's run, not only its start
+    assert max(seen["clock"]) > 2.0e9  # heard through the run, not only its start

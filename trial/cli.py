@@ -464,6 +464,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         fox = open_live(args, trial.spec.label, trial.spec.duration)  # --foxglove: served from the log (so it records, like --view)
         served = {"taps": fox.taps, "hooks": fox.hooks} if fox is not None else {}
         if ros is not None:
+            print("ros: /cmd_vel and the joint commands are not applied: the run's controller drives", flush=True)
             served = {"taps": served.get("taps", ()) + ros.taps, "hooks": served.get("hooks", ()) + ros.hooks}
         try:
             if args.view or fox is not None or ros is not None:
