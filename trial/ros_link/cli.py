@@ -12,13 +12,16 @@ from .defaults import DEFAULT_HZ, DEFAULT_RTF, DEFAULT_WATCHDOG_S
 ROS_DESCRIPTION = """\
 The ROS 2 bridge: a trial's robot on the ROS 2 graph (/clock, /odom, /scan, /joint_states, /tf where tf2_msgs
 imports, /robot_description, /people/markers, /people/ground_truth, /diagnostics, each camera's image_raw,
-depth/image_raw and camera_info; /cmd_vel drives the base,
+depth/image_raw and camera_info, the contact switches (/bumper, /bumper/left, ...), /contacts, /scenario/line;
+/cmd_vel drives the base,
 /forward_position_controller/commands and /joint_trajectory_controller/joint_trajectory the joints). Run a trial
 with it:
 
   hil trial --ros --map lab --goal 3,0 --duration 60      # no Python controller: ROS nodes drive (/cmd_vel)
   hil trial my_ros_trial.yaml                              # a trial file with controller: ros, the same
   hil trial my_controller.py --ros                         # a Python controller's trial, watched from ROS
+  hil demo --ros                                           # the demo, watched from ROS
+  hil run my_controller.py --profile virtual --ros         # a controller's run, watched from ROS
 
 Without options, says which Python the bridge would run in (where rclpy imports), or what to install or source.
 With --state and --commands, bridges a trial's link that another process opened."""
@@ -142,7 +145,8 @@ def register_rosbag(actions) -> None:
     """``hil log rosbag``: an action of ``hil log`` (trial/cli.py); rosbags is imported when it runs."""
     bag = actions.add_parser("rosbag", help="write a trial's log as a rosbag2 (MCAP, ROS 2 CDR) that ros2 bag play "
                                             "replays: /clock, /odom, /tf, /scan, /joint_states, /robot_description, "
-                                            "/tf_static, the people, /diagnostics, /cmd_vel as applied")
+                                            "/tf_static, the people, /diagnostics, the contacts, /scenario/line, "
+                                            "/cmd_vel as applied")
     bag.add_argument("log", help="a trial folder or its trial.mcap")
     bag.add_argument("--out", metavar="BAG_DIR",
                      help="the bag folder to write (must not exist; default: rosbag/ in the trial folder)")

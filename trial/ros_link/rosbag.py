@@ -34,6 +34,12 @@ joint_trajectory
 compressed                                          image_transport's compressed transport names it
 /NAME/depth/image_raw   sensor_msgs/Image           /foxglove/NAME/depth (32FC1, when the trial recorded it)
 /NAME/camera_info       sensor_msgs/CameraInfo      /foxglove/NAME/calibration
+/SENSOR, /SENSOR/ZONE   std_msgs/Bool               /robot/sensors ``contacts`` and /robot/model's zones: each
+                                                    contact switch at the first cycle and when it changes
+                                                    (ros_side/contacts.py)
+/contacts               visualization_msgs/         /world/contacts with /pedestrians and the ground truth: a
+                        MarkerArray                 sphere per person touching the robot (in map)
+/scenario/line          std_msgs/String             /crowd/script: FILE:LINE: TEXT of each line as it ran
 ======================  ==========================  ========================================================
 
 Every message is stamped, and recorded, at the log's trial time (the bag's time starts at 0, as the trial's

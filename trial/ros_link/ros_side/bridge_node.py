@@ -16,8 +16,10 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   ``/people/ground_truth`` (sensor_msgs/PointCloud2: id, x, y, vx, vy, radius), both in ``map``; ``/diagnostics``
   (diagnostic_msgs/DiagnosticArray: the buses' statistics, the parts lost or quarantined); ``map`` -> ``odom`` on
   ``/tf`` from the base's ground truth; each camera's recorded frame as ``/NAME/image_raw`` (rgb8),
-  ``/NAME/depth/image_raw`` (32FC1) and ``/NAME/camera_info``, best effort. The conversions are plain functions
-  below, shared with trial/ros_link/rosbag.py, which builds the same messages with rosbags.
+  ``/NAME/depth/image_raw`` (32FC1) and ``/NAME/camera_info``, best effort; the contact switches (``/bumper``,
+  ``/bumper/left``, ... std_msgs/Bool), the people touching the robot (``/contacts``) and the scenario's line
+  (``/scenario/line``), made by contacts.py beside this file. The conversions are plain functions below, shared
+  with trial/ros_link/rosbag.py, which builds the same messages with rosbags.
 - **commands** (PUSH, the trial's PULL): every ``/cmd_vel`` (geometry_msgs/Twist, or TwistStamped when the
   publishers on the topic use that type) forwarded as it came, NaN and all: the trial checks it, applies it within
   the wheels' limits and keeps the watchdog (trial/ros_link/drive.py), so what reaches the robot is decided and
