@@ -10,7 +10,6 @@ the real-time factor and the watchdog.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import subprocess
@@ -272,3 +271,18 @@ def test_hil_demo_and_hil_run_with_ros_are_heard_by_a_node(command, tmp_path, ro
     assert len(seen["clock"]) > 10 and set(seen["clock"]) <= clock_ns
     assert len(seen["odom"]) > 10 and set(seen["odom"]) <= clock_ns
     assert max(seen["clock"]) > 2.0e9  # heard through the run, not only its start
+
+
+def test_a_quintic_segment_meets_positions_velocities_and_accelerations_at_both_ends():
+    """The quintic a trajectory with accelerations follows: at both ends the position, velocity and acceleration
+    given; halfway, the value of the polynomial solved by hand for p0=0, v0=a0=0 to p1=1, v1=a1=0 over 1 s
+    (10 u^3 - 15 u^4 + 6 u^5 at u = 1/2: 0.5) and, with v0 = 1, 0.5 + 5/32 (the velocity's own quintic term)."""
+    from hil.trial.ros_link.joint_commands import spline
+
+    ends = (0.2, -0.7, 1.5, 0.9, 0.4, -2.0)  # p0, v0, a0, p1, v1, a1
+    assert spline(*ends, 2.0, 0.0) == pytest.approx((0.2, -0.7, 1.5), abs=1e-12)
+    assert spline(*ends, 2.0, 2.0) == pytest.approx((0.9, 0.4, -2.0), abs=1e-12)
+    assert spline(0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.5)[0] == pytest.approx(0.5)
+    # v0 = 1 adds u - 6 u^3 + 8 u^4 - 3 u^5 (the quintic with unit start velocity, zero elsewhere): 5/32 at 1/2
+    assert spline(0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.5)[0] == pytest.approx(0.5 + 5 / 32)
+    assert spline(0.0, 0.0, None, 1.0, 0.0, None, 1.0, 0.25)[0] == pytest.approx(3 / 16 - 2 / 64)  # the cubic

@@ -45,9 +45,9 @@ import threading
 import time
 
 try:  # contacts and the scenario's line (a module beside this file: imported as a package's or as the script's)
-    from .contacts import CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, touch_marker_array
+    from .contacts import CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, shape_markers, touch_marker_array
 except ImportError:
-    from contacts import CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, touch_marker_array
+    from contacts import CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, shape_markers, touch_marker_array
 
 ENVELOPE_VERSION = 2  # hil.bridge.envelope.VERSION: the envelope {v, type, seq, t, payload} of every hil socket
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"
@@ -255,22 +255,9 @@ class RosMessages:
 
 def marker_array(make, stamp, markers: list[dict]):
     """A visualization_msgs/MarkerArray of :func:`people_markers`' markers, in the map frame."""
-    out = []
-    for marker in markers:
-        header = make("std_msgs/msg/Header", stamp=stamp, frame_id=MAP_FRAME)
-        if marker["action"] != ADD:
-            out.append(make("visualization_msgs/msg/Marker", header=header, ns=PEOPLE_NS, id=marker["id"],
-                            action=marker["action"]))
-            continue
-        r, g, b, a = PERSON_RGBA
-        width = marker["diameter"]
-        out.append(make("visualization_msgs/msg/Marker", header=header, ns=PEOPLE_NS, id=marker["id"], type=CYLINDER,
-                        action=ADD, pose=make("geometry_msgs/msg/Pose", position=make(
-                            "geometry_msgs/msg/Point", x=marker["x"], y=marker["y"], z=marker["z"]),
-                            orientation=make("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=0.0, w=1.0)),
-                        scale=make("geometry_msgs/msg/Vector3", x=width, y=width, z=marker["height"]),
-                        color=make("std_msgs/msg/ColorRGBA", r=r, g=g, b=b, a=a)))
-    return make("visualization_msgs/msg/MarkerArray", markers=out)
+    return shape_markers(make, stamp, [{**m, "scale": (m["diameter"], m["diameter"], m["height"])}
+                                       if m["action"] == ADD else m for m in markers],
+                         ns=PEOPLE_NS, shape=CYLINDER, rgba=PERSON_RGBA, frame=MAP_FRAME)
 
 
 def people_cloud_message(make, stamp, people: list):

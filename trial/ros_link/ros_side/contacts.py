@@ -94,21 +94,32 @@ def touch_markers(points: list[dict], shown: set | None) -> tuple[list[dict], se
 
 def touch_marker_array(make, stamp, markers: list[dict], frame: str = "map"):
     """A visualization_msgs/MarkerArray of :func:`touch_markers`' markers (``make`` as bridge_node.py's)."""
+    size = (TOUCH_DIAMETER_M,) * 3
+    return shape_markers(make, stamp, [{**m, "z": 0.5, "scale": size, "text": f"person {m['id']}"}
+                                       if m["action"] == ADD else m for m in markers],
+                         ns=CONTACTS_NS, shape=SPHERE, rgba=TOUCH_RGBA, frame=frame)
+
+
+def shape_markers(make, stamp, markers: list[dict], *, ns: str, shape: int, rgba: tuple, frame: str):
+    """A visualization_msgs/MarkerArray in ``frame``: each ADD (``action`` 0) a ``shape`` at x, y, z with
+    ``scale`` (3 sizes, m) and optional ``text``, upright; any other action (DELETE, DELETEALL) as it says. The
+    people's cylinders (bridge_node.py) and the touches' spheres are made by it."""
     out = []
+    r, g, b, a = rgba
     for marker in markers:
         header = make("std_msgs/msg/Header", stamp=stamp, frame_id=frame)
         if marker["action"] != ADD:
-            out.append(make("visualization_msgs/msg/Marker", header=header, ns=CONTACTS_NS, id=marker["id"],
+            out.append(make("visualization_msgs/msg/Marker", header=header, ns=ns, id=marker["id"],
                             action=marker["action"]))
             continue
-        r, g, b, a = TOUCH_RGBA
-        out.append(make("visualization_msgs/msg/Marker", header=header, ns=CONTACTS_NS, id=marker["id"],
-                        type=SPHERE, action=ADD, text=f"person {marker['id']}",
+        sx, sy, sz = (float(v) for v in marker["scale"])
+        out.append(make("visualization_msgs/msg/Marker", header=header, ns=ns, id=marker["id"], type=shape,
+                        action=ADD, text=marker.get("text", ""),
                         pose=make("geometry_msgs/msg/Pose",
-                                  position=make("geometry_msgs/msg/Point", x=marker["x"], y=marker["y"], z=0.5),
+                                  position=make("geometry_msgs/msg/Point", x=marker["x"], y=marker["y"],
+                                                z=marker["z"]),
                                   orientation=make("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=0.0, w=1.0)),
-                        scale=make("geometry_msgs/msg/Vector3", x=TOUCH_DIAMETER_M, y=TOUCH_DIAMETER_M,
-                                   z=TOUCH_DIAMETER_M),
+                        scale=make("geometry_msgs/msg/Vector3", x=sx, y=sy, z=sz),
                         color=make("std_msgs/msg/ColorRGBA", r=r, g=g, b=b, a=a)))
     return make("visualization_msgs/msg/MarkerArray", markers=out)
 
