@@ -98,7 +98,8 @@ def folder(tmp_path_factory):
 def session(folder, ros_env, ros_python):
     (folder / "bump.scn").write_text(SCENARIO, encoding="utf-8")
     (folder / "bump.yaml").write_text(TRIAL_FILE, encoding="utf-8")
-    return run_with_node(folder, ros_env, ros_python, NODE, "--no-fail", target=str(folder / "bump.yaml"))  # it collides
+    # --no-fail: the robot drives into the person on purpose (a robot-initiated collision fails the verdict)
+    return run_with_node(folder, ros_env, ros_python, NODE, "--no-fail", target=str(folder / "bump.yaml"))
 
 
 def test_the_trial_files_ros_keys_are_honoured(session):

@@ -127,7 +127,8 @@ class TrialSpec:
             return getattr(value, "__qualname__", None) or getattr(value, "source", None) or type(value).__name__
 
         out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source", "lines", "stall_s")
-               and not (f.name == "success" and not self.success)}  # the default criteria: as logs always had it
+               and not (f.name == "success" and not self.success)  # the default criteria: as logs always had it
+               and not (f.name == "ros" and self.ros is None)}  # no bridge settings: as logs always had it
         out["controller"] = plain(self.controller) if not callable(self.controller) or \
             isinstance(self.controller, (str, Path)) else self.label
         return out
