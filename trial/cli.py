@@ -94,6 +94,7 @@ def register(sub) -> None:
     demo.add_argument("--quiet", action="store_true", help="no progress lines")
     _add_no_fail(demo)
     add_view_arguments(demo)
+    add_ros_arguments(demo, publish_only=True)  # hil demo --ros: published, its own controller drives
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser("run", help="run a controller file on the robot a profile describes (real or virtual)",
@@ -115,6 +116,7 @@ def register(sub) -> None:
 
     add_native_arguments(run)  # --native PROGRAM -- ARGS: a compiled controller (runtime/native)
     add_view_arguments(run)
+    add_ros_arguments(run, publish_only=True)  # hil run --ros: published, the controller drives
     run.set_defaults(func=cmd_run)
 
     examples = sub.add_parser("examples", help="list the example controllers shipped with hil, or copy them (with "
@@ -273,6 +275,9 @@ def cmd_trial(args: argparse.Namespace) -> int:
     spec = _trial_spec(target, keys) if target is not None else None  # a bad file: nothing starts
     if spec is not None and spec.controller == ROS_CONTROLLER:
         args.ros = True  # controller: ros is hil trial --ros with no controller
+    from .ros_link.cli import settle_ros_options
+
+    settle_ros_options(args, spec.ros if spec is not None else None)  # the command line wins over ros:
     try:
         ros = open_ros(args)
     except RosUnavailable as exc:
@@ -300,8 +305,8 @@ def _ros_spec(spec: Any, keys: dict[str, Any], ros: Any) -> Any:
 
     if spec is None:
         keys.setdefault("name", "ros")
-        return make_spec(ros.drive, source="hil trial", **keys)
-    return replace(spec, controller=ros.drive, name=spec.name or "ros")
+        return make_spec(ros.drive, source="hil trial", ros=ros.settings, **keys)
+    return replace(spec, controller=ros.drive, name=spec.name or "ros", ros=ros.settings)  # the log says what ran
 
 
 def _trial_spec(target: str, keys: dict[str, Any]) -> Any:
@@ -341,7 +346,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if spec.gui:
         _check_display()
     out = Path(args.out or f"trials/demo-{args.seed}")
-    return _run_and_report(Trial(spec=spec), out, quiet=args.quiet, args=args)
+    from .ros_link.cli import open_ros
+    from .ros_link.launch import RosUnavailable
+
+    try:
+        ros = open_ros(args)  # --ros: published only (the demo's controller drives)
+    except RosUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if ros is not None:
+        print("ros: /cmd_vel and the joint commands are not applied: the demo's controller drives", flush=True)
+    try:
+        return _run_and_report(Trial(spec=spec), out, quiet=args.quiet, args=args, ros=ros)
+    finally:
+        if ros is not None:
+            ros.close()
 
 
 def _check_display() -> None:
@@ -430,6 +449,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     native_status = maybe_run(args)  # None unless --native (or native: true in the profile)
     if native_status is not None:
         return native_status
+    from .ros_link.cli import open_ros
+    from .ros_link.launch import RosUnavailable
+
+    ros = None
     try:
         stall = {} if args.stall_s is None else {"stall_s": args.stall_s}
         trial = Trial(spec=make_spec(args.controller, source="hil run", profile=args.profile, bus=args.bus,
@@ -438,10 +461,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         viewer = None
         from .foxglove_live.cli import close_live, open_live
 
+        try:
+            ros = open_ros(args)  # --ros: published only (the controller drives), from the log's taps as --foxglove
+        except RosUnavailable as exc:
+            print(exc, file=sys.stderr)
+            return 2
         fox = open_live(args, trial.spec.label, trial.spec.duration)  # --foxglove: served from the log (so it records, like --view)
         served = {"taps": fox.taps, "hooks": fox.hooks} if fox is not None else {}
+        if ros is not None:
+            print("ros: /cmd_vel and the joint commands are not applied: the run's controller drives", flush=True)
+            served = {"taps": served.get("taps", ()) + ros.taps, "hooks": served.get("hooks", ()) + ros.hooks}
         try:
-            if args.view or fox is not None:
+            if args.view or fox is not None or ros is not None:
                 import tempfile
 
                 from .view.cli import run_viewed
@@ -459,6 +490,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except start_errors() as exc:
         print(f"hil: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if ros is not None:
+            ros.close()
     if result.traceback:
         print(result.traceback, file=sys.stderr, end="")
     elif result.error:  # a failure without a traceback (a stall, a lost world) says what it was

@@ -406,7 +406,7 @@ def _progress_line(robot: Any, probe: WorldProbe | None, t: float, duration: flo
 def scenario_message(path: Any) -> dict[str, Any]:
     """``/crowd/scenario``: the staged script's name and lines, so a log shows every line, not only those run."""
     script = Path(str(path))
-    return {"name": script.stem, "lines": script.read_text(encoding="utf-8").splitlines()}
+    return {"name": script.stem, "file": script.name, "lines": script.read_text(encoding="utf-8").splitlines()}
 
 
 def _bus_map(robot: Any) -> dict[str, Any] | None:

@@ -82,6 +82,7 @@ class TrialSpec:
     resume_from: str | None = None  # "DIR@SECONDS": start from a saved state of that trial (key ``from``)
     state_every: float | None = 5.0  # seconds of trial time between saved states (None or 0: none saved)
     success: tuple[str, ...] = ()  # criteria the trial must meet to pass (trial/verdict.py); (): the default
+    ros: Mapping[str, Any] | None = None  # the ROS 2 bridge's settings (key ``ros``: rtf, hz, watchdog_s, ...)
     allow_objectives: tuple[str, ...] = ()  # modules a rates file's objectives.user may come from (the crowd's
     # --allow-objectives: importing runs their code, so none unless the trial says so)
     source: str = "<python>"  # where the spec came from (a trial file's path), for messages
@@ -126,7 +127,8 @@ class TrialSpec:
             return getattr(value, "__qualname__", None) or getattr(value, "source", None) or type(value).__name__
 
         out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in ("gui", "source", "lines", "stall_s")
-               and not (f.name == "success" and not self.success)}  # the default criteria: as logs always had it
+               and not (f.name == "success" and not self.success)  # the default criteria: as logs always had it
+               and not (f.name == "ros" and self.ros is None)}  # no bridge settings: as logs always had it
         out["controller"] = plain(self.controller) if not callable(self.controller) or \
             isinstance(self.controller, (str, Path)) else self.label
         return out
@@ -439,6 +441,54 @@ def _success(value: Any, key: str, error, base: Path | None) -> tuple[str, ...]:
     return tuple(items)
 
 
+ROS_KEYS = {  # ``ros:``'s keys -> (what it takes, the check's bounds); hil trial's --ros-* options, same meaning
+    "rtf": "a number > 0 (at most 1000): trial seconds per wall second, with controller: ros",
+    "hz": "a number > 0 (at most 1000): bus cycles (and /odom, /scan, /joint_states) per trial second, with "
+          "controller: ros",
+    "watchdog_s": "seconds > 0 (at most 3600): stop the base after this long without a /cmd_vel",
+    "wait_for": "a node name or a list of them: start the trial's clock once they are on the ROS graph",
+    "python": "the path of the Python where rclpy imports (relative to the trial file)",
+}
+_ROS_BOUNDS = {"rtf": 1000.0, "hz": 1000.0, "watchdog_s": 3600.0}
+
+
+def _ros(value: Any, key: str, error, base: Path | None) -> Mapping[str, Any] | None:
+    """``ros:`` {rtf, hz, watchdog_s, wait_for, python}: each checked here, at its own line when the file has it
+    (the command line's --ros-* options win over them, trial/cli.py)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise error(key, f"ros must be a mapping of {', '.join(ROS_KEYS)}, not {value!r}")
+    where = value.error if isinstance(value, SourceDict) else (lambda _k, message: error(key, message))
+    out: dict[str, Any] = {}
+    for name, item in value.items():
+        if name not in ROS_KEYS:
+            close = difflib.get_close_matches(str(name), list(ROS_KEYS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(ROS_KEYS)}"
+            raise where(name, f"unknown key ros.{name}{hint}")
+        if name in _ROS_BOUNDS:
+            ok = isinstance(item, (int, float)) and not isinstance(item, bool) and math.isfinite(item) and \
+                0 < item <= _ROS_BOUNDS[name]
+            if not ok:
+                raise where(name, f"ros.{name} must be {ROS_KEYS[name]}, not {item!r}")
+            out[name] = float(item)
+        elif name == "wait_for":
+            names = [item] if isinstance(item, str) else item
+            if not isinstance(names, (list, tuple)) or not names or \
+                    not all(isinstance(n, str) and NODE_NAME.match(n) for n in names):
+                raise where(name, f"ros.wait_for must be {ROS_KEYS[name]} (name or /ns/name), not {item!r}")
+            out[name] = list(names)
+        else:
+            if not isinstance(item, (str, Path)) or not str(item).strip():
+                raise where(name, f"ros.python must be {ROS_KEYS[name]}, not {item!r}")
+            text = str(item)
+            out[name] = str(_relative(Path(text), base)) if "/" in text else text
+    return MappingProxyType(out)
+
+
+NODE_NAME = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*/?[A-Za-z_][A-Za-z0-9_]*$")  # a ROS node, with its namespace
+
+
 def _faults(value: Any, key: str, error, base: Path | None) -> tuple:
     return tuple(value or ())  # checked as a whole against the duration (_checked_faults)
 
@@ -511,6 +561,10 @@ KEY_TABLE: dict[str, Key] = {
     "state_every": Key("seconds or none", "5", "seconds (>= 0) of trial time between saved states in DIR/states/ "
                        "(0 or none: none saved; about 4 MB per 2 minutes at 5)", 0,
                        _number(0.0, MAX_DURATION_S, allow_none=True)),
+    "ros": Key("mapping", "none (the --ros-* options' defaults)", "the ROS 2 bridge's settings for a trial with "
+               "controller: ros or --ros: rtf (trial seconds per wall second), hz (bus cycles per trial second), "
+               "watchdog_s, wait_for (node names), python (where rclpy imports); the command line's --ros-* options "
+               "win", {"rtf": 2, "wait_for": ["nav_stack"]}, _ros),
     "allow_objectives": Key("module names", "none", "modules (a list, or comma-separated) the rates files' "
                             "objectives.user may be imported from (the crowd's --allow-objectives; none by "
                             "default: importing runs their code)", ["mylab.reactions"], _modules),

@@ -35,9 +35,17 @@ def robot_model_message(robot: Any) -> dict[str, Any]:
                               "q": q_names.get(joint.idx_q) if joint.idx_q is not None else None}
         links.append(entry)
     # no model name: it is made from the bus URL, which holds the crowd's randomly picked port (same seed, same bytes)
-    message = {"links": links, "ring": _ring(robot)}
+    message = {"links": links, "ring": _ring(robot), "contacts": _contacts(robot)}
     message["stand_z"] = _stand_height(message)
     return message
+
+
+def _contacts(robot: Any) -> dict[str, list[str]]:
+    """Each contact sensor's zones by the sensor's blueprint name (bumper: [left, centre, right]), so a log says
+    which zones there are, not only which were pressed."""
+    from hil.runtime.robot.sensors import ContactSensor
+
+    return {name: list(sensor.zones) for name, sensor in robot.sensors.items() if isinstance(sensor, ContactSensor)}
 
 
 def _shape(shape: Any) -> dict[str, Any]:

@@ -174,6 +174,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "required": ["name", "parent", "joint", "visuals"]}},
             "ring": {"oneOf": [{"type": "object"}, {"type": "null"}],
                      "description": "link, yaw (rad, ring frame), origin_radius_m, origin_z_m, min/max_range_m"},
+            "contacts": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                         "description": "each contact sensor's zones by its name (bumper: [left, centre, right])"},
         },
         "required": ["links"],
     },
@@ -182,7 +184,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "description": "The staged script of the trial, once at t = 0: its name and its lines (1-based as in "
                        "/crowd/script's line numbers).",
         "type": "object",
-        "properties": {"name": {"type": "string"}, "lines": {"type": "array", "items": {"type": "string"}}},
+        "properties": {"name": {"type": "string"}, "lines": {"type": "array", "items": {"type": "string"}},
+                       "file": {"type": "string", "description": "the script's file name (child_interacts.scn)"}},
         "required": ["name", "lines"],
     },
     "/map": {

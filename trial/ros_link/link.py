@@ -39,6 +39,7 @@ from hil.bridge.envelope import EnvelopeError, pack, unpack
 
 from ..record.live_tap import LiveTap
 from .ros_side.bridge_node import Diagnostics
+from .ros_side.contacts import changed, contact_states, scenario_file, scenario_line, touch_markers, touch_points
 
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"  # ros_side/bridge_node.py has the same names
 JOINT_POSITIONS, JOINT_TRAJECTORY = "ros_joint_positions", "ros_joint_trajectory"
@@ -71,6 +72,8 @@ class JointPositions(Struct, frozen=True):
 class TrajectoryPoint(Struct, frozen=True):
     positions: list[Position]
     t: Annotated[float, Meta(ge=0.0, le=MAX_TRAJECTORY_S)]  # time_from_start, s
+    velocities: list[Position] = []  # rad/s, one per joint or none (the bound: a broken number, as for positions)
+    accelerations: list[Position] = []  # rad/s^2, likewise
 
 
 class JointTrajectory(Struct, frozen=True):
@@ -98,10 +101,18 @@ class _LoggedPose(Struct):
     odometry: list[float] | None = None
 
 
+class _LoggedSensors(Struct):
+    """What the link reads of the log's /robot/sensors: the pressed contact zones (``sensor.zone``)."""
+
+    contacts: list[str] = []
+
+
 # the log's topics the link follows (recorder tap -> method) beside /clock
 _FOLLOWED = {"/robot/state": "_follow_state", "/pedestrians": "_follow_people", "/bus/stats": "_follow_bus",
-             "/robot/parts": "_follow_part"}
-_TYPE_OF = {"/robot/state": _LoggedPose}
+             "/robot/parts": "_follow_part", "/robot/model": "_follow_model", "/robot/sensors": "_follow_sensors",
+             "/world/contacts": "_follow_touches", "/crowd/scenario": "_follow_scenario",
+             "/crowd/script": "_follow_script"}
+_TYPE_OF = {"/robot/state": _LoggedPose, "/robot/sensors": _LoggedSensors}
 REFUSED = CmdVel(0.0, 0.0)  # returned (by identity) for a refused command: the base stops
 _DECODE = msgspec.convert
 
@@ -141,6 +152,16 @@ class RosLink(LiveTap):
         self.diagnostics = Diagnostics()
         self._diagnostics_due = False
         self._imaged: list[str] = []  # the cameras whose image the log recorded this cycle
+        # contacts and the scenario (ros_side/contacts.py): the zones there are, the switches as last sent, the
+        # people touching, the script's file and the line running
+        self._zones: dict[str, list[str]] = {}
+        self._switches: dict[str, bool] | None = None
+        self._switches_due: dict[str, bool] = {}
+        self._crowd: list[dict[str, Any]] = []  # the newest /pedestrians' people (kept: touches are placed by them)
+        self._touched: set | None = None
+        self._touches: list[dict[str, Any]] | None = None  # markers not yet sent
+        self._script_file = "scenario.scn"
+        self._lines: list[str] = []  # the scenario's lines that ran since the last cycle sent
 
     # --- as a recorder tap and a hook (LiveTap: taps, hooks, bind, write) ------------------------------------
     def __call__(self, topic: str, t_s: float, data: bytes, info: Any) -> None:
@@ -160,6 +181,32 @@ class RosLink(LiveTap):
 
     def _follow_people(self, message: dict[str, Any]) -> None:
         self._people = list(message["people"])
+        self._crowd = self._people
+
+    def _follow_model(self, model: dict[str, Any]) -> None:
+        self._zones = {str(k): [str(z) for z in v] for k, v in (model.get("contacts") or {}).items()}
+
+    def _follow_sensors(self, sensors: _LoggedSensors) -> None:
+        """The switches (ros_side/contacts.py) that changed since they were last sent, kept until sent."""
+        now = contact_states(self._zones, sensors.contacts)
+        if not now:
+            return
+        self._switches_due.update(changed(self._switches, now))
+        self._switches = now
+
+    def _follow_touches(self, message: dict[str, Any]) -> None:
+        robot_xy = self._truth[:2] if self._truth is not None else None
+        points = touch_points(self._crowd, message.get("people") or [], robot_xy)
+        markers, touched = touch_markers(points, self._touched)
+        if markers or touched != self._touched:
+            self._touches = markers if self._touches is None else self._touches + markers
+        self._touched = touched
+
+    def _follow_scenario(self, scenario: dict[str, Any]) -> None:
+        self._script_file = scenario_file(scenario)
+
+    def _follow_script(self, line: dict[str, Any]) -> None:
+        self._lines.append(scenario_line(self._script_file, line))
 
     def _follow_bus(self, counters: dict[str, Any]) -> None:
         self.diagnostics.bus(counters)
@@ -207,6 +254,12 @@ class RosLink(LiveTap):
             self._imaged = []
         if self._diagnostics_due:
             out["diagnostics"], self._diagnostics_due = self.diagnostics.statuses(), False
+        if self._switches_due:
+            out["switches"], self._switches_due = self._switches_due, {}
+        if self._touches is not None:
+            out["touches"], self._touches = self._touches, None
+        if self._lines:
+            out["scenario_lines"], self._lines = self._lines, []
         if self.seq % DESCRIPTION_EVERY == 1:
             if self._description is None:
                 from .description import description_of_robot

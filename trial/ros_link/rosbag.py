@@ -34,6 +34,12 @@ joint_trajectory
 compressed                                          image_transport's compressed transport names it
 /NAME/depth/image_raw   sensor_msgs/Image           /foxglove/NAME/depth (32FC1, when the trial recorded it)
 /NAME/camera_info       sensor_msgs/CameraInfo      /foxglove/NAME/calibration
+/SENSOR, /SENSOR/ZONE   std_msgs/Bool               /robot/sensors ``contacts`` and /robot/model's zones: each
+                                                    contact switch at the first cycle and when it changes
+                                                    (ros_side/contacts.py)
+/contacts               visualization_msgs/         /world/contacts with /pedestrians and the ground truth: a
+                        MarkerArray                 sphere per person touching the robot (in map)
+/scenario/line          std_msgs/String             /crowd/script: FILE:LINE: TEXT of each line as it ran
 ======================  ==========================  ========================================================
 
 Every message is stamped, and recorded, at the log's trial time (the bag's time starts at 0, as the trial's
@@ -55,6 +61,8 @@ import numpy as np
 from ..record.log import read_log
 from ..record.repair import log_path
 from .description import ROOT_FRAME, description_of_log, optical_frame
+from .ros_side.contacts import (CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, changed, contact_states, scenario_file,
+                                scenario_line, touch_marker_array, touch_markers, touch_points)
 from .ros_side.bridge_node import (FORWARD_TOPIC, MAP_FRAME, TRAJECTORY_TOPIC, PEOPLE_MARKERS, PEOPLE_TRUTH, Diagnostics, diagnostic_array,
                                    camera_topics, map_to_odom, marker_array, people_cloud_message, people_markers,
                                    scan_layout, scan_ranges, stamp_of)
@@ -78,7 +86,10 @@ TOPICS: dict[str, tuple[str, str]] = {  # topic -> (type, QoS offered), as the b
     "/cmd_vel": ("geometry_msgs/msg/Twist", RELIABLE),
     FORWARD_TOPIC: ("std_msgs/msg/Float64MultiArray", RELIABLE),
     TRAJECTORY_TOPIC: ("trajectory_msgs/msg/JointTrajectory", RELIABLE),
+    CONTACTS_TOPIC: ("visualization_msgs/msg/MarkerArray", RELIABLE),
+    SCENARIO_LINE_TOPIC: ("std_msgs/msg/String", LATCHED),
 }
+SWITCH_TYPE = "std_msgs/msg/Bool"  # each contact sensor's and zone's topic (ros_side/contacts.py), transient local
 
 
 class RosbagError(ValueError):
@@ -103,9 +114,10 @@ def write_rosbag(log_file: str | Path, out: str | Path) -> dict[str, int]:
                                                         offered_qos_profiles=[_qos(qos)])
                            for topic, (kind, qos) in TOPICS.items()}
             for topic, t_s, message in messages_of(log.messages, _Maker(store)):
-                if topic not in connections:  # a camera's, named by the camera
+                if topic not in connections:  # a camera's, named by the camera, or a contact switch
+                    qos = LATCHED if message.__msgtype__ == SWITCH_TYPE else BEST_EFFORT
                     connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=store,
-                                                               offered_qos_profiles=[_qos(BEST_EFFORT)])
+                                                               offered_qos_profiles=[_qos(qos)])
                 data = store.serialize_cdr(message, connections[topic].msgtype)
                 writer.write(connections[topic], round(t_s * 1e9), bytes(data))
                 counts[topic] = counts.get(topic, 0) + 1
@@ -124,7 +136,9 @@ def messages_of(messages: dict[str, list[Any]], make: _Maker) -> Iterator[tuple[
     sensors = {round(m.t * 1e9): m.data for m in messages.get("/robot/sensors", ())}
     states = {round(m.t * 1e9): m.data for m in messages.get("/robot/state", ())}
     layout = _ring_layout(ring) if ring else None
-    world = _World(messages, make)
+    world = _World(messages, make, states)
+    zones = (model[0].data.get("contacts") if model else None) or {}
+    switches: dict[str, bool] | None = None
     for clock in messages.get("/clock", ()):
         t = clock.t
         stamp = make.stamp(t)
@@ -140,6 +154,11 @@ def messages_of(messages: dict[str, list[Any]], make: _Maker) -> Iterator[tuple[
         reading = sensors.get(round(t * 1e9))
         if reading is not None and layout is not None:
             yield "/scan", t, _scan(stamp, reading, layout, make)
+        if reading is not None:  # the contact switches that changed (all of them at the first cycle)
+            now = contact_states(zones, reading.get("contacts") or [])
+            for topic, pressed in changed(switches, now).items():
+                yield topic, t, make(SWITCH_TYPE, data=bool(pressed))
+            switches = now if now else switches
 
 
 def _description(t: float, model: dict[str, Any], make: _Maker,
@@ -175,10 +194,17 @@ class _World:
     ground truth), the diagnostics (/bus/stats and /robot/parts, one DiagnosticArray per time they have, as the
     bridge publishes one per cycle) and the /cmd_vel the trial applied (/ros/cmd_vel)."""
 
-    def __init__(self, messages: dict[str, list[Any]], make: _Maker):
+    def __init__(self, messages: dict[str, list[Any]], make: _Maker, states: dict[int, dict[str, Any]]):
         self.make = make
+        self.states = states
         cameras = [topic for topic in messages if CAMERA_LOG_TOPIC.match(topic)]
+        scenario = messages.get("/crowd/scenario")
+        self.script_file = scenario_file(scenario[0].data) if scenario else "scenario.scn"
+        self.crowd: list[dict[str, Any]] = []
+        self.touched: set | None = None
         self.events = sorted([(m.t, 0, "people", m.data) for m in messages.get("/pedestrians", ())] +
+                             [(m.t, 0.5, "touch", m.data) for m in messages.get("/world/contacts", ())] +
+                             [(m.t, 0.5, "line", m.data) for m in messages.get("/crowd/script", ())] +
                              [(m.t, 1, "bus", m.data) for m in messages.get("/bus/stats", ())] +
                              [(m.t, 1, "part", m.data) for m in messages.get("/robot/parts", ())] +
                              [(m.t, 2, topic, m.data) for topic in cameras for m in messages[topic]] +
@@ -200,7 +226,13 @@ class _World:
             while self.next < len(self.events) and self.events[self.next][0] == at:
                 _, _, kind, data = self.events[self.next]
                 self.next += 1
-                if kind == "people":
+                if kind == "touch":
+                    yield from self._touches(at, stamp, data)
+                elif kind == "line":
+                    yield SCENARIO_LINE_TOPIC, at, self.make("std_msgs/msg/String",
+                                                             data=scenario_line(self.script_file, data))
+                elif kind == "people":
+                    self.crowd = list(data["people"])
                     markers, self.shown = people_markers(data["people"], self.shown)
                     yield PEOPLE_MARKERS, at, marker_array(self.make, stamp, markers)
                     yield PEOPLE_TRUTH, at, people_cloud_message(self.make, stamp, data["people"])
@@ -214,6 +246,15 @@ class _World:
                     getattr(self.diagnostics, kind)(data)
             if diagnosed:
                 yield "/diagnostics", at, diagnostic_array(self.make, stamp, self.diagnostics.statuses())
+
+    def _touches(self, at: float, stamp: Any, data: dict[str, Any]) -> Iterator[tuple[str, float, Any]]:
+        """/contacts of one /world/contacts, as the bridge publishes it (when it changes anything)."""
+        state = self.states.get(round(at * 1e9))
+        robot_xy = (state["x"], state["y"]) if state is not None and state.get("odometry") else None
+        markers, touched = touch_markers(touch_points(self.crowd, data.get("people") or [], robot_xy), self.touched)
+        if markers or touched != self.touched:
+            yield CONTACTS_TOPIC, at, touch_marker_array(self.make, stamp, markers, MAP_FRAME)
+        self.touched = touched
 
     def command(self, t: float) -> Iterator[tuple[str, float, Any]]:
         """/cmd_vel as the trial applied it: at each change, and every cycle while the base is told to move (a
@@ -290,10 +331,16 @@ def _joint_command(t: float, command: dict[str, Any], make: _Maker) -> Iterator[
         yield FORWARD_TOPIC, t, make("std_msgs/msg/Float64MultiArray",
                                      data=np.array(command["positions"], dtype=np.float64))
     elif command.get("topic") == TRAJECTORY_TOPIC and "times" in command:
+        n = len(command["times"])
+        velocities = command.get("velocities") or [[]] * n
+        accelerations = command.get("accelerations") or [[]] * n
         points = [make("trajectory_msgs/msg/JointTrajectoryPoint", positions=np.array(row, dtype=np.float64),
+                       velocities=np.array(velocity, dtype=np.float64),
+                       accelerations=np.array(acceleration, dtype=np.float64),
                        time_from_start=make("builtin_interfaces/msg/Duration", sec=stamp_of(at)[0],
                                             nanosec=stamp_of(at)[1]))
-                  for at, row in zip(command["times"], command["positions"])]
+                  for at, row, velocity, acceleration in zip(command["times"], command["positions"], velocities,
+                                                             accelerations)]
         yield TRAJECTORY_TOPIC, t, make("trajectory_msgs/msg/JointTrajectory",
                                         header=make.header(make.stamp(command["start"]), ""),
                                         joint_names=list(command["joints"]), points=points)

@@ -16,8 +16,10 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   ``/people/ground_truth`` (sensor_msgs/PointCloud2: id, x, y, vx, vy, radius), both in ``map``; ``/diagnostics``
   (diagnostic_msgs/DiagnosticArray: the buses' statistics, the parts lost or quarantined); ``map`` -> ``odom`` on
   ``/tf`` from the base's ground truth; each camera's recorded frame as ``/NAME/image_raw`` (rgb8),
-  ``/NAME/depth/image_raw`` (32FC1) and ``/NAME/camera_info``, best effort. The conversions are plain functions
-  below, shared with trial/ros_link/rosbag.py, which builds the same messages with rosbags.
+  ``/NAME/depth/image_raw`` (32FC1) and ``/NAME/camera_info``, best effort; the contact switches (``/bumper``,
+  ``/bumper/left``, ... std_msgs/Bool), the people touching the robot (``/contacts``) and the scenario's line
+  (``/scenario/line``), made by contacts.py beside this file. The conversions are plain functions below, shared
+  with trial/ros_link/rosbag.py, which builds the same messages with rosbags.
 - **commands** (PUSH, the trial's PULL): every ``/cmd_vel`` (geometry_msgs/Twist, or TwistStamped when the
   publishers on the topic use that type) forwarded as it came, NaN and all: the trial checks it, applies it within
   the wheels' limits and keeps the watchdog (trial/ros_link/drive.py), so what reaches the robot is decided and
@@ -42,6 +44,11 @@ import signal
 import sys
 import threading
 import time
+
+try:  # contacts and the scenario's line (a module beside this file: imported as a package's or as the script's)
+    from .contacts import CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, shape_markers, touch_marker_array
+except ImportError:
+    from contacts import CONTACTS_TOPIC, SCENARIO_LINE_TOPIC, shape_markers, touch_marker_array
 
 ENVELOPE_VERSION = 2  # hil.bridge.envelope.VERSION: the envelope {v, type, seq, t, payload} of every hil socket
 STATE, BYE, CMD_VEL = "ros_state", "ros_bye", "ros_cmd_vel"
@@ -91,10 +98,13 @@ def twist_values(msg) -> tuple[float, float]:
 
 
 def trajectory_payload(msg) -> dict:
-    """What the trial takes of a JointTrajectory: names, points (positions, time_from_start in s), the stamp."""
+    """What the trial takes of a JointTrajectory: names, points (positions, velocities and accelerations as given,
+    time_from_start in s), the stamp."""
     stamp = msg.header.stamp
     return {"joints": list(msg.joint_names), "start": stamp.sec + stamp.nanosec * 1e-9,
             "points": [{"positions": [float(p) for p in point.positions],
+                        "velocities": [float(v) for v in point.velocities],
+                        "accelerations": [float(a) for a in point.accelerations],
                         "t": point.time_from_start.sec + point.time_from_start.nanosec * 1e-9}
                        for point in msg.points]}
 
@@ -246,22 +256,9 @@ class RosMessages:
 
 def marker_array(make, stamp, markers: list[dict]):
     """A visualization_msgs/MarkerArray of :func:`people_markers`' markers, in the map frame."""
-    out = []
-    for marker in markers:
-        header = make("std_msgs/msg/Header", stamp=stamp, frame_id=MAP_FRAME)
-        if marker["action"] != ADD:
-            out.append(make("visualization_msgs/msg/Marker", header=header, ns=PEOPLE_NS, id=marker["id"],
-                            action=marker["action"]))
-            continue
-        r, g, b, a = PERSON_RGBA
-        width = marker["diameter"]
-        out.append(make("visualization_msgs/msg/Marker", header=header, ns=PEOPLE_NS, id=marker["id"], type=CYLINDER,
-                        action=ADD, pose=make("geometry_msgs/msg/Pose", position=make(
-                            "geometry_msgs/msg/Point", x=marker["x"], y=marker["y"], z=marker["z"]),
-                            orientation=make("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=0.0, w=1.0)),
-                        scale=make("geometry_msgs/msg/Vector3", x=width, y=width, z=marker["height"]),
-                        color=make("std_msgs/msg/ColorRGBA", r=r, g=g, b=b, a=a)))
-    return make("visualization_msgs/msg/MarkerArray", markers=out)
+    return shape_markers(make, stamp, [{**m, "scale": (m["diameter"], m["diameter"], m["height"])}
+                                       if m["action"] == ADD else m for m in markers],
+                         ns=PEOPLE_NS, shape=CYLINDER, rgba=PERSON_RGBA, frame=MAP_FRAME)
 
 
 def people_cloud_message(make, stamp, people: list):
@@ -377,6 +374,7 @@ class Bridge:
         self.people_shown: set | None = None
         self.messages = RosMessages()
         self.camera_pubs: dict[str, tuple] = {}
+        self.contact_pubs: dict[str, object] = {}  # the switches', /contacts' and /scenario/line's, made when needed
         self.failed: set[str] = set()  # the kinds of state that failed to publish (each said once)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -525,6 +523,8 @@ class Bridge:
             self._publish_scan(stamp, state["ring"])
         if state.get("description") is not None:
             self._publish_description(stamp, state["description"])
+        if any(state.get(k) is not None for k in ("switches", "touches", "scenario_lines")):
+            self._publish_contacts_and_script(stamp, state)
         joints = state.get("joints")
         if joints:
             from sensor_msgs.msg import JointState
@@ -533,6 +533,35 @@ class Bridge:
                              velocity=[float(v) for v in joints["velocity"]])
             msg.header.stamp = stamp
             self.joints_pub.publish(msg)
+
+    def _publish_contacts_and_script(self, stamp, state: dict) -> None:
+        """The contact switches that changed (std_msgs/Bool each, transient-local: a late node gets the state
+        now), the people touching the robot (/contacts, where visualization_msgs imports) and the scenario's line
+        now running (/scenario/line, transient-local); contacts.py says what each is. The publishers are made
+        the first time each is needed."""
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import Bool, String
+
+        # depth 10: a press as short as a cycle reaches a node that lags a moment; a node that starts later gets
+        # the last changes, the newest of which is the state now
+        latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        pubs = self.contact_pubs
+        for topic, pressed in (state.get("switches") or {}).items():
+            if topic not in pubs:
+                pubs[topic] = self.node.create_publisher(Bool, topic, latched)
+            pubs[topic].publish(Bool(data=bool(pressed)))
+        if state.get("touches") is not None:
+            if CONTACTS_TOPIC not in pubs:
+                pubs[CONTACTS_TOPIC] = self._optional_publisher(
+                    "visualization_msgs", "MarkerArray", CONTACTS_TOPIC,
+                    QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            if pubs[CONTACTS_TOPIC] is not None:
+                pubs[CONTACTS_TOPIC].publish(touch_marker_array(self.messages, stamp, state["touches"], MAP_FRAME))
+        for line in state.get("scenario_lines") or ():  # each line that ran, in order (the newest is kept)
+            if SCENARIO_LINE_TOPIC not in pubs:
+                pubs[SCENARIO_LINE_TOPIC] = self.node.create_publisher(String, SCENARIO_LINE_TOPIC, latched)
+            pubs[SCENARIO_LINE_TOPIC].publish(String(data=line))
 
     def _publish_description(self, stamp, description: dict) -> None:
         """/robot_description and /tf_static, once (transient-local keeps them for late subscribers)."""
