@@ -11,7 +11,8 @@ packages, pyzmq and msgpack. It talks to the trial over two ZeroMQ sockets on lo
   blueprint's names), every header stamped with the trial's simulator time, so nodes with ``use_sim_time`` live
   on the trial's clock. The robot's description, when the state carries it, as ``/robot_description``
   (std_msgs/String: the URDF, joints named by the blueprint) and ``/tf_static`` (its fixed joints, likewise),
-  both transient-local and published again only when they change. What the trial's log says beside the robot, when the state carries it:
+  both transient-local and published again only when they change. What the trial's log says beside the robot,
+  when the state carries it:
   ``/people/markers`` (visualization_msgs/MarkerArray: one cylinder per person, DELETE when one leaves),
   ``/people/ground_truth`` (sensor_msgs/PointCloud2: id, x, y, vx, vy, radius), both in ``map``; ``/diagnostics``
   (diagnostic_msgs/DiagnosticArray: the buses' statistics, the parts lost or quarantined); ``map`` -> ``odom`` on
