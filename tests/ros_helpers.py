@@ -36,7 +36,7 @@ NODE_COMMON = '''
 import json, math, os, sys, time
 import rclpy
 from rclpy.parameter import Parameter
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import LaserScan
 

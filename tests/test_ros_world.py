@@ -62,6 +62,8 @@ node.create_subscription(PointCloud2, "/people/ground_truth", on_cloud, 500)
 node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 500)
 from sensor_msgs.msg import CameraInfo, Image
 cameras = {}  # topic -> rows (the pixels of the first two frames only: the JSON stays small)
+# sensor data's best effort, kept 50 deep: a node the machine holds back loses no frame from its own queue
+deep_sensor_data = QoSProfile(depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
 
 def on_camera(topic, row):
     rows = cameras.setdefault(topic, [])
@@ -71,7 +73,7 @@ for camera in CAMERAS:
     for kind, topic, rowed in ((Image, f"/{camera}/image_raw", image_row),
                                (Image, f"/{camera}/depth/image_raw", image_row),
                                (CameraInfo, f"/{camera}/camera_info", info_row)):
-        node.create_subscription(kind, topic, lambda m, t=topic, r=rowed: on_camera(t, r(m)), qos_profile_sensor_data)
+        node.create_subscription(kind, topic, lambda m, t=topic, r=rowed: on_camera(t, r(m)), deep_sensor_data)
 from geometry_msgs.msg import Twist
 cmd_vel = node.create_publisher(Twist, "/cmd_vel", 10)
 turning, still = Twist(), Twist()
