@@ -49,7 +49,7 @@ class BodyHistory:
 
         def recorded_spawn(intent: PedestrianIntent) -> None:
             self.events.append(["spawn", intent.id, intent.x, intent.y, intent.vx, intent.vy, intent.radius,
-                                intent.height])
+                                intent.height] + ([intent.surface] if intent.surface is not None else []))
             spawn(intent)
 
         def recorded_remove(person: int) -> None:

@@ -20,8 +20,10 @@ import math
 import numpy as np
 
 
-def dropout_probability(incidence_deg: np.ndarray | float, angle50_deg: float, width_deg: float) -> np.ndarray:
-    """Probability that an echo at this incidence angle (degrees) is lost: logistic((inc - angle50) / width)."""
+def dropout_probability(incidence_deg: np.ndarray | float, angle50_deg: np.ndarray | float,
+                        width_deg: np.ndarray | float) -> np.ndarray:
+    """Probability that an echo at this incidence angle (degrees) is lost: logistic((inc - angle50) / width).
+    angle50 and width may be arrays (per ray: the law of the surface each hit, surface_law.py)."""
     x = (np.asarray(incidence_deg, dtype=float) - angle50_deg) / width_deg
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 

@@ -1,0 +1,140 @@
+"""Surfaces: a range sensor fails by what it looks at (devices/surfaces.py, firmware_sim/sensors/surface_law.py).
+
+The expected fractions are computed here from the shipped table's numbers, read as plain YAML, by the formula
+docs/WORLD.md gives (angle50 + offset, width * scale; an infrared ray at incidence i on a flat wall is valid with
+probability (1 - logistic((i - angle50) / width)) * P(its noisy range stays within [min, max])), never by the
+model's own functions. Binomial intervals are 95 % ones (1.96 standard deviations) of the expected fraction.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hil.devices.config_path import builtin_root
+from hil.devices.descriptor.schema import Sensor
+from hil.devices.yaml_source import ConfigError, load_yaml_text
+from hil.firmware_sim.sensors import RangeRingModel
+from hil.firmware_sim.world import World
+from hil.firmware_sim.world.maps import load_map, parse_map
+from hil.firmware_sim.world.pedestrians import PedestrianIntent, Pedestrians
+
+IR = {"variant": "infrared", "yaw_deg": [0], "origin_radius_m": 0.0, "origin_z_m": 0.5, "min_range_m": 0.05,
+      "max_range_m": 4.0, "no_target_raw": 65535, "dropout_angle50_deg": 55.0, "dropout_width_deg": 8.0,
+      "noise_sigma_m": [0.003, 0.01], "update_hz": 10.0}
+N = 2000
+IDENTITY = (0.0, 0.0, 0.0, 1.0)
+
+
+def table_numbers() -> dict:
+    return yaml.safe_load((builtin_root() / "surfaces" / "default.yaml").read_text())["surfaces"]
+
+
+def tilted_wall_map(incidence_deg: float, surface: str | None, distance_m: float = 2.0) -> str:
+    """A map of one wall through (distance, 0) whose normal makes ``incidence_deg`` with +x (the ray's way)."""
+    normal = math.radians(incidence_deg)
+    along = normal + math.pi / 2
+    dx, dy = 2.0 * math.cos(along), 2.0 * math.sin(along)
+    extra = f", surface: {surface}" if surface else ""
+    return (f"name: tilted\nwalls:\n  - {{from: [{distance_m - dx:.12f}, {-dy:.12f}], "
+            f"to: [{distance_m + dx:.12f}, {dy:.12f}], thickness: 0.1, height: 2.0{extra}}}\n")
+
+
+def readings(map_text: str, params: dict = IR, n: int = N, seed: int = 7) -> list:
+    with World() as world:
+        world.add_map(parse_map(load_yaml_text(map_text, "tilted.yaml", "map"), "tilted.yaml"))
+        model = RangeRingModel(Sensor("ring", "range_ring", "ring", dict(params)), seed)
+        return [model.measure(world.client, (0.0, 0.0, 0.0), IDENTITY, surfaces=world.surfaces) for _ in range(n)]
+
+
+def expected_valid(incidence_deg: float, surface: dict, range_m: float) -> float:
+    angle50 = IR["dropout_angle50_deg"] + surface.get("angle50_offset_deg", 0.0)
+    width = IR["dropout_width_deg"] * surface.get("width_scale", 1.0)
+    if incidence_deg < surface.get("specular_below_deg", 0.0):
+        return 0.0
+    survive = 1.0 - 1.0 / (1.0 + math.exp(-(incidence_deg - angle50) / width))
+    a, b = (c * surface.get("noise_scale", 1.0) for c in IR["noise_sigma_m"])
+    sigma = a + b * range_m
+    phi = lambda z: 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))  # noqa: E731
+    accept = phi((IR["max_range_m"] - range_m) / sigma) - phi((IR["min_range_m"] - range_m) / sigma)
+    return survive * accept
+
+
+def test_glass_and_plaster_at_40_degrees_give_each_surface_its_valid_fraction():
+    table = table_numbers()
+    incidence = 40.0
+    near_face_m = 2.0 - 0.05 / math.cos(math.radians(incidence))  # the ray meets the box's near face
+    fractions = {}
+    for surface in ("glass", "plaster"):
+        got = readings(tilted_wall_map(incidence, surface))
+        valid = [r.range_m[0] for r in got if r.cause[0] is None]
+        fraction = len(valid) / N
+        p = expected_valid(incidence, table[surface] or {}, near_face_m)
+        half = 1.96 * math.sqrt(p * (1 - p) / N)
+        assert abs(fraction - p) <= half, (surface, fraction, p, half)
+        assert all(r.cause[0] in (None, "angle") for r in got), surface  # nothing else loses these readings
+        assert abs(sum(valid) / len(valid) - near_face_m) < 0.003, surface  # they measure the wall
+        fractions[surface] = fraction
+    assert fractions["plaster"] - fractions["glass"] > 0.4, fractions  # the surfaces really differ here
+
+
+def test_a_wall_that_names_no_surface_reads_as_the_default_surface_draw_for_draw():
+    unnamed = readings(tilted_wall_map(50.0, None), n=300)
+    named = readings(tilted_wall_map(50.0, "plaster"), n=300)  # the table's default, named
+    assert [r.raw for r in unnamed] == [r.raw for r in named]
+    assert len({r.raw for r in unnamed}) > 10  # noise and dropout both at work, not a constant
+
+
+def test_glass_seen_head_on_saturates_and_metal_loses_what_plaster_keeps():
+    table = table_numbers()
+    assert table["glass"]["specular_below_deg"] > 0.0
+    head_on = readings(tilted_wall_map(0.0, "glass"), n=200)
+    assert all(r.cause[0] == "angle" for r in head_on)  # below the specular limit: saturated, every one
+    plaster = readings(tilted_wall_map(0.0, "plaster"), n=200)
+    assert sum(r.cause[0] is None for r in plaster) == 200
+
+
+def test_a_person_in_fabric_is_measured_with_fabric_and_a_removed_one_forgets_it():
+    table = table_numbers()
+    with World() as world:
+        people = Pedestrians(world)
+        people.sync([PedestrianIntent(1, 1.5, 0.0, 0.0, 0.0, surface="fabric")])
+        body = people.bodies[1]
+        assert world.surfaces == {(body, -1): "fabric"}
+        model = RangeRingModel(Sensor("ring", "range_ring", "ring", dict(IR, noise_sigma_m=[0.05, 0.0])), 3)
+        got = [model.measure(world.client, (0.0, 0.0, 0.0), IDENTITY, surfaces=world.surfaces) for _ in range(400)]
+        values = [r.range_m[0] for r in got if r.range_m[0] is not None]
+        mean = sum(values) / len(values)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        want = 0.05 * table["fabric"]["noise_scale"]  # the noise of the surface the echo came from
+        assert abs(sd - want) < 4 * want / math.sqrt(2 * len(values)), (sd, want)
+        people.sync([])
+        assert world.surfaces == {}
+
+
+def test_an_unknown_surface_names_the_file_line_and_the_known_surfaces(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\nwalls:\n  - {from: [0, 0], to: [1, 0]}\n  - {from: [0, 1], to: [1, 1], "
+                    "surface: glas}\n")
+    with pytest.raises(ConfigError) as err:
+        load_map(path)
+    message = str(err.value)
+    assert f"{path}:4" in message and "'glas'" in message
+    for known in ("glass", "metal", "plaster", "fabric", "skin", "plastic", "wood"):
+        assert known in message
+
+
+def test_a_users_table_adds_a_surface_and_a_bad_field_names_its_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "config" / "surfaces"
+    folder.mkdir(parents=True)
+    (folder / "mine.yaml").write_text("schema: 1\nsurfaces:\n  mirror: {angle50_offset_deg: -40, "
+                                      "specular_below_deg: 30}\n")
+    got = readings(tilted_wall_map(20.0, "mirror"), n=50)
+    assert all(r.cause[0] == "angle" for r in got)  # 20 degrees is below the mirror's specular limit
+    (folder / "mine.yaml").write_text("schema: 1\nsurfaces:\n  mirror:\n    width_scale: 0\n")
+    with pytest.raises(ConfigError) as err:
+        readings(tilted_wall_map(20.0, "mirror"), n=1)
+    assert f"{Path('config/surfaces/mine.yaml')}:4" in str(err.value) and "width_scale" in str(err.value)
