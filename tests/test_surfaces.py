@@ -138,3 +138,62 @@ def test_a_users_table_adds_a_surface_and_a_bad_field_names_its_line(tmp_path, m
     with pytest.raises(ConfigError) as err:
         readings(tilted_wall_map(20.0, "mirror"), n=1)
     assert f"{Path('config/surfaces/mine.yaml')}:4" in str(err.value) and "width_scale" in str(err.value)
+
+
+def two_body_part(plate_surface: str | None) -> dict:
+    """A plate (the part's base body, a 0.4 m square facing +x at x = 0.6) and a post fixed on top of it."""
+    box = {"box": [0.05, 0.4, 0.4], "xyz": [0.6, 0.0, 0.2]}
+    plate = {"name": "plate", "mass": 1.0, "com": [0.6, 0, 0.2], "inertia": {"ixx": 0.01, "iyy": 0.01, "izz": 0.01},
+             "collisions": [box], **({"surface": plate_surface} if plate_surface else {})}
+    post = {"name": "post", "mass": 0.5, "com": [0, 0, 0], "inertia": {"ixx": 0.01, "iyy": 0.01, "izz": 0.01},
+            "collisions": [{"box": [0.05, 0.05, 0.3]}]}
+    return {"schema": 1, "name": "panel", "kind": "link", "bodies": [plate, post],
+            "joints": [{"name": "fix", "type": "fixed", "parent": "plate", "child": "post", "xyz": [0.6, 0, 0.55]}],
+            "ports": [{"name": "mount", "body": "plate", "parent": True}]}
+
+
+def test_a_robot_body_made_of_metal_is_its_own_link_and_saturates_a_ray_head_on():
+    from hil.devices.descriptor.codec import descriptor_sha256, encode_descriptor
+    from hil.devices.descriptor.validate import descriptor_from_dict
+    from hil.firmware_sim.cpc_part import build_cpc_part
+    from hil.firmware_sim.world import build_robot
+
+    results = {}
+    for surface in (None, "metal"):
+        desc = descriptor_from_dict(two_body_part(surface))
+        data = encode_descriptor(desc)
+        with World() as world:
+            robot = build_robot(world, [build_cpc_part(desc, data, descriptor_sha256(data), 1, 1)])
+            links = {link.index for link in robot.links}
+            model = RangeRingModel(Sensor("ring", "range_ring", "ring", dict(IR, origin_z_m=0.2)), 5)
+            got = [model.measure(world.client, (-0.5, 0.0, 0.0), IDENTITY, surfaces=world.surfaces)
+                   for _ in range(100)]
+            results[surface] = (links, dict(world.surfaces), robot.body_id, [r.cause[0] for r in got])
+    (links, surfaces, _, causes) = results[None]
+    # one merged link, the plain law: at 0 degrees it loses an echo with probability logistic(-55 / 8) = 0.001
+    assert links == {-1} and surfaces == {} and causes.count(None) >= 97
+    (links, surfaces, body, causes) = results["metal"]
+    assert links == {-1, 0} and surfaces == {(body, -1): "metal"}  # the post is no longer merged into the plate
+    assert causes == ["angle"] * 100  # head on, metal's specular limit saturates every echo
+
+
+def test_a_descriptor_naming_no_surface_has_the_bytes_it_had(tmp_path):
+    """The descriptor's bytes (and so its hash, the scan cache's key) stay as they were when no body names one."""
+    from hil.devices.catalog import compiled_part, load_part
+    from hil.devices.descriptor.codec import encode_descriptor
+
+    data, _ = compiled_part("range_ring")
+    assert b"surface" not in data and encode_descriptor(load_part("range_ring")) == data
+
+
+def test_an_unknown_body_surface_in_a_part_file_names_file_line_and_the_known_surfaces(tmp_path):
+    from hil.devices.catalog import load_source
+    from hil.devices.descriptor.validate import DescriptorError
+
+    doc = two_body_part("glas")
+    path = tmp_path / "panel.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    line = next(k for k, text in enumerate(path.read_text().splitlines(), 1) if "surface: glas" in text)
+    with pytest.raises(DescriptorError) as err:
+        load_source(path)
+    assert f"{path}:{line}" in str(err.value) and "'glas'" in str(err.value) and "plaster" in str(err.value)
