@@ -197,3 +197,51 @@ def test_an_unknown_body_surface_in_a_part_file_names_file_line_and_the_known_su
     with pytest.raises(DescriptorError) as err:
         load_source(path)
     assert f"{path}:{line}" in str(err.value) and "'glas'" in str(err.value) and "plaster" in str(err.value)
+
+
+def rates_with_surface(tmp_path, surface: str) -> Path:
+    """The shipped weekday rates with adults in ``surface`` (the rest of the file as shipped)."""
+    text = (builtin_root() / "crowd" / "weekday.yaml").read_text()
+    marker = "  adult_man:   {radius: {mean: 0.24, sd: 0.02, min: 0.19, max: 0.30}, speed: {mean: 1.38, sd: 0.20, " \
+             "min: 0.70, max: 2.00}}"
+    assert marker in text
+    path = tmp_path / "rates.yaml"
+    path.write_text(text.replace(marker, marker[:-1] + f", surface: {surface}}}"))
+    return path
+
+
+def test_a_person_types_clothing_goes_from_the_rates_file_over_the_bridge_to_the_world(tmp_path):
+    from hil.bridge.crowd_link import intents_payload, parse_people
+    from hil.bridge.envelope import pack, unpack
+    from hil.crowd.maps import load_crowd_map
+    from hil.crowd.population import Generator, load_rates, parse_start
+    from hil.crowd.serve import intents
+    from hil.crowd.sim import CrowdSim
+
+    sim = CrowdSim(load_crowd_map("arcade"), seed=3, dt=0.1)
+    sim.hooks.append(Generator(sim, load_rates(rates_with_surface(tmp_path, "fabric")),
+                               start_s=parse_start("mon 08:00")))
+    while len({t for t in sim.agents.types}) < 2:
+        sim.step()
+    sent = intents(sim)
+    people = parse_people(unpack(pack("intents", intents_payload(sim.time_s, sent, [], [])), ("intents",)).payload)
+    by_type = {(p.type, p.surface) for p in people}
+    assert ("adult_man", "fabric") in by_type and all(s == "" for t, s in by_type if t != "adult_man"), by_type
+    with World() as world:
+        pedestrians = Pedestrians(world)
+        pedestrians.sync([PedestrianIntent(p.id, p.x, p.y, p.vx, p.vy, p.radius, p.height, p.surface or None)
+                          for p in people])
+        men = {pedestrians.bodies[p.id] for p in people if p.type == "adult_man"}
+        assert world.surfaces == {(body, -1): "fabric" for body in men}
+    # nobody in a named surface: the message has no surface column at all (the bytes it had before surfaces)
+    assert "surface" not in intents_payload(0.0, [p._replace(surface="") for p in sent], [], [])["people"]
+
+
+def test_an_unknown_clothing_surface_in_a_rates_file_names_file_line_and_the_known_surfaces(tmp_path):
+    from hil.crowd.population import load_rates
+
+    path = rates_with_surface(tmp_path, "tweed")
+    line = next(k for k, text in enumerate(path.read_text().splitlines(), 1) if "surface: tweed" in text)
+    with pytest.raises(ConfigError) as err:
+        load_rates(path)
+    assert f"{path}:{line}" in str(err.value) and "'tweed'" in str(err.value) and "fabric" in str(err.value)
