@@ -39,11 +39,15 @@ def can_echo(range_m: np.ndarray, min_range_m: float) -> np.ndarray:
     return np.isfinite(r) & (r >= min_range_m)
 
 
-def acceptance(range_m: np.ndarray, a: float, b: float, min_range_m: float, max_range_m: float) -> np.ndarray:
-    """Probability that an echo at this true range, plus its noise draw, lands within [min, max] (not rejected)."""
+def acceptance(range_m: np.ndarray, a: np.ndarray | float, b: np.ndarray | float, min_range_m: float,
+               max_range_m: float) -> np.ndarray:
+    """Probability that an echo at this true range, plus its noise draw, lands within [min, max] (not rejected).
+    ``a`` and ``b`` may be arrays of the ranges' shape (per ray: the noise of the surface each hit)."""
     r = np.asarray(range_m, dtype=float)
     out = np.zeros(r.shape)
     ok = np.isfinite(r)
+    a = np.broadcast_to(np.asarray(a, dtype=float), r.shape)[ok] if np.ndim(a) else a
+    b = np.broadcast_to(np.asarray(b, dtype=float), r.shape)[ok] if np.ndim(b) else b
     sigma = noise_sigma(r[ok], a, b)
     lo, hi = min_range_m - r[ok], max_range_m - r[ok]
     with np.errstate(divide="ignore", invalid="ignore"):
