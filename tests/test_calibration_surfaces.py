@@ -135,3 +135,27 @@ def test_check_reports_per_surface_and_finds_a_twin_wrong_on_glass_only(two_surf
     ok, lines = check(real, wrong, stand.rig)
     failed = [line for line in lines if line.endswith("FAIL") and line.startswith("sensor")]
     assert not ok and failed and all(" glass " in line for line in failed), "\n".join(lines)
+
+
+def test_a_part_written_again_keeps_every_surface_it_stores(tmp_path):
+    """What --write-parts stores (devices.calibration.apply, encoded as the part's descriptor): a second
+    calibration adds its surfaces to the part's and replaces only those it names."""
+    from hil.devices.calibration import apply, load_calibration
+    from hil.devices.catalog import load_part
+    from hil.devices.descriptor.codec import decode_descriptor, encode_descriptor
+
+    def cal(name: str, text: str):
+        path = tmp_path / name
+        path.write_text("schema: 1\nparts:\n  - part: range_ring\n    sensor: ring\n" + text)
+        return load_calibration(path).entries
+
+    first = cal("a.yaml", "    surfaces:\n      glass: {params: {dropout_angle50_deg: 31.0}}\n"
+                          "      metal: {params: {dropout_angle50_deg: 44.0}}\n")
+    second = cal("b.yaml", "    params: {dropout_width_deg: 5.0}\n    surfaces:\n"
+                           "      metal: {params: {dropout_angle50_deg: 46.0, noise_sigma_m: [0.01, 0.0]}}\n")
+    stored = decode_descriptor(encode_descriptor(apply(load_part("range_ring"), first)))
+    again = decode_descriptor(encode_descriptor(apply(stored, second)))
+    params = next(s for s in again.sensors if s.name == "ring").params
+    assert params["surfaces"] == {"glass": {"dropout_angle50_deg": 31.0},
+                                  "metal": {"dropout_angle50_deg": 46.0, "noise_sigma_m": [0.01, 0.0]}}
+    assert params["dropout_width_deg"] == 5.0 and params["dropout_angle50_deg"] == 55.0  # the catalog's, kept
