@@ -159,3 +159,15 @@ def test_a_part_written_again_keeps_every_surface_it_stores(tmp_path):
     assert params["surfaces"] == {"glass": {"dropout_angle50_deg": 31.0},
                                   "metal": {"dropout_angle50_deg": 46.0, "noise_sigma_m": [0.01, 0.0]}}
     assert params["dropout_width_deg"] == 5.0 and params["dropout_angle50_deg"] == 55.0  # the catalog's, kept
+
+
+def test_a_rig_face_of_an_unknown_surface_names_the_rig_line_and_the_known_surfaces(tmp_path):
+    from hil.devices.yaml_source import ConfigError
+    from hil.trial.calibrate.rig import load_rig
+
+    path = tmp_path / "rig.yaml"
+    path.write_text(RIG.replace("surface: glass", "surface: resin"))
+    with pytest.raises(ConfigError) as err:
+        load_rig(path)
+    message = str(err.value)
+    assert f"{path}:3" in message and "'resin'" in message and "plastic" in message and "plaster" in message
