@@ -2,7 +2,8 @@
 
 A wall is a segment ``{from: [x, y], to: [x, y], thickness?, height?, name?, surface?}`` in metres; ``defaults``
 gives the thickness, height and surface of walls that do not say. ``surface`` names what the wall is made of, one
-of the surface table's (devices/surfaces.py: glass, metal, ...); none named is the table's default surface. Errors are ConfigError with file:line (devices.yaml_source).
+of the surface table's (devices/surfaces.py: glass, metal, ...); none named is the table's default surface.
+Errors are ConfigError with file:line (devices.yaml_source).
 Each reader adds its own sections (places, entrances, a passage graph) on top.
 """
 from __future__ import annotations

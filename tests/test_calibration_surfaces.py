@@ -85,8 +85,8 @@ def test_an_old_single_law_calibration_loads_as_the_default_surface(tmp_path):
     from hil.firmware_sim.sensors.surface_law import SurfaceLaws
 
     path = tmp_path / "CAL.yaml"
-    path.write_text("schema: 1\nparts:\n  - part: range_ring\n    sensor: ring\n    params: {dropout_angle50_deg: 47.5, "
-                    "dropout_width_deg: 3.0, noise_sigma_m: [0.01, 0.02]}\n")
+    path.write_text("schema: 1\nparts:\n  - part: range_ring\n    sensor: ring\n"
+                    "    params: {dropout_angle50_deg: 47.5, dropout_width_deg: 3.0, noise_sigma_m: [0.01, 0.02]}\n")
     params = next(s for s in apply(load_part("range_ring"), load_calibration(path).entries).sensors
                   if s.name == "ring").params
     assert "surfaces" not in params
