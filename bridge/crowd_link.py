@@ -44,6 +44,7 @@ class Person(NamedTuple):
     gaze_y: float = 0.0
     radius: float = 0.25
     height: float = 1.7
+    surface: str = ""  # what the range sensors see of them (their clothing, devices/surfaces.py); "": the default
 
 
 STATE_FIELDS = ("id", "x", "y", "vx", "vy")  # a person's actual state, as the world measured it
@@ -68,8 +69,10 @@ def intents_payload(t_s: float, people: list[Person], spawned: list[int], remove
     """The crowd's answer. ``people`` goes as columns ({field: [value per person]}), not one map per person: for
     the 50 people of a busy tick that is 35 % fewer bytes and a third of the decoding time (bench/bridge.py)."""
     columns = zip(*people) if people else ((),) * len(PERSON_FIELDS)
-    return {"t": float(t_s), "people": {name: list(column) for name, column in zip(PERSON_FIELDS, columns)},
-            "spawned": spawned, "removed": removed}
+    out = {name: list(column) for name, column in zip(PERSON_FIELDS, columns)}
+    if not any(out["surface"]):
+        del out["surface"]  # nobody names a surface: the message is what it was before surfaces
+    return {"t": float(t_s), "people": out, "spawned": spawned, "removed": removed}
 
 
 PERSON_FIELDS = Person._fields
@@ -78,7 +81,7 @@ PERSON_FIELDS = Person._fields
 def parse_people(payload: dict) -> list[Person]:
     """The people of an ``intents`` payload, checked by bridge/schema.py's IntentColumns: every column a list of
     one length, ids non-negative integers, types strings, the rest finite numbers within bounds; a field left out
-    takes Person's default (gaze, radius, height). EnvelopeError says what is wrong, with its path; nothing is
+    takes Person's default (gaze, radius, height, surface). EnvelopeError says what is wrong, with its path; nothing is
     half-parsed."""
     from .schema import IntentColumns, convert
 

@@ -100,10 +100,11 @@ class WorldPayload(_PeopleStates, frozen=True):
 
 Height = Annotated[float, Meta(gt=0.0, le=10.0)]
 PersonType = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_CHARS)]
+SurfaceName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, pattern=r"^\w*$")]  # "": the default surface
 
 
 class IntentColumns(Struct, frozen=True):
-    """The crowd's people as columns of one length; gaze, radius and height may be left out (defaults)."""
+    """The crowd's people as columns of one length; gaze, radius, height and surface may be left out (defaults)."""
 
     id: list[PersonId]
     type: list[PersonType]
@@ -115,6 +116,7 @@ class IntentColumns(Struct, frozen=True):
     gaze_y: Union[list[Angle], None] = None
     radius: Union[list[Radius], None] = None
     height: Union[list[Height], None] = None
+    surface: Union[list[SurfaceName], None] = None
 
     def __post_init__(self) -> None:
         n = len(self.id)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hil.devices.map_format import surface as surface_name
 from hil.devices.yaml_source import ConfigError, SourceDict, SourceList, check_keys
 
 from . import configfile
@@ -69,6 +70,7 @@ class PersonType:
     name: str
     radius: Distribution  # m
     speed: Distribution  # preferred walking speed, m/s
+    surface: str | None = None  # what range sensors see of them (clothing, devices/surfaces.py); None: the default
 
 
 @dataclass(frozen=True)
@@ -196,9 +198,10 @@ def _person_types(data: SourceDict) -> dict[str, PersonType]:
         what = f"person_types.{name}"
         if not isinstance(table[name], SourceDict):
             raise table.error(name, f"{what} must be a mapping with radius and speed")
-        check_keys(table[name], ("radius", "speed"), what)
+        check_keys(table[name], ("radius", "speed", "surface"), what)
+        surface = surface_name(table[name], "surface", what) if "surface" in table[name] else None
         out[name] = PersonType(name, _distribution(table[name], "radius", what, 0.05, 1.0),
-                               _distribution(table[name], "speed", what, 0.05, 10.0))
+                               _distribution(table[name], "speed", what, 0.05, 10.0), surface)
     return out
 
 
@@ -374,6 +377,9 @@ class Generator:
         self.exit_points = gate_points(sim.map, exits=True)
         for table in self.tables:
             self._check_against_map(table)
+            for ptype in table.person_types.values():
+                if ptype.surface is not None:
+                    sim.surface_of_type[ptype.name] = ptype.surface
 
     # -- the map's side ------------------------------------------------------------------------------------
     def _check_against_map(self, table: RateTable) -> None:

@@ -97,6 +97,7 @@ class CrowdSim:
         self.time_s = 0.0
         self.seed = seed
         self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.surface_of_type: dict[str, str] = {}  # person type -> its clothing's surface (rates' person_types)
         self.params = merge_params(params)
         self.agents = Agents()
         self.robot: RobotState | None = None

@@ -13,6 +13,15 @@ stores its own calibration would.
         sensor: ring              # the descriptor's sensor whose params are replaced
         params: {dropout_angle50_deg: 52.0, dropout_width_deg: 4.0, noise_sigma_m: [0.01, 0.02]}
         fit: {...}                # how the numbers were found (intervals, points); informative, not applied
+        surfaces:                 # optional: the law measured on other surfaces (devices/surfaces.py)
+          glass:
+            params: {dropout_angle50_deg: 31.0, dropout_width_deg: 3.0, noise_sigma_m: [0.01, 0.02]}
+            fit: {...}
+
+``params`` is the law on the default surface (the one every file before surfaces meant, and what a body that
+names no surface is); each ``surfaces`` entry goes into the sensor's param ``surfaces`` (its law measured on that
+surface, firmware_sim/sensors/surface_law.py), only dropout and noise (:data:`SURFACE_PARAMS`). An entry needs
+``params``, ``surfaces`` or both; a surface the surface table does not know is refused at file:line.
 
 Only the params a calibration can measure may be set (:data:`CALIBRATED_PARAMS`), each a finite number within
 :data:`PARAM_BOUNDS`; anything else is refused at file:line, so a typo cannot silently leave the catalog's number in
@@ -34,7 +43,8 @@ CALIBRATED_PARAMS = ("dropout_angle50_deg", "dropout_width_deg", "noise_sigma_m"
 # would blind the twin (a noise of 1e308 m, a blind zone of 1e308 m) rather than calibrate it
 PARAM_BOUNDS = {"dropout_angle50_deg": (0.0, 180.0), "dropout_width_deg": (0.001, 90.0),
                 "noise_sigma_m": (0.0, 1.0), "min_range_m": (0.0, 100.0), "max_range_m": (0.001, 100.0)}
-ENTRY_KEYS = ("part", "serial", "sensor", "params", "fit")
+ENTRY_KEYS = ("part", "serial", "sensor", "params", "fit", "surfaces")
+SURFACE_PARAMS = ("dropout_angle50_deg", "dropout_width_deg", "noise_sigma_m")
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,7 @@ class SensorCalibration:
     serial: int | None = None
     fit: dict[str, Any] = field(default_factory=dict)
     line: int | None = None
+    surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)  # surface -> its params
 
     def matches(self, desc: PartDescriptor, serial: int | None) -> bool:
         return desc.name == self.part and (self.serial is None or self.serial == serial)
@@ -71,7 +82,10 @@ def apply(desc: PartDescriptor, entries: tuple[SensorCalibration, ...]) -> PartD
         if k is None:
             raise ConfigError("calibration", entry.line, f"part {desc.name} has no sensor {entry.sensor!r} "
                                                          f"(it has {', '.join(s.name for s in desc.sensors) or 'none'})")
-        sensors[k] = replace(sensors[k], params={**sensors[k].params, **entry.params})
+        params = {**sensors[k].params, **entry.params}
+        if entry.surfaces:  # every surface kept: the part's own, replaced by name with the entry's
+            params["surfaces"] = {**dict(sensors[k].params.get("surfaces") or {}), **entry.surfaces}
+        sensors[k] = replace(sensors[k], params=params)
     return replace(desc, sensors=tuple(sensors))
 
 
@@ -93,7 +107,12 @@ def _entry(entry: Any, index: int, source: str, doc: SourceDict) -> SensorCalibr
         raise ConfigError(source, doc.line_of("parts"), f"{what} must be a mapping {{part, sensor, params}}")
     check_keys(entry, ENTRY_KEYS, what)
     part, sensor = require(entry, "part", str, what), require(entry, "sensor", str, what)
-    params = require(entry, "params", dict, what)
+    surfaces = _surfaces(entry, what) if "surfaces" in entry else {}
+    if "params" not in entry and surfaces:
+        params = SourceDict()
+        params.source, params.line, params.key_lines = entry.source, entry.line, {}
+    else:
+        params = require(entry, "params", dict, what)
     serial = entry.get("serial")
     if serial is not None and (isinstance(serial, bool) or not isinstance(serial, int) or not 0 <= serial < 2 ** 64):
         raise entry.error("serial", f"{what}: serial must be an integer of 64 bits, not {serial!r}")
@@ -108,7 +127,33 @@ def _entry(entry: Any, index: int, source: str, doc: SourceDict) -> SensorCalibr
     if why is not None:
         raise params.error("max_range_m", f"{what}: {why}")
     fit = entry.get("fit") or {}
-    return SensorCalibration(part, sensor, _plain(params), serial, _plain(fit), entry.line)
+    return SensorCalibration(part, sensor, _plain(params), serial, _plain(fit), entry.line, surfaces)
+
+
+def _surfaces(entry: SourceDict, what: str) -> dict[str, dict[str, Any]]:
+    """``surfaces: {name: {params, fit?}}``: known surface names, each with dropout and noise params only."""
+    from .surfaces import load_surfaces
+
+    table = require(entry, "surfaces", dict, what)
+    known = load_surfaces()
+    out: dict[str, dict[str, Any]] = {}
+    for name in table:
+        if name not in known.laws:
+            raise table.error(name, f"{what}: unknown surface {name!r}; known surfaces: {', '.join(known.names)} "
+                                    f"(config/surfaces/*.yaml)")
+        one = table[name]
+        where = f"{what} surface {name}"
+        if not isinstance(one, SourceDict):
+            raise table.error(name, f"{where} must be a mapping {{params, fit}}")
+        check_keys(one, ("params", "fit"), where)
+        params = require(one, "params", dict, where)
+        check_keys(params, SURFACE_PARAMS, f"{where} params", "param")
+        for key, value in params.items():
+            why = param_error(key, value)
+            if why is not None:
+                raise params.error(key, f"{where}: {why}")
+        out[str(name)] = _plain(params)
+    return out
 
 
 def param_error(name: str, value: Any) -> str | None:

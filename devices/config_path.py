@@ -22,7 +22,7 @@ from pathlib import Path
 from .yaml_source import ConfigError
 
 ENV_PATH = "HIL_PATH"
-KINDS = ("robots", "maps", "crowd", "scenarios", "profiles", "semantics", "sweeps")
+KINDS = ("robots", "maps", "crowd", "scenarios", "profiles", "semantics", "sweeps", "surfaces")
 
 
 @lru_cache(maxsize=1)

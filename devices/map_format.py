@@ -1,8 +1,10 @@
 """The wall format of config/maps/*.yaml, shared by the physics world and the crowd (both read the same files).
 
-A wall is a segment ``{from: [x, y], to: [x, y], thickness?, height?, name?, bottom?}`` in metres (``bottom``: its
-underside above the floor, 0 unless given: a beam or a shelf); ``defaults`` gives the
-thickness and height of walls that do not say. Errors are ConfigError with file:line (devices.yaml_source).
+A wall is a segment ``{from: [x, y], to: [x, y], thickness?, height?, name?, surface?, bottom?}`` in metres
+(``bottom``: its underside above the floor, 0 unless given: a beam or a shelf); ``defaults`` gives the thickness,
+height and surface of walls that do not say. ``surface`` names what the wall is made of, one of the surface
+table's (devices/surfaces.py: glass, metal, ...); none named is the table's default surface.
+Errors are ConfigError with file:line (devices.yaml_source).
 Each reader adds its own sections (places, entrances, a passage graph) on top.
 """
 from __future__ import annotations
@@ -15,7 +17,7 @@ from . import config_path
 from .yaml_source import ConfigError, SourceDict, SourceList, check_keys, require
 
 
-WALL_KEYS = ("from", "to", "thickness", "height", "name", "bottom")
+WALL_KEYS = ("from", "to", "thickness", "height", "name", "surface", "bottom")
 DEFAULT_THICKNESS = 0.1
 DEFAULT_HEIGHT = 2.0
 
@@ -36,6 +38,7 @@ class Wall:
     height: float
     name: str = ""
     line: int = 0  # where the map file defines it, for messages
+    surface: str | None = None  # what it is made of (devices/surfaces.py); None: the default surface
     bottom: float = 0.0  # its underside above the floor (m): 0 stands on the floor; above, a beam or a shelf
 
     @property
@@ -82,15 +85,22 @@ def point(mapping: SourceDict, key: str, what: str) -> tuple[float, float]:
     return float(value[0]), float(value[1])
 
 
-def parse_defaults(doc: SourceDict) -> dict[str, float]:
-    out = {"thickness": DEFAULT_THICKNESS, "height": DEFAULT_HEIGHT}
+def parse_defaults(doc: SourceDict) -> dict[str, float | str | None]:
+    out: dict[str, float | str | None] = {"thickness": DEFAULT_THICKNESS, "height": DEFAULT_HEIGHT, "surface": None}
     if "defaults" not in doc:
         return out
     defaults = require(doc, "defaults", dict, "map")
     no_unknown(defaults, tuple(out), "defaults")
     for key in defaults:
-        out[key] = positive(defaults, key, "defaults")
+        out[key] = surface(defaults, key, "defaults") if key == "surface" else positive(defaults, key, "defaults")
     return out
+
+
+def surface(mapping: SourceDict, key: str, what: str) -> str:
+    """A surface name checked against the surface table (file:line and the known surfaces when unknown)."""
+    from .surfaces import load_surfaces  # only maps that name surfaces read the tables
+
+    return load_surfaces().check(mapping, key, what)
 
 
 def parse_walls(doc: SourceDict) -> tuple[Wall, ...]:
@@ -99,7 +109,7 @@ def parse_walls(doc: SourceDict) -> tuple[Wall, ...]:
     return tuple(parse_wall(walls, k, defaults) for k in range(len(walls)))
 
 
-def parse_wall(walls: SourceList, k: int, defaults: dict[str, float]) -> Wall:
+def parse_wall(walls: SourceList, k: int, defaults: dict[str, float | str | None]) -> Wall:
     entry = walls[k]
     what = f"wall #{k + 1}"
     if not isinstance(entry, SourceDict):
@@ -117,7 +127,9 @@ def parse_wall(walls: SourceList, k: int, defaults: dict[str, float]) -> Wall:
         if not is_number(bottom) or not 0 <= bottom <= MAX_SIZE_M:
             raise entry.error("bottom", f"{what}: bottom must be a number >= 0 (metres above the floor) up to "
                                         f"MAX_SIZE_M={MAX_SIZE_M:g}, not {bottom!r}")
-    return Wall(start, end, thickness, height, name, entry.line, float(bottom))
+    material = surface(entry, "surface", what) if "surface" in entry else defaults["surface"]
+    return Wall(start, end, float(thickness), float(height), name, entry.line, material,  # type: ignore[arg-type]
+                float(bottom))
 
 
 # --- a map's default task: where a robot starts and where it goes when a trial does not say -----------------

@@ -100,6 +100,7 @@ SIZE_LIMITS: dict[str, int] = {
     "trial": 256 * KIB, "sweep": 256 * KIB, "map": 1 * MIB, "rates": 256 * KIB, "profile": 256 * KIB,
     "robot": 1 * MIB, "semantics": 256 * KIB, "descriptor": 256 * KIB, "scenario": 1 * MIB,
     "calibration": 1 * MIB, "rig": 256 * KIB, "trust": 256 * KIB, "param": 64 * KIB, "config": 1 * MIB,
+    "surfaces": 256 * KIB,
 }
 ALIAS_BUDGET = 10_000  # values that aliases may add to one document once expanded (anchors for shared params: tens)
 MAX_DEPTH = 64  # levels of nesting (the deepest real config is 6)

@@ -131,7 +131,8 @@ class ShadowWorld:
         no echo from any virtual person, or only walls) and the cause of each invalid reading."""
         position, rotation = self.ring_pose(x, y, yaw)
         self.casts += 1
-        return self.model.measure(self.client, position, matrix_quat(rotation), occluders=self.occluders)
+        return self.model.measure(self.client, position, matrix_quat(rotation), occluders=self.occluders,
+                                  surfaces=self.world.surfaces)  # the map walls' surfaces (people: default)
 
     def close(self) -> None:
         self.world.close()

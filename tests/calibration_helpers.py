@@ -20,8 +20,8 @@ from hil.trial.calibrate.rig import Rig, load_rig
 RIG = """\
 start: [0.0, 0.0, 0.0]
 walls:
-  - {name: front, from: [1.0, -4.0], to: [1.0, 4.0], surface: resin}
-  - {name: back, from: [-2.6, -4.0], to: [-2.6, 4.0], surface: resin}
+  - {name: front, from: [1.0, -4.0], to: [1.0, 4.0], surface: plaster}
+  - {name: back, from: [-2.6, -4.0], to: [-2.6, 4.0], surface: plaster}
 turn: {rate_deg_s: 15, turns: 1.0, step_deg: 6}
 """
 RING_IN_BASE_M = (-0.1, 0.0, 0.19)  # the commbot's ring frame in its base frame, which stands on the floor
@@ -30,7 +30,7 @@ RING_IN_BASE_M = (-0.1, 0.0, 0.19)  # the commbot's ring frame in its base frame
 def rig_text(near: float, far: float) -> str:
     """A corridor: a face across x at ``near`` m in front of the start and one at ``far`` m (negative) behind."""
     return (f"start: [0.0, 0.0, 0.0]\nwalls:\n  - {{name: front, from: [{near}, -4.0], to: [{near}, 4.0], "
-            f"surface: resin}}\n  - {{name: back, from: [{far}, -4.0], to: [{far}, 4.0], surface: resin}}\n"
+            f"surface: plaster}}\n  - {{name: back, from: [{far}, -4.0], to: [{far}, 4.0], surface: plaster}}\n"
             "turn: {rate_deg_s: 15, turns: 1.0, step_deg: 6}\n")
 
 
@@ -43,13 +43,16 @@ class RingRig:
         self.client = pb.connect(pb.DIRECT)
         floor = pb.createCollisionShape(pb.GEOM_PLANE, physicsClientId=self.client)
         pb.createMultiBody(0, floor, physicsClientId=self.client)
+        self.surfaces: dict[tuple[int, int], str] = {}  # each face's box -> the surface the rig names for it
         for face in self.rig.faces:
             (ax, ay), (bx, by) = face.a, face.b
             assert ax == bx, "the helper builds faces across x only"
             behind = 0.05 if ax > 0 else -0.05  # the start (0, 0) is in front of every face
             shape = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=[0.05, abs(by - ay) / 2, 1.0],
                                             physicsClientId=self.client)
-            pb.createMultiBody(0, shape, basePosition=[ax + behind, (ay + by) / 2, 1.0], physicsClientId=self.client)
+            body = pb.createMultiBody(0, shape, basePosition=[ax + behind, (ay + by) / 2, 1.0],
+                                      physicsClientId=self.client)
+            self.surfaces[(body, -1)] = face.surface
         sensor = next(s for s in load_part("range_ring").sensors if s.name == "ring")
         self.catalog_params = dict(sensor.params)
 
@@ -65,7 +68,7 @@ class RingRig:
             orientation = pb.getQuaternionFromEuler([0.0, 0.0, yaw])
             ring_at = (math.cos(yaw) * rx - math.sin(yaw) * ry, math.sin(yaw) * rx + math.cos(yaw) * ry, rz)
             for _ in range(per_step):
-                reading = model.measure(self.client, ring_at, orientation)
+                reading = model.measure(self.client, ring_at, orientation, surfaces=self.surfaces)
                 samples.append({"t": 0.1 * len(samples), "x": 0.0, "y": 0.0, "yaw": yaw,
                                 "ranges": list(reading.range_m), "still": True})
         return CalibrationLog(self.meta(params), samples)

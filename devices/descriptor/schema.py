@@ -52,13 +52,15 @@ class Inertial:
 @dataclass(frozen=True)
 class Body:
     """A rigid body of the part. ``friction`` is the Coulomb coefficient of its collision surfaces against the
-    world (None: the physics engine's default); a ball caster's body says it rolls with a small one."""
+    world (None: the physics engine's default); a ball caster's body says it rolls with a small one. ``surface``
+    is what its outside is made of, as range sensors see it (devices/surfaces.py; None: the default surface)."""
 
     name: str
     inertial: Inertial
     visuals: tuple[Shape, ...] = ()
     collisions: tuple[Shape, ...] = ()
     friction: float | None = None
+    surface: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ MAX_PART_SIZE_M = 100.0  # positions, sizes and offsets inside one part
 MAX_MAGNITUDE = 1e9  # any other number (register scales, limits, damping)
 TOP_KEYS = ("schema", "name", "kind", "bodies", "registers", "joints", "ports", "sensors", "driver", "model_number",
             "vendor", "description")
-BODY_KEYS = ("name", "mass", "com", "inertia", "visuals", "collisions", "friction")
+BODY_KEYS = ("name", "mass", "com", "inertia", "visuals", "collisions", "friction", "surface")
 POSE_KEYS = ("xyz", "rpy")
 JOINT_KEYS = ("name", "type", "parent", "child", *POSE_KEYS, "axis", "limits", "damping", "friction", "registers")
 LIMIT_KEYS = ("lower", "upper", "effort", "velocity")
@@ -146,6 +146,25 @@ def descriptor_from_dict(doc: Mapping, part: str | None = None) -> PartDescripto
                           schema=schema)
 
 
+def _surface(c: _Checker, node: Any, field: str) -> str | None:
+    """A body's surface: a name (letters, digits, _); in a YAML file (the catalog, a user's part) also one the
+    surface table knows, at file:line. Bytes read from a part are checked for the name's form only: the table
+    belongs to whoever builds a world from them (firmware_sim/world checks it there)."""
+    surface = c.get(node, "surface", field, (str, type(None)), None)
+    if surface is None:
+        return None
+    if not surface or len(surface) > 40 or not surface.replace("_", "").isalnum():
+        raise c.fail(node, "surface", f"{field}.surface", f"must be a word of letters, digits and _, not {surface!r}")
+    if hasattr(node, "source"):
+        from ..surfaces import load_surfaces
+
+        table = load_surfaces()
+        if surface not in table.laws:
+            raise c.fail(node, "surface", f"{field}.surface", f"unknown surface {surface!r}; known surfaces: "
+                                                              f"{', '.join(table.names)}")
+    return surface
+
+
 def _pose(c: _Checker, node: Any, field: str) -> Pose:
     return Pose(c.vec(node, "xyz", field, 3, (0.0, 0.0, 0.0)), c.vec(node, "rpy", field, 3, (0.0, 0.0, 0.0)))
 
@@ -175,7 +194,8 @@ def _bodies(c: _Checker, doc: Mapping) -> tuple[Body, ...]:
         friction = c.get(node, "friction", f, (float, type(None)), None)
         if friction is not None and friction < 0:
             raise c.fail(node, "friction", f"{f}.friction", f"must be >= 0, not {friction}")
-        bodies.append(Body(name, Inertial(mass, com, inertia), visuals, collisions, friction))
+        bodies.append(Body(name, Inertial(mass, com, inertia), visuals, collisions, friction,
+                           _surface(c, node, f)))
     c.unique([b.name for b in bodies], doc, "bodies")
     return tuple(bodies)
 
@@ -415,7 +435,8 @@ def descriptor_to_dict(desc: PartDescriptor) -> dict:
         "vendor": desc.vendor, "description": desc.description,
         "bodies": [{"name": b.name, "mass": b.inertial.mass, "com": list(b.inertial.com),
                     "inertia": inertia(b.inertial.inertia), "visuals": [shape(s) for s in b.visuals],
-                    "collisions": [shape(s) for s in b.collisions], "friction": b.friction} for b in desc.bodies],
+                    "collisions": [shape(s) for s in b.collisions], "friction": b.friction,
+                    **({"surface": b.surface} if b.surface is not None else {})} for b in desc.bodies],
         "joints": [{"name": j.name, "type": j.type, "parent": j.parent, "child": j.child, **pose(j.pose),
                     "axis": list(j.axis), "limits": {"lower": j.limits.lower, "upper": j.limits.upper,
                                                      "effort": j.limits.effort, "velocity": j.limits.velocity},

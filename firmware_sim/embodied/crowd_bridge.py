@@ -170,7 +170,7 @@ class CrowdBridge:
         self.doing = people_labels(reply, "doing", people)
         self.names = people_labels(reply, "names", people)
         self.pedestrians.sync([PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius,
-                                                person.height) for person in people])
+                                                person.height, person.surface or None) for person in people])
         self.ticks += 1
 
     def _stand(self) -> None:

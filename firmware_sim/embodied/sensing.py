@@ -28,7 +28,7 @@ class RangeRingFirmware(PartFirmware):
         if (world.steps - 1) % self.period_steps:
             return
         position, orientation = self.robot.link_pose(self.id, self.sensor_body)
-        reading = self.model.measure(self.robot.client, position, orientation)
+        reading = self.model.measure(self.robot.client, position, orientation, surfaces=world.surfaces)
         self.last_reading = reading
         config, memory = self.model.config, self.memory
         for name, raw in zip(config.registers or (), reading.raw):

@@ -49,7 +49,7 @@ class BodyHistory:
 
         def recorded_spawn(intent: PedestrianIntent) -> None:
             self.events.append(["spawn", intent.id, intent.x, intent.y, intent.vx, intent.vy, intent.radius,
-                                intent.height])
+                                intent.height] + ([intent.surface] if intent.surface is not None else []))
             spawn(intent)
 
         def recorded_remove(person: int) -> None:
@@ -129,7 +129,8 @@ def _save_servo(servo: JointServo) -> dict[str, Any]:
 def _save_people(crowd) -> dict[str, Any]:
     peds = crowd.pedestrians
     return {"intended": [[pid, vx, vy] for pid, (vx, vy) in sorted(peds.intended.items())],
-            "people": [list(person) for person in crowd.people.values()], "ticks": crowd.ticks,
+            "people": [list(person) if person.surface else list(person)[:-1] for person in crowd.people.values()],
+            "ticks": crowd.ticks,
             "crowd_time_s": crowd.crowd_time_s, "script_events": list(crowd.script_events),
             "script_state": crowd.script_state, "doing": [[k, v] for k, v in sorted(crowd.doing.items())],
             "names": [[k, v] for k, v in sorted(crowd.names.items())], "touched": sorted(crowd._touched)}

@@ -22,6 +22,13 @@ Per ray, in this order (the first that applies is the ray's cause):
 A ray that passes all three is a surviving echo. Occlusion is the ray test's own: only the nearest hit counts.
 A ray whose nearest hit is an *occluder* (``measure``'s ``occluders``: bodies that hide but never echo) is ``no_hit``.
 
+Surfaces. The dropout law above is the sensor's calibrated one, for the surface it was calibrated on. A world that
+names surfaces (``measure``'s ``surfaces``: (body, link) -> name, firmware_sim/world) gives each ray the law of
+the surface it hit (surface_law.py: the surface table's factors, or the law the sensor carries measured on that
+surface), and an echo at an incidence below that surface's ``specular_below_deg`` is lost as saturated (cause
+``angle``: it is the incidence that loses it). The noise of a reading is the law of the surface its echo came
+from. Where nothing names a surface the arithmetic is the single law's, draw for draw.
+
 Per sensor: the reading is the nearest surviving echo (the first echo to come back), with one Gaussian noise
 draw, sigma = a + b * range (``noise_sigma_m`` = [a, b], range being the true distance of that echo); a noisy
 value outside [min_range_m, max_range_m] is rejected with cause ``noise``. With no surviving echo the reading
@@ -42,7 +49,7 @@ what the other sensors saw, and the same seed with the same scene gives identica
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +60,7 @@ from hil.devices.descriptor.schema import Sensor
 from .geometry import quat_matrix
 from .params import ParamReader
 from .ring_law import dropout_probability, noise_sigma
+from .surface_law import SurfaceLaws, measured_laws
 
 CAUSES: tuple[str, ...] = ("no_hit", "range", "angle", "noise")
 VARIANTS: tuple[str, ...] = ("infrared", "ultrasonic")
@@ -85,6 +93,7 @@ class RingConfig:
     registers: tuple[str, ...] | None = None  # one range register per sensor, for the firmware
     invalid_counters: dict[str, str] | None = None  # cause -> counter register, for the firmware
     invalid_raw: dict[str, int] | None = None  # cause -> the register value of a reading invalid for it
+    surfaces: dict[str, dict] | None = None  # surface -> the law measured on it (surface_law.py)
 
     def raw_of(self, cause: str) -> int:
         """The register value of a reading invalid for ``cause``."""
@@ -121,6 +130,7 @@ class RingConfig:
             registers=r.string_list("registers", length=len(yaw)),
             invalid_counters=_counter_map(r),
             invalid_raw=_invalid_codes(r, no_target, max_range),
+            surfaces=measured_laws(r) or None,
         )
 
     @property
@@ -205,6 +215,9 @@ class RangeRingModel:
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self._counters = {cause: 0 for cause in CAUSES}
         self.origins_local, self.directions_local = self._local_rays()
+        cfg = self.config
+        self.surface_laws = SurfaceLaws(cfg.name, cfg.dropout_angle50_deg, cfg.dropout_width_deg, cfg.noise_sigma_m,
+                                        cfg.surfaces)
 
     # geometry
     @property
@@ -247,43 +260,64 @@ class RangeRingModel:
         return dict(self._counters)
 
     def measure(self, client: int, ring_position: Sequence[float], ring_orientation_quat: Sequence[float],
-                ignore: Collection[tuple[int, int | None]] = (), occluders: Collection[int] = ()) -> RingReading:
+                ignore: Collection[tuple[int, int | None]] = (), occluders: Collection[int] = (),
+                surfaces: Mapping[tuple[int, int], str] | None = None) -> RingReading:
         """Measure every sensor once from the ring frame at the given world pose.
 
         ``ignore``: (body_id, link_index) pairs the rays pass through (the ring's own body, say); a link index
         of None ignores the whole body. ``occluders``: body ids that stop a ray but never echo (a mixed trial's
         map walls, firmware_sim/shadow.py): a ray whose nearest hit is one of them counts as ``no_hit``.
+        ``surfaces``: (body id, link index; -1 for a body's base) -> surface name, the world's
+        (``World.surfaces``); a hit on anything not in it is the default surface. Empty or None: the single law.
         Updates the counters and advances the generator (the same draws whatever ``occluders`` hides).
         """
         origins, dirs = self.world_rays(ring_position, ring_orientation_quat)
-        dist, normals, bodies = cast_ray_hits(client, origins, dirs, self.config.max_range_m, ignore,
-                                              self.num_threads)
+        dist, normals, bodies, links = cast_ray_links(client, origins, dirs, self.config.max_range_m, ignore,
+                                                      self.num_threads)
         if occluders:
             dist = np.where(np.isin(bodies, np.fromiter(occluders, dtype=int)), np.inf, dist)
         uniform = self.rng.random(self.n_rays)
         normal_draws = self.rng.standard_normal(self.config.n_sensors)
-        codes = self._ray_codes(dist, dirs, normals, uniform)
-        return self._combine(dist, codes, normal_draws)
+        laws = None
+        if surfaces or self.config.surfaces:
+            surfaces = surfaces or {}
+            laws = self.surface_laws.arrays([surfaces.get((b, k)) for b, k in zip(bodies.tolist(), links.tolist())])
+        codes = self._ray_codes(dist, dirs, normals, uniform, laws)
+        return self._combine(dist, codes, normal_draws, laws)
 
-    def _ray_codes(self, dist: np.ndarray, dirs: np.ndarray, normals: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-        """Each ray's fate: valid, no_hit, range or angle (noise is decided per sensor)."""
+    def _ray_codes(self, dist: np.ndarray, dirs: np.ndarray, normals: np.ndarray, uniform: np.ndarray,
+                   laws: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
+        """Each ray's fate: valid, no_hit, range or angle (noise is decided per sensor). ``laws``: per ray
+        (angle50, width, noise a, noise b, specular limit) of the surface it hit; None: the single law."""
         cos_inc = np.clip(np.abs(np.einsum("ij,ij->i", dirs, normals)), 0.0, 1.0)
-        dropped = uniform < self.dropout_probability(np.degrees(np.arccos(cos_inc)))
+        incidence = np.degrees(np.arccos(cos_inc))
+        if laws is None:
+            dropped = uniform < self.dropout_probability(incidence)
+        else:
+            angle50, width, _, _, specular = laws
+            dropped = (uniform < dropout_probability(incidence, angle50, width)) | (incidence < specular)
         codes = np.full(len(dist), _VALID)
         codes[dropped] = _ANGLE
         codes[dist < self.config.min_range_m] = _RANGE
         codes[~np.isfinite(dist)] = _NO_HIT
         return codes
 
-    def _combine(self, dist: np.ndarray, codes: np.ndarray, normal_draws: np.ndarray) -> RingReading:
-        """Per sensor: the nearest surviving echo plus noise, or the axis ray's cause."""
+    def _combine(self, dist: np.ndarray, codes: np.ndarray, normal_draws: np.ndarray,
+                 laws: tuple[np.ndarray, ...] | None = None) -> RingReading:
+        """Per sensor: the nearest surviving echo plus noise (the law of the surface it came from), or the axis
+        ray's cause."""
         cfg = self.config
         shape = (cfg.n_sensors, self.rays_per_sensor)
         echoes = np.where(codes == _VALID, dist, np.inf).reshape(shape)
         nearest = echoes.min(axis=1)
         has_echo = np.isfinite(nearest)
         true_range = np.where(has_echo, nearest, 0.0)
-        noisy = true_range + self.sigma_m(true_range) * normal_draws
+        if laws is None:
+            sigma = self.sigma_m(true_range)
+        else:
+            chosen = np.arange(cfg.n_sensors) * self.rays_per_sensor + echoes.argmin(axis=1)
+            sigma = laws[2][chosen] + laws[3][chosen] * true_range
+        noisy = true_range + sigma * normal_draws
         rejected = has_echo & ((noisy < cfg.min_range_m) | (noisy > cfg.max_range_m))
         sensor_codes = np.where(has_echo, np.where(rejected, _NOISE, _VALID), codes.reshape(shape)[:, 0])
         raws, ranges, causes = [], [], []
@@ -314,7 +348,16 @@ def cast_ray_hits(client: int, origins: np.ndarray, dirs: np.ndarray, length_m: 
                   ignore: Collection[tuple[int, int | None]] = (),
                   num_threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Nearest hit along each ray within ``length_m``: (distance, inf when none; unit surface normal; the body
-    id hit, -1 when none).
+    id hit, -1 when none); see :func:`cast_ray_links`, which also gives the link hit."""
+    dist, normals, bodies, _ = cast_ray_links(client, origins, dirs, length_m, ignore, num_threads)
+    return dist, normals, bodies
+
+
+def cast_ray_links(client: int, origins: np.ndarray, dirs: np.ndarray, length_m: float,
+                   ignore: Collection[tuple[int, int | None]] = (),
+                   num_threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Nearest hit along each ray within ``length_m``: (distance, inf when none; unit surface normal; the body
+    id hit, -1 when none; the link index hit, -1 for a body's base or none).
 
     Hits on ignored (body, link) pairs (link None: the whole body) are passed through: a ray whose nearest
     hit is ignored is cast again for all its hits (``reportHitNumber`` 0, 1, ..., which pybullet returns in
@@ -338,7 +381,7 @@ def cast_ray_hits(client: int, origins: np.ndarray, dirs: np.ndarray, length_m: 
         redo = redo[hits[:, 0] >= 0]  # rays with no hit number k have none beyond it either
     dist = np.where(table[:, 0] >= 0, table[:, 2] * length_m, np.inf)
     normals = np.where(table[:, 0:1] >= 0, table[:, 3:6], 0.0)
-    return dist, normals.reshape(n, 3), table[:, 0].astype(int)
+    return dist, normals.reshape(n, 3), table[:, 0].astype(int), table[:, 1].astype(int)
 
 
 def _ray_table(client: int, starts: np.ndarray, ends: np.ndarray, hit_number: int, num_threads: int) -> np.ndarray:

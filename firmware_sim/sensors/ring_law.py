@@ -20,8 +20,10 @@ import math
 import numpy as np
 
 
-def dropout_probability(incidence_deg: np.ndarray | float, angle50_deg: float, width_deg: float) -> np.ndarray:
-    """Probability that an echo at this incidence angle (degrees) is lost: logistic((inc - angle50) / width)."""
+def dropout_probability(incidence_deg: np.ndarray | float, angle50_deg: np.ndarray | float,
+                        width_deg: np.ndarray | float) -> np.ndarray:
+    """Probability that an echo at this incidence angle (degrees) is lost: logistic((inc - angle50) / width).
+    angle50 and width may be arrays (per ray: the law of the surface each hit, surface_law.py)."""
     x = (np.asarray(incidence_deg, dtype=float) - angle50_deg) / width_deg
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
@@ -37,11 +39,15 @@ def can_echo(range_m: np.ndarray, min_range_m: float) -> np.ndarray:
     return np.isfinite(r) & (r >= min_range_m)
 
 
-def acceptance(range_m: np.ndarray, a: float, b: float, min_range_m: float, max_range_m: float) -> np.ndarray:
-    """Probability that an echo at this true range, plus its noise draw, lands within [min, max] (not rejected)."""
+def acceptance(range_m: np.ndarray, a: np.ndarray | float, b: np.ndarray | float, min_range_m: float,
+               max_range_m: float) -> np.ndarray:
+    """Probability that an echo at this true range, plus its noise draw, lands within [min, max] (not rejected).
+    ``a`` and ``b`` may be arrays of the ranges' shape (per ray: the noise of the surface each hit)."""
     r = np.asarray(range_m, dtype=float)
     out = np.zeros(r.shape)
     ok = np.isfinite(r)
+    a = np.broadcast_to(np.asarray(a, dtype=float), r.shape)[ok] if np.ndim(a) else a
+    b = np.broadcast_to(np.asarray(b, dtype=float), r.shape)[ok] if np.ndim(b) else b
     sigma = noise_sigma(r[ok], a, b)
     lo, hi = min_range_m - r[ok], max_range_m - r[ok]
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -50,6 +50,7 @@ import numpy as np
 import pybullet as p
 
 from hil.devices.descriptor import JointLimits, PartDescriptor
+from hil.devices.surfaces import load_surfaces
 
 from ..sensors.geometry import signed_distance
 from .frames import IDENTITY, Frame, compose, frame_of, inverse, principal_axes, rotation_matrix
@@ -325,6 +326,18 @@ def build_robot(world: World, parts: Iterable[PartLike], base_xy_yaw: tuple[floa
     return robot
 
 
+def _check_surfaces(specs: list[LinkSpec]) -> None:
+    """Every body's surface one the surface table knows (read only when some body names one)."""
+    named = [s for s in specs if s.body.surface is not None]
+    if not named:
+        return
+    table = load_surfaces()
+    for spec in named:
+        if spec.body.surface not in table.laws:
+            raise RobotBuildError(f"part {spec.part_id} body {spec.body.name!r}: unknown surface "
+                                  f"{spec.body.surface!r}; known surfaces: {', '.join(table.names)}")
+
+
 def _check_friction(specs: list[LinkSpec], friction: Mapping[tuple[int, str], float]) -> None:
     unknown = set(friction) - {(s.part_id, s.body.name) for s in specs}
     if unknown:
@@ -370,6 +383,7 @@ def _create(world: World, specs: list[LinkSpec], groups: list[LinkGroup]) -> tup
         raise RobotBuildError(f"a robot of {parts} parts has {len(groups)} links; pybullet builds one multibody of "
                               f"at most {MAX_LINKS + 1} links (MAX_LINKS), so this robot cannot be embodied in a "
                               f"world: serve it without one (hil sim --no-world, sim://...?world=0)")
+    _check_surfaces(specs)
     c = world.client
     inertial = [_inertial(g)[0] for g in groups]
     shapes = [_shapes(world, specs, g) for g in groups]
@@ -388,6 +402,8 @@ def _create(world: World, specs: list[LinkSpec], groups: list[LinkGroup]) -> tup
     if body_id < 0:
         raise RobotBuildError(f"pybullet refused the multibody of {len(groups)} links")
     _check_numbering(c, body_id, specs, groups)
+    for k, group in enumerate(groups):  # a group is one surface (merge.py): the sensors see it per link
+        world.set_surface(body_id, k - 1, specs[group.members[0]].body.surface)
     placed: dict[int, RobotLink] = {}
     for k, g in enumerate(groups):
         for member, offset in zip(g.members, g.offsets):

@@ -12,6 +12,8 @@ A fixed child joins its parent's group unless that would change what the physics
 - its contact friction differs from the group's (pybullet's friction is per link, not per shape): the commbot's
   chassis has 0.01 for its sliding caster while the bumper and the torso keep the default, so they stay links of
   their own, joined by fixed joints as before;
+- its surface (what range sensors see, devices/surfaces.py) differs from the group's: a ray's result names the
+  link it hit, so a link is one surface;
 - the group would hold more than ``MAX_SHAPES`` collision or visual shapes: pybullet's createCollisionShapeArray
   and createVisualShapeArray keep at most 16 shapes and silently drop the rest (measured, pybullet 3.2.7), so a
   fuller group starts a new one at that child.
@@ -74,6 +76,7 @@ def group_links(specs: list[LinkSpec], merge_fixed: bool = True,
             frame = _in_group(up["offsets"][up["members"].index(spec.parent)], spec.joint_frame)
         drafts.append({"members": [k], "offsets": [IDENTITY], "parent": parent, "joint": spec.joint,
                        "joint_frame": frame, "friction": friction.get((spec.part_id, spec.body.name)),
+                       "surface": spec.body.surface,
                        "collisions": len(spec.body.collisions), "visuals": len(spec.body.visuals)})
         group_of.append(len(drafts) - 1)
     groups = [LinkGroup(tuple(d["members"]), tuple(d["offsets"]), d["parent"], d["joint"], d["joint_frame"],
@@ -84,6 +87,7 @@ def group_links(specs: list[LinkSpec], merge_fixed: bool = True,
 def _joins(spec: LinkSpec, group: dict, friction: Mapping[tuple[int, str], float]) -> bool:
     fixed = spec.joint is None or spec.joint.type == "fixed"
     return (fixed and friction.get((spec.part_id, spec.body.name)) == group["friction"]
+            and spec.body.surface == group["surface"]
             and group["collisions"] + len(spec.body.collisions) <= MAX_SHAPES
             and group["visuals"] + len(spec.body.visuals) <= MAX_SHAPES)
 

@@ -107,6 +107,7 @@ def build_mirror(carrier: RobotBody, parts: Mapping[int, PartDescriptor], childr
         _no_collisions(mirror, (carrier, *others))
     except BaseException:
         p.removeBody(body_id, physicsClientId=world.client)
+        world.forget_body(body_id)
         raise
     return mirror
 

@@ -32,6 +32,7 @@ class PedestrianIntent:
     vy: float
     radius: float = 0.25
     height: float = 1.7
+    surface: str | None = None  # what the sensors see of them (clothing, devices/surfaces.py); None: the default
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,13 @@ class Pedestrians:
         p.changeDynamics(body, -1, lateralFriction=0.0, linearDamping=0.0, angularDamping=0.0,
                          physicsClientId=self.client)  # people glide on the floor model: the drive does the walking
         self.bodies[intent.id], self.masses[intent.id] = body, mass
+        if intent.surface is not None:
+            self.world.set_surface(body, -1, intent.surface)
 
     def _remove(self, person: int) -> None:
-        p.removeBody(self.bodies.pop(person), physicsClientId=self.client)
+        body = self.bodies.pop(person)
+        p.removeBody(body, physicsClientId=self.client)
+        self.world.forget_body(body)
         self.masses.pop(person, None)
         self.intended.pop(person, None)
 

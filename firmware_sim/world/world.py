@@ -76,6 +76,9 @@ class World:
         self.steps = 0
         self.meshes = MeshFiles()
         self.walls: dict[int, Wall] = {}  # body ID -> the wall it is (sensors and contact checks look here)
+        # (body ID, link index; -1 a body's base) -> what it is made of (devices/surfaces.py), for the sensors; only
+        # what names a surface is here, everything else is the default surface
+        self.surfaces: dict[tuple[int, int], str] = {}
         self._pre: list[Hook] = []
         self._post: list[Hook] = []
         self._closed = False
@@ -141,6 +144,8 @@ class World:
                                      basePosition=(mx, my, wall.bottom + wall.height / 2), baseOrientation=orientation,
                                      physicsClientId=self.client)
             self.walls[body] = wall
+            if wall.surface is not None:
+                self.surfaces[(body, -1)] = wall.surface
             ids.append(body)
         return ids
 
@@ -149,6 +154,19 @@ class World:
     def time_s(self) -> float:
         """Simulated time: 0 at start, exactly ``steps * time_step_s``."""
         return self.steps * self.time_step_s
+
+    def set_surface(self, body: int, link: int, surface: str | None) -> None:
+        """Say what a body's link (-1: its base, or the whole of a one-link body) is made of; None forgets it
+        (the default surface). Whoever creates or removes a body keeps this true (pybullet reuses freed ids)."""
+        if surface is None:
+            self.surfaces.pop((body, link), None)
+        else:
+            self.surfaces[(body, link)] = surface
+
+    def forget_body(self, body: int) -> None:
+        """A removed body's surfaces forgotten, every link of it."""
+        for key in [k for k in self.surfaces if k[0] == body]:
+            del self.surfaces[key]
 
     def add_pre_step(self, hook: Hook) -> Hook:
         """Run ``hook(world)`` before every physics step, in the order added; returns it (usable as decorator)."""

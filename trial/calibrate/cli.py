@@ -39,6 +39,8 @@ def register(sub) -> None:
     fit.add_argument("--out", required=True, type=Path, help="the CAL.yaml to write (calibration.png beside it)")
     fit.add_argument("--write-parts", metavar="PROFILE", help="also store the fitted numbers in the parts of the "
                      "robot this profile opens, where their descriptor memory is writable")
+    fit.add_argument("--surface", action="append", metavar="NAME", help="fit only this surface of the rig's "
+                     "(repeatable; default: every surface the ring saw enough of)")
     fit.set_defaults(func=cmd_fit)
     write = verbs.add_parser("write", help="store a CAL.yaml's numbers in the parts it names (where their "
                                            "descriptor memory is writable)")
@@ -80,7 +82,7 @@ def cmd_fit(args) -> int:
 
     folder, cal = _outputs(args.out)
     folder.mkdir(parents=True, exist_ok=True)
-    code = _fit_and_write(args.log, load_rig(args.rig), cal)
+    code = _fit_and_write(args.log, load_rig(args.rig), cal, args.surface)
     return _write_parts(args.write_parts, cal, None) if args.write_parts and code == 0 else code
 
 
@@ -102,17 +104,21 @@ def _write_parts(profile, cal: Path, bus: str | None) -> int:
     return 0
 
 
-def _fit_and_write(log_path: Path, rig, cal: Path) -> int:
-    from .fit import fit_ring, observations
+def _fit_and_write(log_path: Path, rig, cal: Path, only: list[str] | None = None) -> int:
+    from .fit import fit_surfaces, observations
     from .log import read_log
     from .report import plot, summary, write_cal
 
     log = read_log(log_path)
-    fit = fit_ring(log, rig)
-    write_cal(fit, log, rig, cal, log_path)
+    fits = fit_surfaces(log, rig, only)
+    write_cal(fits, log, rig, cal, log_path)
     picture = cal.with_name("calibration.png")
-    plot(fit, observations(log, rig), picture)
-    print(summary(fit))
+    first = next(iter(fits.values()))  # one picture: the first surface's, of the readings its axis rays met
+    obs = observations(log, rig)
+    if len(fits) > 1:
+        obs = obs.subset(obs.axis_surface == obs.surface_names.index(first.surface))
+    plot(first, obs, picture)
+    print(summary(fits))
     print(f"wrote {cal} and {picture}")
     return 0
 

@@ -20,6 +20,13 @@ sigma = a + b r, and a noisy value beyond the range limits is rejected. Hence:
   (its dropout probability < 1 %), so the true range of the echo is known;
 - the minimum and maximum range seen; the valid fraction per 5-degree bin of the axis ray's incidence.
 
+Surfaces (:func:`fit_surfaces`). Each face of the rig names its surface (the floor is the default surface); a rig
+that shows the ring one surface is fitted as above. With several, every ray is drawn with the law of the surface
+it meets (as the firmware does, firmware_sim/sensors/surface_law.py), so the dropout of every surface seen (the
+nearest surface of at least MIN_READINGS readings) is fitted jointly by maximum likelihood over all readings
+(angle50 and log width per surface; a surface seen less keeps the law the log's ring states for it), with 95 %
+intervals from the joint Hessian; the noise of each surface from the sure readings whose echo came from it.
+
 Named, not fitted: a reading that is not a finite pose and ranges within 0..MAX_READING_M, too few readings
 (MIN_READINGS), a bin with too few points (reported as such), a pose that drifts off the rig (odometry farther
 than MAX_DRIFT_M from the start while turning), readings that contradict the rig (a valid echo where no ray
@@ -35,6 +42,7 @@ import numpy as np
 
 from hil.firmware_sim.sensors.ring_law import (acceptance, can_echo, dropout_probability, nearest_first,
                                                valid_probability)
+from hil.firmware_sim.sensors.surface_law import SurfaceLaws
 
 from .geometry import expected_rays, ray_pattern
 from .log import CalibrationLog
@@ -76,13 +84,43 @@ class Observations:
     min_range_m: float = 0.0
     max_range_m: float = math.inf
     stated_noise: tuple[float, float] = (0.0, 0.0)  # the log's noise_sigma_m: the first dropout fit's acceptance
+    surface: np.ndarray | None = None  # (n, rays) index into surface_names of what each ray meets (-1: nothing)
+    surface_names: tuple[str, ...] = ()
 
     def subset(self, mask: np.ndarray) -> Observations:
         """The rows of ``mask`` (one sensor's, say), with the same ring."""
         return Observations(self.sensor[mask], self.valid[mask], self.still[mask], self.measured[mask],
                             self.ranges[mask], self.incidence[mask], self.axis_incidence[mask],
                             min_range_m=self.min_range_m, max_range_m=self.max_range_m,
-                            stated_noise=self.stated_noise)
+                            stated_noise=self.stated_noise,
+                            surface=None if self.surface is None else self.surface[mask],
+                            surface_names=self.surface_names)
+
+    @property
+    def surfaces(self) -> np.ndarray:
+        """(n, rays) surface index of every ray (all 0 when the rig named none)."""
+        return np.zeros(self.ranges.shape, int) if self.surface is None else self.surface
+
+    @property
+    def nearest_surface(self) -> np.ndarray:
+        """Per row, the surface its nearest ray meets (where its echo, if it is the first to survive, comes from)."""
+        nearest = np.argmin(self.ranges, axis=1)
+        return self.surfaces[np.arange(len(nearest)), nearest]
+
+    @property
+    def saturated(self) -> np.ndarray:
+        """(n, rays): rays that meet their surface below its specular limit (the surface table's), whose echo
+        the firmware loses whatever the dropout law says; all False for a rig of surfaces without one."""
+        from hil.devices.surfaces import load_surfaces
+
+        table = load_surfaces()
+        limits = np.array([table.law(n).specular_below_deg for n in self.surface_names] + [0.0])
+        return np.nan_to_num(self.incidence, nan=90.0) < limits[self.surfaces]  # -1 (nothing) -> the 0.0 at the end
+
+    @property
+    def axis_surface(self) -> np.ndarray:
+        """Per row, the surface its axis ray meets (-1: nothing); the 5-degree bins go by the axis ray."""
+        return self.surfaces[:, 0]
 
 
 @dataclass
@@ -104,6 +142,7 @@ class RingFit:
     bins: list[dict[str, Any]] = field(default_factory=list)  # pooled valid fraction per axis-incidence bin
     per_sensor: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    surface: str = ""  # the surface these numbers are the law of ("": every reading pooled, one law)
 
     def params(self) -> dict[str, Any]:
         """What CAL.yaml sets in the twin (devices/calibration.py CALIBRATED_PARAMS)."""
@@ -124,7 +163,11 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
         raise FitError(f"the log's ring has max_range_m {max_r}: a range ring measures within 0..{MAX_READING_M:g} m")
     for k, sample in enumerate(log.samples):
         _check_sample(sample, k, n_sensors)
-    rows: dict[str, list] = {k: [] for k in ("sensor", "valid", "still", "measured", "ranges", "incidence", "axis")}
+    rows: dict[str, list] = {k: [] for k in ("sensor", "valid", "still", "measured", "ranges", "incidence", "axis",
+                                             "surface")}
+    names = rig.surfaces
+    # face k -> its surface's index; len(faces) (the floor) -> the default surface's; -1 (nothing) stays -1
+    surface_of = np.array([names.index(f.surface) for f in rig.faces] + [names.index(_default_surface()), -1])
     drift = contradicting = no_face = 0
     first_measure_s = FIRST_PERIODS / float(log.meta.get("hz") or params.get("update_hz") or 10.0)
     for sample in log.samples:
@@ -133,11 +176,12 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
         if math.hypot(sample["x"], sample["y"]) > MAX_DRIFT_M:
             drift += 1
             continue
-        t, inc = expected_rays(rig, (sample["x"], sample["y"], sample["yaw"]), meta["ring_in_base"], origins, dirs)
+        t, inc, met = expected_rays(rig, (sample["x"], sample["y"], sample["yaw"]), meta["ring_in_base"], origins,
+                                    dirs)
         t = np.where(t <= max_r, t, np.inf)
         ranges = sample["ranges"]
         for k in range(n_sensors):
-            rt, ri = t[k * per:(k + 1) * per], inc[k * per:(k + 1) * per]
+            rt, ri, rm = t[k * per:(k + 1) * per], inc[k * per:(k + 1) * per], met[k * per:(k + 1) * per]
             measured = ranges[k]
             if measured is not None and not _explained(measured, rt):
                 contradicting += 1  # an echo where the rig has nothing
@@ -152,6 +196,7 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
             rows["ranges"].append(np.where(rt >= min_r, rt, np.inf))
             rows["incidence"].append(ri)
             rows["axis"].append(ri[0] if np.isfinite(rt[0]) else math.nan)
+            rows["surface"].append(np.where(np.isfinite(rt), surface_of[rm], -1))
     n = len(rows["sensor"])
     total = n + contradicting + no_face
     if drift > 0.1 * len(log.samples):
@@ -169,7 +214,14 @@ def observations(log: CalibrationLog, rig: Rig) -> Observations:
                         np.array(rows["measured"]),
                         np.array(rows["ranges"]), np.array(rows["incidence"]), np.array(rows["axis"], dtype=float),
                         drift, contradicting, no_face, min_r, max_r,
-                        tuple(float(v) for v in params["noise_sigma_m"]))  # type: ignore[arg-type]
+                        tuple(float(v) for v in params["noise_sigma_m"]),  # type: ignore[arg-type]
+                        np.array(rows["surface"], dtype=int), names)
+
+
+def _default_surface() -> str:
+    from hil.devices.surfaces import load_surfaces
+
+    return load_surfaces().default
 
 
 def _explained(measured: float, ray_ranges: np.ndarray) -> bool:
@@ -209,18 +261,27 @@ class _LawInputs:
     incidence: np.ndarray
     echo: np.ndarray
     accept: np.ndarray
+    surface: np.ndarray  # each ray's surface index, nearest first
+    saturated: np.ndarray  # each ray lost to its surface's specular limit, nearest first
 
 
-def _law_inputs(obs: Observations, noise: tuple[float, float]) -> _LawInputs:
+def _law_inputs(obs: Observations, noise: tuple) -> _LawInputs:
+    """``noise``: (a, b) numbers, or arrays of them per surface index."""
     order = nearest_first(obs.ranges)
     ranges = np.take_along_axis(obs.ranges, order, axis=1)
     incidence = np.nan_to_num(np.take_along_axis(obs.incidence, order, axis=1), nan=90.0)
+    surface = np.take_along_axis(obs.surfaces, order, axis=1)
+    a, b = (np.asarray(v, dtype=float)[surface] if np.ndim(v) else v for v in noise)
     return _LawInputs(incidence, can_echo(ranges, obs.min_range_m),
-                      acceptance(ranges, noise[0], noise[1], obs.min_range_m, obs.max_range_m))
+                      acceptance(ranges, a, b, obs.min_range_m, obs.max_range_m), surface,
+                      np.take_along_axis(obs.saturated, order, axis=1))
 
 
-def _p_valid_law(law: _LawInputs, angle50: float, width: float) -> np.ndarray:
-    drop = np.where(law.echo, dropout_probability(law.incidence, angle50, width), 1.0)
+def _p_valid_law(law: _LawInputs, angle50: float | np.ndarray, width: float | np.ndarray) -> np.ndarray:
+    """P(valid) per row; ``angle50`` and ``width`` numbers, or arrays of them per surface index."""
+    if np.ndim(angle50):
+        angle50, width = np.asarray(angle50)[law.surface], np.asarray(width)[law.surface]
+    drop = np.where(law.echo & ~law.saturated, dropout_probability(law.incidence, angle50, width), 1.0)
     return valid_probability(drop, law.accept)
 
 
@@ -305,6 +366,7 @@ def noise_points(obs: Observations, angle50: float, width: float) -> tuple[np.nd
     rows = np.arange(len(nearest))
     inc, expected = obs.incidence[rows, nearest], obs.ranges[rows, nearest]
     sure = (0.5 * (1.0 + np.tanh(0.5 * (inc - angle50) / width)) < SURE_SURVIVAL) | (inc < SURE_INCIDENCE_DEG)
+    sure &= ~obs.saturated[rows, nearest]  # a saturated nearest ray never echoes: the reading is another ray's
     return obs.valid & obs.still & sure & np.isfinite(expected), expected
 
 
@@ -410,4 +472,122 @@ def fit_ring(log: CalibrationLog, rig: Rig) -> RingFit:
         fit.notes.append(f"{obs.contradicting} readings contradict the rig (an echo where it has no face); left out")
     if obs.dropped_drift:
         fit.notes.append(f"{obs.dropped_drift} readings taken off the rig's start (drift) were left out")
+    fit.surface = obs.surface_names[0] if len(obs.surface_names) == 1 else ""
     return fit
+
+
+def fit_surfaces(log: CalibrationLog, rig: Rig, only: tuple[str, ...] | list[str] | None = None) -> dict[str, RingFit]:
+    """The law of every surface the rig shows the ring enough of, by surface name (module docstring). ``only``
+    fits those surfaces (others seen keep the ring's stated law); a surface the rig lacks is refused (FitError
+    naming the rig and its surfaces), as is one it has but the ring saw too little of."""
+    obs = observations(log, rig)
+    names = obs.surface_names
+    for name in only or ():
+        if name not in names:
+            raise FitError(f"the rig {rig.source} has no face of surface {name!r}: it cannot calibrate it (its "
+                           f"surfaces: {', '.join(names)}, the floor's included)")
+    silent = silent_sensors(obs)
+    use = fitted_rows(obs) & ~np.isin(obs.sensor, silent)
+    counts = np.bincount(obs.nearest_surface[use & (obs.nearest_surface >= 0)], minlength=len(names))
+    seen = [k for k in range(len(names)) if counts[k] >= MIN_READINGS]
+    wanted = [names.index(n) for n in only] if only else seen
+    short = [names[k] for k in wanted if k not in seen]
+    if short:
+        raise FitError(f"too few readings whose echo comes from surface {short[0]!r}: "
+                       f"{counts[names.index(short[0])]} (at least {MIN_READINGS}); turn more slowly or stand nearer "
+                       "its face")
+    if len(names) == 1 or (len(seen) == 1 and not only):
+        fit = fit_ring(log, rig)  # one surface: the single law of every reading
+        fit.surface = names[seen[0]] if seen else names[0]
+        return {fit.surface: fit}
+    return _joint_fit(log, obs, use, silent, wanted)
+
+
+def _stated_laws(log: CalibrationLog, names: tuple[str, ...]) -> np.ndarray:
+    """(surfaces, 4): angle50, width, noise a, b per surface as the log's ring states them (its params, the
+    surface table's factors or its own measured laws)."""
+    meta = log.meta["ring"]
+    params = meta["params"]
+    laws = SurfaceLaws(meta.get("sensor", "ring"), float(params["dropout_angle50_deg"]),
+                       float(params["dropout_width_deg"]), params["noise_sigma_m"], params.get("surfaces"))
+    return np.array([[law.angle50_deg, law.width_deg, law.noise_a_m, law.noise_b]
+                     for law in (laws.law(n) for n in names)])
+
+
+def _joint_dropout(obs: Observations, laws: np.ndarray, free: list[int], near: bool) -> tuple[np.ndarray, np.ndarray]:
+    """angle50 and width of the ``free`` surfaces by maximum likelihood of every reading at once, each ray with
+    its surface's law (the others held at ``laws``); returns (fitted laws, 95 % half-widths (angle50, log width)
+    per free surface). FitError when the likelihood cannot bound one, naming the surface."""
+    from scipy.optimize import minimize
+
+    law = _law_inputs(obs, (laws[:, 2], laws[:, 3]))
+
+    def unpack(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        angle50, width = laws[:, 0].copy(), laws[:, 1].copy()
+        angle50[free], width[free] = theta[0::2], np.exp(np.minimum(theta[1::2], 10.0))
+        return angle50, width
+
+    def nll(theta: np.ndarray) -> float:
+        p = np.clip(_p_valid_law(law, *unpack(theta)), 1e-12, 1 - 1e-12)
+        return -float(np.sum(np.where(obs.valid, np.log(p), np.log1p(-p))))
+
+    start = np.ravel([[laws[k, 0], math.log(laws[k, 1])] for k in free])
+    best = None
+    for shift in (0.0,) if near else (-15.0, 0.0, 15.0):
+        x0 = start.copy()
+        x0[0::2] += shift
+        res = minimize(nll, x0, method="Nelder-Mead",
+                       options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 4000 * len(free), "adaptive": True})
+        if best is None or res.fun < best.fun:
+            best = res
+    half = _intervals(nll, best.x, np.tile([0.05, 0.01], len(free)))
+    names = obs.surface_names
+    for j, k in enumerate(free):
+        rows = obs.nearest_surface == k
+        try:
+            _check_bounded(obs.subset(rows), best.x[2 * j], best.x[2 * j + 1], half[2 * j:2 * j + 2])
+        except FitError as exc:
+            raise FitError(f"surface {names[k]!r}: {exc}") from None
+    angle50, width = unpack(best.x)
+    fitted = laws.copy()
+    fitted[:, 0], fitted[:, 1] = angle50, width
+    return fitted, half.reshape(-1, 2)
+
+
+def _joint_fit(log: CalibrationLog, obs: Observations, use: np.ndarray, silent: list[int],
+               free: list[int]) -> dict[str, RingFit]:
+    names = obs.surface_names
+    sub = obs.subset(use)
+    laws = _stated_laws(log, names)
+    laws, _ = _joint_dropout(sub, laws, free, near=False)
+    noise: dict[int, tuple] = {}
+    for near in (True, False):  # noise with the first dropout, the dropout with that noise, the noise again
+        for k in free:
+            rows = sub.subset(sub.nearest_surface == k)
+            noise[k] = fit_noise(rows, laws[k, 0], laws[k, 1])
+            laws[k, 2], laws[k, 3] = noise[k][1], noise[k][2]
+        if near:
+            laws, half = _joint_dropout(sub, laws, free, near=True)
+    out: dict[str, RingFit] = {}
+    for j, k in enumerate(free):
+        bias, a, b, a_ci, b_ci, points = noise[k]
+        angle50, width = laws[k, 0], laws[k, 1]
+        mine = obs.axis_surface == k
+        measured = obs.measured[obs.valid & (obs.nearest_surface == k)]
+        fit = RingFit(angle50, width, (angle50 - half[j, 0], angle50 + half[j, 0]),
+                      (width * math.exp(-half[j, 1]), width * math.exp(half[j, 1])),
+                      angle80(obs.subset(mine)), a, b, a_ci, b_ci, bias,
+                      float(measured.min()) if len(measured) else math.nan,
+                      float(measured.max()) if len(measured) else math.nan,
+                      int((use & (obs.nearest_surface == k)).sum()), points, valid_bins(obs, mine), surface=names[k])
+        for s in sorted(set(obs.sensor[mine].tolist())):
+            sel = mine & (obs.sensor == s)
+            fit.per_sensor.append({"sensor": s, "readings": int(sel.sum()), "bins": valid_bins(obs, sel)})
+        held = [names[i] for i in range(len(names)) if i not in free]
+        if held:
+            fit.notes.append(f"fitted jointly with {', '.join(names[i] for i in free if i != k) or 'nothing else'}; "
+                             f"the rays on {', '.join(held)} drawn with the law the log's ring states for them")
+        if silent:
+            fit.notes.append(f"sensors {', '.join(map(str, silent))} never echo: left out of the fit")
+        out[names[k]] = fit
+    return out

@@ -32,8 +32,10 @@ def _yaw_matrix(yaw: float) -> np.ndarray:
 
 
 def expected_rays(rig: Rig, odometry: tuple[float, float, float], ring_in_base: dict,
-                  origins: np.ndarray, dirs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(range m, incidence deg) of every ray at this odometry pose (inf / nan where it meets no face)."""
+                  origins: np.ndarray, dirs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(range m, incidence deg, what it meets) of every ray at this odometry pose (inf / nan where it meets no
+    face); what it meets is the index of the face in ``rig.faces``, ``len(rig.faces)`` for the floor, -1 for
+    nothing."""
     sx, sy, syaw = rig.start
     ox, oy, oyaw = odometry
     c, s = math.cos(syaw), math.sin(syaw)
@@ -45,7 +47,8 @@ def expected_rays(rig: Rig, odometry: tuple[float, float, float], ring_in_base: 
     world_d = dirs @ r_ring.T @ r_base.T
     best = np.full(len(origins), np.inf)
     incidence = np.full(len(origins), np.nan)
-    for face in rig.faces:
+    met = np.full(len(origins), -1)
+    for k, face in enumerate(rig.faces):
         a, b = np.array(face.a), np.array(face.b)
         along = b - a
         normal = np.array([-along[1], along[0]]) / np.linalg.norm(along)
@@ -59,10 +62,11 @@ def expected_rays(rig: Rig, odometry: tuple[float, float, float], ring_in_base: 
         best = np.where(nearer, t, best)
         cos_inc = np.clip(np.abs(denom), 0.0, 1.0)
         incidence = np.where(nearer, np.degrees(np.arccos(cos_inc)), incidence)
+        met = np.where(nearer, k, met)
     down = world_d[:, 2] < 0
     with np.errstate(divide="ignore", invalid="ignore"):
         t_floor = np.where(down & (world_o[:, 2] > 0), world_o[:, 2] / -world_d[:, 2], np.inf)
     floor = t_floor < best
     best = np.where(floor, t_floor, best)
     incidence = np.where(floor, np.degrees(np.arccos(np.clip(np.abs(world_d[:, 2]), 0.0, 1.0))), incidence)
-    return best, incidence
+    return best, incidence, np.where(floor, len(rig.faces), met)

@@ -66,7 +66,9 @@ def write_parts(profile: str | Path, cal_path: str | Path, bus: str | None = Non
                 report.warnings.append(f"{what}: {exc}; not stored")
                 continue
             params = sorted({k for e in entries for k in e.params})
-            report.stored.append(f"{what}: stored {', '.join(params)} (descriptor now {len(data)} bytes)")
+            surfaces = sorted({s for e in entries for s in e.surfaces})
+            stored = params + ([f"the laws of {', '.join(surfaces)}"] if surfaces else [])
+            report.stored.append(f"{what}: stored {', '.join(stored)} (descriptor now {len(data)} bytes)")
     report.warnings += [f"{calibration.source}:{e.line}: calibration for {e.part}"
                         f"{'' if e.serial is None else f' serial {e.serial}'} matches no part on the bus; not applied"
                         for e in calibration.entries if id(e) not in used]

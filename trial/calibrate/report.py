@@ -15,17 +15,25 @@ AGREEMENT_PP = 10.0
 Z95 = 1.96  # a bin fails when the difference exceeds AGREEMENT_PP by more than its sampling error can explain
 
 
-def write_cal(fit: RingFit, log: CalibrationLog, rig: Rig, path: Path, log_path: Path) -> None:
+def write_cal(fits: RingFit | dict[str, RingFit], log: CalibrationLog, rig: Rig, path: Path, log_path: Path) -> None:
+    """CAL.yaml of one fit or of one per surface: the default surface's (or a pooled fit's) numbers are the
+    entry's ``params``, every other surface's go under ``surfaces`` (devices/calibration.py)."""
     import yaml
 
+    from hil.devices.surfaces import load_surfaces
+
     ring = log.meta["ring"]
-    entry = {"part": ring["part"], "serial": ring["serial"], "sensor": ring["sensor"], "params": fit.params(),
-             "fit": {"angle50_ci_deg": [round(v, 3) for v in fit.angle50_ci],
-                     "width_ci_deg": [round(v, 3) for v in fit.width_ci],
-                     "angle80_deg": round(fit.angle80_deg, 3), "noise_a_ci_m": [round(v, 5) for v in fit.noise_a_ci],
-                     "noise_b_ci": [round(v, 5) for v in fit.noise_b_ci], "bias_m": round(fit.bias_m, 5),
-                     "min_range_seen_m": round(fit.min_range_m, 4), "max_range_seen_m": round(fit.max_range_m, 4),
-                     "readings": fit.readings, "noise_points": fit.noise_points}}
+    default = load_surfaces().default
+    fits = fits if isinstance(fits, dict) else {fits.surface: fits}
+    entry: dict[str, Any] = {"part": ring["part"], "serial": ring["serial"], "sensor": ring["sensor"]}
+    others = {}
+    for name, fit in fits.items():
+        if name in ("", default):
+            entry.update(params=fit.params(), fit=_fit_record(fit))
+        else:
+            others[name] = {"params": fit.params(), "fit": _fit_record(fit)}
+    if others:
+        entry["surfaces"] = others
     if entry["serial"] is None:
         del entry["serial"]
     doc = {"schema": 1, "robot": log.meta.get("robot", ""), "rig": str(rig.source), "log": str(log_path),
@@ -34,6 +42,15 @@ def write_cal(fit: RingFit, log: CalibrationLog, rig: Rig, path: Path, log_path:
     text = ("# written by hil calibrate: the twin of this robot loads it through a profile's `calibration:`\n"
             + yaml.safe_dump(doc, sort_keys=False))
     _write_checked(text, path)
+
+
+def _fit_record(fit: RingFit) -> dict[str, Any]:
+    return {"angle50_ci_deg": [round(v, 3) for v in fit.angle50_ci],
+            "width_ci_deg": [round(v, 3) for v in fit.width_ci],
+            "angle80_deg": round(fit.angle80_deg, 3), "noise_a_ci_m": [round(v, 5) for v in fit.noise_a_ci],
+            "noise_b_ci": [round(v, 5) for v in fit.noise_b_ci], "bias_m": round(fit.bias_m, 5),
+            "min_range_seen_m": round(fit.min_range_m, 4), "max_range_seen_m": round(fit.max_range_m, 4),
+            "readings": fit.readings, "noise_points": fit.noise_points}
 
 
 def _write_checked(text: str, path: Path) -> None:
@@ -71,7 +88,13 @@ def _python(value: Any) -> Any:
     return value
 
 
-def summary(fit: RingFit) -> str:
+def summary(fit: RingFit | dict[str, RingFit]) -> str:
+    """The fit in a few lines (one block per surface when there are several)."""
+    if isinstance(fit, dict):
+        if len(fit) == 1:
+            return summary(next(iter(fit.values())))
+        return "\n".join(f"surface {name}:\n" + "\n".join("  " + line for line in summary(one).splitlines())
+                         for name, one in fit.items())
     lines = [f"dropout: angle50 {fit.angle50_deg:.2f} deg (95 % {fit.angle50_ci[0]:.2f}..{fit.angle50_ci[1]:.2f}), "
              f"width {fit.width_deg:.2f} deg ({fit.width_ci[0]:.2f}..{fit.width_ci[1]:.2f}); 80 % of valid readings "
              f"below {fit.angle80_deg:.1f} deg (the sensor-simulation reference)",
@@ -152,8 +175,12 @@ def check(real: CalibrationLog, twin: CalibrationLog, rig: Rig,
     a, b = observations(real, rig), observations(twin, rig)
     res_a, res_b = _residuals(a), _residuals(b)
     lines, ok, judged = [], True, 0
-    for k in sorted(set(a.sensor.tolist()) | set(b.sensor.tolist())):
-        for ra, rb in zip(valid_bins(a, a.sensor == k), valid_bins(b, b.sensor == k)):
+    names = a.surface_names
+    for k, s in [(k, s) for s in range(len(names)) for k in sorted(set(a.sensor.tolist()) | set(b.sensor.tolist()))]:
+        # a rig of one surface reads as before; with several, each line says which surface its axis ray met
+        label = f"{names[s]} " if len(names) > 1 else ""
+        in_a_s, in_b_s = (a.sensor == k) & (a.axis_surface == s), (b.sensor == k) & (b.axis_surface == s)
+        for ra, rb in zip(valid_bins(a, in_a_s), valid_bins(b, in_b_s)):
             if not (ra["n"] >= MIN_BIN_POINTS and rb["n"] >= MIN_BIN_POINTS):
                 continue
             judged += 1
@@ -163,9 +190,9 @@ def check(real: CalibrationLog, twin: CalibrationLog, rig: Rig,
             bad = abs(diff) > allowed
             ok &= not bad
             lo = ra["lo_deg"]
-            in_a = (a.sensor == k) & (a.axis_incidence >= lo) & (a.axis_incidence < lo + 5)
-            in_b = (b.sensor == k) & (b.axis_incidence >= lo) & (b.axis_incidence < lo + 5)
-            lines.append(f"sensor {k:2d} {lo:4.0f}-{lo + 5:.0f} deg: {sides[0]} "
+            in_a = in_a_s & (a.axis_incidence >= lo) & (a.axis_incidence < lo + 5)
+            in_b = in_b_s & (b.axis_incidence >= lo) & (b.axis_incidence < lo + 5)
+            lines.append(f"sensor {k:2d} {label}{lo:4.0f}-{lo + 5:.0f} deg: {sides[0]} "
                          f"{100 * ra['valid']:5.1f} % {sides[1]} {100 * rb['valid']:5.1f} % ({diff:+5.1f} pp of "
                          f"+-{allowed:.0f}; n {ra['n']}/{rb['n']}; noise sd {_sd_mm(res_a, in_a)}/"
                          f"{_sd_mm(res_b, in_b)} mm){'  FAIL' if bad else ''}")

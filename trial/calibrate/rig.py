@@ -3,11 +3,13 @@
     # rig frame: metres and degrees; the robot's base starts at `start` (x, y, yaw_deg)
     start: [0.0, 0.0, 0.0]
     walls:                                  # the faces the sensors see (a flat wall, a corner, a box's sides)
-      - {name: wall, from: [1.0, -3.0], to: [1.0, 3.0], surface: resin}
+      - {name: wall, from: [1.0, -3.0], to: [1.0, 3.0], surface: plaster}
     turn: {rate_deg_s: 15, turns: 1.0, step_deg: 6}   # turn in place in steps, still between them
     drive: {distance_m: 0.4, speed_m_s: 0.1, times: 1}   # optional: back and forth along the start heading
 
-A wall is its face, a segment on the floor (its height is taken as above the ring). For a virtual run the rig
+A wall is its face, a segment on the floor (its height is taken as above the ring); ``surface`` names what it is made
+of, one of the surface table's (devices/surfaces.py; left out: the default surface, as the floor is), and the fit
+finds the law of each surface the rig has (fit.py). For a virtual run the rig
 becomes a map (:func:`rig_map_text`): each face is the front of a 0.1 m box standing behind it, seen from the
 start. Refused at file:line: a rig with no wall, a start on or behind a face, a turn or drive value that is not a
 finite number within its bounds (a turn rate within 1..90 deg/s, a drive speed within 0.02..1 m/s, at most 10
@@ -19,6 +21,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from hil.devices.surfaces import load_surfaces
 from hil.devices.yaml_source import ConfigError, SourceDict, check_keys, load_yaml_mapping, require
 
 WALL_THICKNESS_M = 0.1
@@ -54,6 +57,13 @@ class Rig:
     drive_distance_m: float = 0.0
     drive_speed_m_s: float = 0.1
     drive_times: int = 0
+
+    @property
+    def surfaces(self) -> tuple[str, ...]:
+        """The surfaces the rig shows the ring, in the order the faces name them, the floor's (the default
+        surface) among them."""
+        names = [face.surface for face in self.faces] + [load_surfaces().default]
+        return tuple(dict.fromkeys(names))
 
     @property
     def turn_s(self) -> float:
@@ -141,7 +151,8 @@ def _face(entry, index: int, doc: SourceDict) -> Face:
     a, b = _numbers(entry, "from", 2), _numbers(entry, "to", 2)
     if math.dist(a, b) < 0.1:
         raise entry.error("to", f"{what}: a face shorter than 0.1 m")
-    return Face(str(entry.get("name", f"wall{index + 1}")), a, b, str(entry.get("surface", "unknown")))
+    surface = load_surfaces().check(entry, "surface", what) if "surface" in entry else load_surfaces().default
+    return Face(str(entry.get("name", f"wall{index + 1}")), a, b, surface)
 
 
 def distance_to_segment(point, face: Face) -> float:
@@ -165,6 +176,6 @@ def rig_map_text(rig: Rig) -> str:
             nx, ny = -nx, -ny
         h = WALL_THICKNESS_M / 2
         lines.append(f"  - {{name: {face.name}, from: [{ax + h * nx:.6f}, {ay + h * ny:.6f}], "
-                     f"to: [{bx + h * nx:.6f}, {by + h * ny:.6f}]}}")
+                     f"to: [{bx + h * nx:.6f}, {by + h * ny:.6f}], surface: {face.surface}}}")
     lines.append(f"places: {{start: [{sx}, {sy}]}}")
     return "\n".join(lines) + "\n"
