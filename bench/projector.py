@@ -2,7 +2,7 @@
 frame with the catalog camera's projector beside the lens and with one 8 cm above it (a second render from the
 projector's pose, its depth read back, the shadow-map test), side by side in one run.
 
-  python -m bench.projector [--frames N] [--rounds R] [--renderer gl|tiny]
+  python -m bench.projector [--smoke] [--frames N] [--rounds R] [--renderer gl|tiny]
 
 The commbot in the lab map (walls, floor, the robot's own shapes), its left eye (320x240) rendering through the
 same code a trial's camera uses (firmware_sim/embodied/camera.py ``_Camera.render``); rounds alternate the three
@@ -85,9 +85,13 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--renderer", choices=("gl", "tiny"), default=None)
+    parser.add_argument("--smoke", action="store_true", help="the smallest settings (2 frames, 1 round): that "
+                                                             "it runs, not its figures (tests/test_bench_smoke.py)")
     args = parser.parse_args()
     if args.renderer:
         os.environ["HIL_CAMERA_RENDERER"] = args.renderer
+    if args.smoke:
+        args.frames, args.rounds = 2, 1
     for line in run(args.frames, args.rounds):
         print(line)
 
