@@ -4,8 +4,11 @@ or an eye turns the view), with its descriptor's intrinsics, and its depth fails
 Frames are rendered only when someone asks (``EmbodiedRobot.camera_frame``), at most once per frame period of
 the camera's ``rate_hz``: frame k belongs to the period [k / rate, (k + 1) / rate) of world time, and a read
 within the same period returns the frame already made, with its own time, as a real camera's driver does. A
-frame is a dict of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid, labels HxW
-int32) and handed out as is: whoever reads it must not write into it (the runtime marks them read-only).
+frame is a read-only mapping of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid,
+labels HxW int32) and handed out as is: whoever reads it must not write into it (the runtime marks them
+read-only). Its depth (the failure model over the exact z, ~10 ms a 320x240 frame) is made when first looked up:
+a recording of the colour image alone does not pay for it, and since frame k's noise is seeded by k
+(sensors/camera.py) the depth is the same whenever, and whether, it is made.
 
 Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: about 3 s at 1 Mbit/s): the
 camera's pixels come through a camera service beside the bus (runtime.robot.camera; ARCHITECTURE "Cameras").
@@ -15,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -44,6 +48,7 @@ class CameraFirmware(PartFirmware):
     def attach(self, world: World, robot: RobotBody, seed: int, crowd_of, gait: Gait) -> "CameraFirmware":
         """``crowd_of()`` gives the crowd bridge (or None) when a frame is made: the crowd may attach later."""
         self.world, self.robot, self.crowd_of, self.gait, self.seed = world, robot, crowd_of, gait, seed
+        self.observer_gait = Gait(gait.seed)  # the people's gait in frames made for an observer alone
         self.cameras: dict[str, _Camera] = {}
         for sensor in self.descriptor.sensors:
             if sensor.kind == "camera":
@@ -51,9 +56,10 @@ class CameraFirmware(PartFirmware):
                                                     seed + len(self.cameras))
         return self
 
-    def frame(self, name: str | None = None) -> dict:
+    def frame(self, name: str | None = None, observe: bool = False) -> Mapping[str, Any]:
+        """The current period's frame; ``observe``: for an observer (a recording), see :meth:`_Camera.frame`."""
         camera = self.camera(name)
-        return camera.frame(self.world.time_s)
+        return camera.frame(self.world.time_s, observe)
 
     def camera(self, name: str | None = None) -> _Camera:
         if name is None:
@@ -114,10 +120,10 @@ def reseed(embodied: Any, seed: int) -> None:
     embodied.seed = seed
     gait = Gait(seed)  # one per world, as _attach_cameras makes it
     for part in (embodied.cameras or {}).values():
-        part.seed, part.gait = part_seed(seed, part.serial_number), gait
+        part.seed, part.gait, part.observer_gait = part_seed(seed, part.serial_number), gait, Gait(seed)
         for k, camera in enumerate(part.cameras.values()):
             camera.depth_model = DepthModel(camera.spec.depth, camera.spec.fx, part.seed + k)
-            camera.last, camera._last_k = None, None
+            camera.last, camera._last_k, camera._observed = None, None, None
 
 
 def _has_body(robot: RobotBody, part_id: int, body: str) -> bool:
@@ -134,8 +140,9 @@ class _Camera:
         self.depth_model = DepthModel(spec.depth, spec.fx, seed)
         self.projection = projection_matrix(spec.width, spec.height, spec.fx, spec.fy, spec.cx, spec.cy,
                                             spec.near_m, spec.far_m)
-        self.last: dict | None = None
+        self.last: Mapping[str, Any] | None = None  # the frame the controller got, of period _last_k
         self._last_k: int | None = None
+        self._observed: tuple[int, Mapping[str, Any]] | None = None  # (k, frame) made for an observer alone
         self._renderer = None
         self._static: InstanceList | None = None
         self._robot_cache: dict = {}  # the robot's shapes as unit primitives per body (scene.robot_scene)
@@ -145,14 +152,30 @@ class _Camera:
     def label(self) -> str:
         return f"camera {self.name!r} of part {self.part.id} ({self.part.descriptor.name})"
 
-    def frame(self, now_s: float) -> dict:
+    def frame(self, now_s: float, observe: bool = False) -> Mapping[str, Any]:
+        """The frame of the period of ``now_s``, rendered now if the controller has none yet.
+
+        ``observe`` (a recording): the controller's frame of this period when it has one, else one made for
+        observers alone, which the controller never gets and which advances nothing the controller's frames use
+        (the gait has an observer's copy; the depth noise is the frame's own): so whether and how often a trial
+        is recorded changes no frame its controller sees, nor anything it does. A period both recorded and read,
+        the read coming second, is rendered twice."""
         k = math.floor(now_s * self.spec.rate_hz + 1e-9)
         if self.last is not None and k == self._last_k:
             return self.last
-        self.last, self._last_k = self.render(now_s), k
+        if observe:
+            if self._observed is None or self._observed[0] != k:
+                self._observed = (k, self.render(now_s, k, self.part.observer_gait))
+            return self._observed[1]
+        self.last, self._last_k = self.render(now_s, k), k
         return self.last
 
-    def render(self, now_s: float) -> dict:
+    def render(self, now_s: float, k: int | None = None, gait: Gait | None = None) -> Mapping[str, Any]:
+        """Frame ``k`` (default: the period of ``now_s``) rendered at ``now_s``, the people's limbs from ``gait``
+        (default: the part's)."""
+        if k is None:
+            k = math.floor(now_s * self.spec.rate_hz + 1e-9)
+        gait = gait if gait is not None else self.part.gait
         spec, part = self.spec, self.part
         renderer = self._renderer or self._open_renderer()
         position, quat = part.robot.link_pose(part.id, self.body)
@@ -172,19 +195,21 @@ class _Camera:
                 self._static = static_scene(part.world.walls.values())
             scene.extend(self._static)
             scene.extend(robot_scene(part.robot, legend, self._robot_cache))
-            scene.extend(people_scene(people, part.gait.update(now_s, people), part.seed, legend))
+            scene.extend(people_scene(people, gait.update(now_s, people), part.seed, legend))
             with _CONTEXT_LOCK, renderer.ctx:
                 rgb, labels, z, cos = renderer.render(view, self.projection, scene.pack())
         self.rendered += 1
         delivers = spec.delivers
-        return {"t": now_s, "camera": self.name, "part_id": part.id, "renderer": renderer.name,
+        depth_model = self.depth_model
+        return RenderedFrame({
+                "t": now_s, "camera": self.name, "part_id": part.id, "renderer": renderer.name,
                 "rgb": rgb if "rgb" in delivers else None,
-                "depth": self.depth_model.apply(z, cos) if "depth" in delivers else None,
+                "depth": (lambda: depth_model.apply(z, cos, k)) if "depth" in delivers else None,
                 "labels": labels if "labels" in delivers else None,
                 "legend": {int(i): n for i, n in legend.items() if "labels" in delivers},
                 "intrinsics": spec.pinhole(),
                 "pose": {"position": tuple(float(v) for v in position), "orientation": tuple(float(v) for v in quat),
-                         "forward": spec.forward, "up": spec.up}}
+                         "forward": spec.forward, "up": spec.up}})
 
     def _open_renderer(self):
         try:
@@ -192,6 +217,30 @@ class _Camera:
         except RendererUnavailable as exc:
             raise CameraError(f"{self.label} cannot render: {exc}") from None
         return self._renderer
+
+
+class RenderedFrame(Mapping):
+    """One rendered frame's fields (a read-only mapping); a field given as a zero-argument function (the depth) is
+    made on its first lookup, once, under a lock of its own (a frame may be read from several threads)."""
+
+    def __init__(self, fields: dict[str, Any]):
+        self._fields = fields
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._fields[key]
+        if callable(value):
+            with self._lock:
+                value = self._fields[key]
+                if callable(value):
+                    value = self._fields[key] = value()
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
 
 
 def make_renderer(width: int, height: int):

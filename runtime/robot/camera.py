@@ -18,7 +18,7 @@ another process, from its camera endpoint (the profile's ``camera_endpoint``, ru
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,19 +77,32 @@ class CameraPose:
         return m[:3, :3].T @ (np.asarray(point_map, float) - m[:3, 3])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Frame:
-    """One camera frame; see the module docstring. ``source`` says where it came from (the renderer, a device)."""
+    """One camera frame; see the module docstring. ``source`` says where it came from (the renderer, a device).
+    The depth is taken from the source when first read (a rendered frame makes it then: its noise is seeded by the
+    frame, so it is the same whenever it is made), so a reader of the colour image alone does not pay for it."""
 
     t: float
     rgb: np.ndarray | None
-    depth: np.ndarray | None
     labels: np.ndarray | None
     legend: Mapping[int, str]
     intrinsics: Intrinsics
     pose: CameraPose | None
     camera: str
     source: str
+    depth_source: Mapping[str, Any] | None = field(default=None, repr=False)  # the source's frame, holding depth
+
+    @property
+    def depth(self) -> np.ndarray | None:
+        """H x W float32 metres along the optical axis, NaN where the camera measured nothing (None: no depth)."""
+        raw = self.depth_source
+        if raw is None:
+            return None
+        depth = raw.get("depth")
+        if depth is not None and depth.flags.writeable:
+            depth.flags.writeable = False
+        return depth
 
     def label_of(self, name: str) -> int | None:
         """The label id of a legend entry (``"person:7"``), None when the frame has none by that name."""
@@ -111,6 +124,8 @@ class Camera:
         self.spec: CameraSpec = camera_spec(sensor.params)
         self.descriptor_name = desc.name
         self._source: FrameSource | None = None
+        self._observe: FrameSource | None = None  # frames for a recording, where the source has such a way
+        self._observed: Frame | None = None
         self._why = "the robot was not opened with a camera source"
         self._last: Frame | None = None
         self._last_raw: Mapping[str, Any] | None = None
@@ -123,9 +138,11 @@ class Camera:
     def intrinsics(self) -> Intrinsics:
         return Intrinsics(**self.spec.pinhole())
 
-    def attach(self, source: FrameSource | None, why: str = "") -> None:
-        """Where frames come from (Robot.open decides); None with ``why``: this camera cannot give frames."""
-        self._source, self._why = source, why or self._why
+    def attach(self, source: FrameSource | None, why: str = "", observe: FrameSource | None = None) -> None:
+        """Where frames come from (Robot.open decides); None with ``why``: this camera cannot give frames.
+        ``observe``: where a recording's frames come from (a world's renderer: frames that change nothing the
+        controller's use), default the source itself."""
+        self._source, self._why, self._observe = source, why or self._why, observe
 
     def close(self) -> None:
         """Let a device go (Robot.close); a rendered camera has nothing to release."""
@@ -155,13 +172,32 @@ class Camera:
         self._last, self._last_raw = _frame(self.name, raw, self.intrinsics), raw
         return self._last
 
+    def observe(self) -> Frame:
+        """The current period's frame for an observer (the trial's recording): the controller's own when it has
+        read this period's, else one made for observers alone; for a rendered camera, recording it (or not, or at
+        another rate) changes no frame :meth:`frame` gives. Errors as :meth:`frame`'s."""
+        if self._observe is None:
+            return self.frame()
+        try:
+            raw = self._observe()
+        except CameraError:
+            raise
+        except Exception as exc:
+            raise CameraError(f"camera {self.name!r} (part id {self.part_id} at {self.path}): "
+                              f"{str(exc) or type(exc).__name__}") from exc
+        for held in (self._last, self._observed):
+            if held is not None and held.depth_source is raw:
+                return held
+        self._observed = _frame(self.name, raw, self.intrinsics)
+        return self._observed
+
 
 def _frame(name: str, raw: Mapping[str, Any], intrinsics: Intrinsics) -> Frame:
     pose = raw.get("pose")
-    arrays = {k: _read_only(raw.get(k)) for k in ("rgb", "depth", "labels")}
+    arrays = {k: _read_only(raw.get(k)) for k in ("rgb", "labels")}
     return Frame(t=float(raw["t"]), legend=dict(raw.get("legend") or {}), intrinsics=intrinsics,
                  pose=CameraPose(tuple(pose["position"]), tuple(pose["orientation"])) if pose else None,
-                 camera=name, source=str(raw.get("renderer") or raw.get("source") or ""), **arrays)
+                 camera=name, source=str(raw.get("renderer") or raw.get("source") or ""), depth_source=raw, **arrays)
 
 
 def _read_only(array: np.ndarray | None) -> np.ndarray | None:
@@ -188,7 +224,9 @@ def attach_camera_sources(robot: Any, undo: Any = None) -> None:
         render = getattr(transport, "camera_frame", None)
         if render is not None and getattr(transport, "embodied", None) is not None:
             part_id, sensor = camera.part_id, camera.sensor.name
-            camera.attach(lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor))
+            camera.attach(lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor),
+                          observe=lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor,
+                                                                                               observe=True))
         elif endpoint is not None and camera.host is robot.bus:
             from .camera_remote import RemoteCameraSource
             from .profile import profile_security

@@ -7,11 +7,14 @@
 - ``/foxglove/NAME/depth`` (foxglove.RawImage, 32FC1 metres, NaN invalid) when ``camera_depth`` is asked;
 - ``/foxglove/tf`` once: the optical frame in the camera body's link frame, so the 3D panel places the images.
 
-NAME is the camera's blueprint name (``head_camera``). The images are the frames the controller gets (one frame
-per camera period: a recording read in a period the controller also reads costs nothing more), JPEG-encoded by
-Pillow at ``JPEG_QUALITY``: the same frame gives the same bytes, so the same trial keeps giving the same log.
-Recording a camera the controller never reads renders it (at the recording rate), which also advances the
-camera's noise generator: the same trial with another ``camera_rate`` is another trial.
+NAME is the camera's blueprint name (``head_camera``). The images are taken with ``Camera.observe``: the frame
+the controller got when it read the same camera period first (then the recording costs no render), else one made
+for the recording alone, which the controller never gets and which advances nothing its frames use (the depth
+noise is seeded per frame, the people's gait has an observer's copy). So recording, or not, or at another rate,
+changes nothing else in the trial (tests/test_camera_record.py compares every other topic byte for byte). A
+recording that does not log depth does not make it (the depth model runs when the depth is first read). Images
+are JPEG-encoded by Pillow at ``JPEG_QUALITY``: the same frame gives the same bytes, so the same trial keeps
+giving the same log.
 """
 from __future__ import annotations
 
@@ -65,7 +68,7 @@ class CameraLog:
         self._next_s = (math.floor(t * self.rate_hz + 1e-6) + 1) / self.rate_hz
         for name, camera in list(self.cameras):
             try:
-                frame = camera.frame()
+                frame = camera.observe()
             except Exception as exc:  # noqa: BLE001 - a camera that cannot render must not end the trial's log
                 self.cameras.remove((name, camera))
                 self._skip(name, str(exc))
