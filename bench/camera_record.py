@@ -11,7 +11,7 @@
             its speed against the trial without cameras (target: the default rate >= 85 %), by wall and by CPU. ``--against DIR``
             adds that checkout at 0 and 5 Hz beside them (before/after).
 
---smoke: (a) with 5 encodes, (b) 1 s trials at 0 and 5 Hz, one round, no warm-up (exits 0; figures mean nothing).
+--smoke: (a) with 5 encodes, (b) 0.5 s trials at 0 and 5 Hz, one round, no warm-up (exits 0; figures mean nothing).
 """
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--encodes", type=int, default=50, help="encodes per timing in (a) (50)")
     parser.add_argument("--against", type=Path, default=None, help="another checkout at 0 and 5 Hz beside")
     parser.add_argument("--only", choices=("encode", "trial"), default=None)
-    args = parse_with_smoke(parser, argv, duration=1.0, rounds=1, rates="0,5", encodes=5)
+    args = parse_with_smoke(parser, argv, duration=0.5, rounds=1, rates="0,5", encodes=5)
     rates = [float(r) for r in args.rates.split(",")]
     if 0.0 not in rates:
         parser.error("--rates must include 0 (the side every other is compared with)")

@@ -109,7 +109,7 @@ def test_hil_camera_rate_sets_the_default_and_an_explicit_rate_wins(monkeypatch)
     assert make_spec(_still, robot="commbot", camera_rate=5.0).camera_rate == 5.0
     assert make_spec(_still, robot="commbot").but(seed=3).camera_rate == 2.5
     monkeypatch.delenv("HIL_CAMERA_RATE")
-    assert make_spec(_still, robot="commbot").camera_rate == 5.0, "hil's own default"
+    assert make_spec(_still, robot="commbot").camera_rate == 2.0, "hil's own default (bench/README.md \"camera_record\")"
     monkeypatch.setenv("HIL_CAMERA_RATE", "fast")
     with pytest.raises(ValueError, match=r"\$HIL_CAMERA_RATE='fast': a camera recording rate is 0..100 Hz"):
         make_spec(_still, robot="commbot")
