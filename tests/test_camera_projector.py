@@ -184,10 +184,12 @@ def test_the_projector_beside_the_lens_shadows_the_wall_on_the_far_side_of_a_sta
 
 @pytest.mark.parametrize("with_pole", [True, False], ids=["pole", "flat-wall"])
 def test_the_metrics_count_shadow_pixels_for_a_pole_and_none_for_a_flat_wall(tmp_path, with_pole):
-    """A trial recording its camera at 5 Hz (the suite turns recording off: this trial sets camera_rate)."""
+    """A trial recording its camera and its depth at 5 Hz (the suite turns recording off: this trial sets
+    camera_rate; a frame's depth is measured, and counted, once someone looks at it: here the log)."""
     scene = _wall_map(tmp_path, *([_pole()] if with_pole else []))
     result = Trial(lambda robot: [None for _ in robot.loop(hz=10, duration_s=0.5)], robot="commbot",
-                   map=str(scene), start=(0.0, 0.0, 0.0), duration=0.6, seed=0, camera_rate=5.0).run(tmp_path / "trial")
+                   map=str(scene), start=(0.0, 0.0, 0.0), duration=0.6, seed=0, camera_rate=5.0,
+                   camera_depth=True).run(tmp_path / "trial")
     assert result.status == "ok", result.summary_line()
     metrics = json.loads((tmp_path / "trial" / "metrics.json").read_text())
     camera = metrics["sensors"]["head_camera"]

@@ -109,7 +109,45 @@ def test_hil_camera_rate_sets_the_default_and_an_explicit_rate_wins(monkeypatch)
     assert make_spec(_still, robot="commbot", camera_rate=5.0).camera_rate == 5.0
     assert make_spec(_still, robot="commbot").but(seed=3).camera_rate == 2.5
     monkeypatch.delenv("HIL_CAMERA_RATE")
-    assert make_spec(_still, robot="commbot").camera_rate == 5.0, "hil's own default"
+    assert make_spec(_still, robot="commbot").camera_rate == 2.0, "hil's own default (bench/README.md \"camera_record\")"
     monkeypatch.setenv("HIL_CAMERA_RATE", "fast")
     with pytest.raises(ValueError, match=r"\$HIL_CAMERA_RATE='fast': a camera recording rate is 0..100 Hz"):
         make_spec(_still, robot="commbot")
+
+
+def _steered_by_depth(robot):
+    """Reads the right camera at its own pace (every 0.35 s, out of step with any recording rate) and turns the
+    neck by the fractional part of a depth sum: a change of one noise draw in a frame it reads moves the robot."""
+    camera, neck = robot.sensors["right_camera"], robot.joints["head.neck_yaw"]
+    next_read = 0.0
+    for tick in robot.loop(hz=20):
+        if tick.time >= next_read - 1e-9:
+            next_read += 0.35
+            depth = camera.frame().depth
+            neck.target = 0.4 * (float(np.nansum(depth[80:160, 120:200], dtype=np.float64)) % 1.0) - 0.2
+
+
+def _log_without_cameras(folder) -> dict[str, list[tuple[int, bytes]]]:
+    """Every topic but the cameras' own, their optical frames' transform and the trial's description (which
+    names camera_rate): time and bytes."""
+    skip = ("/foxglove/head_camera/", "/foxglove/right_camera/")
+    return {topic: [(t, raw) for _, t, _, raw in messages if b"_camera_optical" not in raw]
+            for topic, messages in _messages(folder).items()
+            if not topic.startswith(skip) and topic not in ("/trial/meta", "/trial/spec")}
+
+
+def test_recording_the_cameras_or_not_changes_nothing_else_in_the_log(tmp_path):
+    """Observing never changes the simulation: the same seed with camera_rate 0 and 5 gives byte-identical robot,
+    ring, people and metric messages, in the arcade among the weekday crowd, with a controller that reads a camera
+    (its depth noise is frame k's own, whichever frames the recording made before it) and steers by that noise."""
+    for rate in (0.0, 5.0):
+        result = Trial(_steered_by_depth, robot="commbot", map="arcade", crowd="weekday", start=(-18.0, 0.0, 0.0),
+                       duration=3.0, seed=4, camera_rate=rate).run(tmp_path / f"rate{rate:g}")
+        assert result.status == "ok", result.summary_line()
+    off, on = (_log_without_cameras(tmp_path / f"rate{rate:g}") for rate in (0.0, 5.0))
+    assert "/foxglove/head_camera/image" in _messages(tmp_path / "rate5")
+    assert {"/robot/state", "/pedestrians"} <= set(off), sorted(off)
+    assert any(t.startswith("/ring") or "ring" in t for t in off), sorted(off)
+    assert sorted(off) == sorted(on)
+    for topic in off:
+        assert off[topic] == on[topic], f"{topic} differs with the cameras recorded"

@@ -61,7 +61,7 @@ def test_every_message_matches_its_schema(demo_log):
     assert schemas == {"/foxglove/scene": "foxglove.SceneUpdate", "/foxglove/tf": "foxglove.FrameTransforms",
                        "/foxglove/ring": "foxglove.LaserScan", "/foxglove/log": "foxglove.Log",
                        "/foxglove/ring_rays": "foxglove.SceneUpdate",
-                       # the eyes' cameras at the default 5 Hz (trial/record/camera_log.py)
+                       # the eyes' cameras at 5 Hz (short_demo_log asks for them: conftest.py)
                        **{f"/foxglove/{eye}/{what}": schema for eye in ("head_camera", "right_camera")
                           for what, schema in (("image", "foxglove.CompressedImage"),
                                                ("calibration", "foxglove.CameraCalibration"))}}

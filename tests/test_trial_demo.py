@@ -217,7 +217,7 @@ def test_the_demo_records_no_camera_images_unless_asked(monkeypatch):
 
     monkeypatch.delenv("HIL_CAMERA_RATE", raising=False)
     assert demo_spec().camera_rate == 0.0
-    assert make_spec("x.py", source="t").camera_rate == 5.0  # a user's own trial keeps recording by default
+    assert make_spec("x.py", source="t").camera_rate == 2.0  # a user's own trial keeps recording by default
     assert demo_spec(camera_rate=5.0).camera_rate == 5.0
     monkeypatch.setenv("HIL_CAMERA_RATE", "2")
     assert demo_spec().camera_rate == 2.0

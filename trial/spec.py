@@ -75,7 +75,7 @@ class TrialSpec:
     duration: float | None = DEFAULT_DURATION_S  # simulated (or wall, on the real clock) seconds; None: no limit
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     gui: bool = False
-    camera_rate: float = 5.0  # Hz at which the log records each camera (trial/record/camera_log.py); 0: none
+    camera_rate: float = 2.0  # Hz at which the log records each camera (trial/record/camera_log.py); 0: none
     camera_depth: bool = False  # also record each camera's depth image (foxglove.RawImage)
     name: str = ""  # a label for summaries and sweeps; default: the controller's name
     faults: tuple = ()  # what happens to the virtual robot's parts, and when (firmware_sim/fault_plan.py)
@@ -548,7 +548,7 @@ KEY_TABLE: dict[str, Key] = {
                    "metrics flattened (docs/METRICS.md), status or stopped; 'or none' lets a missing value pass",
                    ["goal.reached", "min_distance_m >= 0.5 or none"], _success),
     "gui": Key("true or false", "false", "true: the pybullet viewer (needs a display)", True, _flag),
-    "camera_rate": Key("Hz", "5 (or $HIL_CAMERA_RATE)", "Hz (0..100) at which the log records each camera's "
+    "camera_rate": Key("Hz", "2 (or $HIL_CAMERA_RATE)", "Hz (0..100) at which the log records each camera's "
                        "images; 0: none", 0, _number(0.0, 100.0)),
     "camera_depth": Key("true or false", "false", "true: the log also records each camera's depth image", True,
                         _flag),

@@ -6,9 +6,12 @@ projector sees its point too (sensors/projector.py).
 Frames are rendered only when someone asks (``EmbodiedRobot.camera_frame``), at most once per frame period of
 the camera's ``rate_hz``: frame k belongs to the period [k / rate, (k + 1) / rate) of world time, and a read
 within the same period returns the frame already made, with its own time, as a real camera's driver does. A
-frame is a dict of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid, labels HxW
-int32; ``invalid``: the depth's invalid pixels by cause) and handed out as is: whoever reads it must not write
-into it (the runtime marks them read-only).
+frame is a read-only mapping of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid,
+labels HxW int32; ``invalid``: the depth's invalid pixels by cause) and handed out as is: whoever reads it must not
+write into it (the runtime marks them read-only). Its depth and its invalid counts (the failure model over the
+exact z, ~10 ms a 320x240 frame) are made when first looked up: a recording of the colour image alone does not pay
+for them, and since frame k's noise is seeded by k (sensors/camera.py) the depth is the same whenever, and whether,
+it is made.
 
 Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: about 3 s at 1 Mbit/s): the
 camera's pixels come through a camera service beside the bus (runtime.robot.camera; ARCHITECTURE "Cameras").
@@ -18,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,6 +52,7 @@ class CameraFirmware(PartFirmware):
     def attach(self, world: World, robot: RobotBody, seed: int, crowd_of, gait: Gait) -> "CameraFirmware":
         """``crowd_of()`` gives the crowd bridge (or None) when a frame is made: the crowd may attach later."""
         self.world, self.robot, self.crowd_of, self.gait, self.seed = world, robot, crowd_of, gait, seed
+        self.observer_gait = Gait(gait.seed)  # the people's gait in frames made for an observer alone
         self.cameras: dict[str, _Camera] = {}
         for sensor in self.descriptor.sensors:
             if sensor.kind == "camera":
@@ -55,9 +60,10 @@ class CameraFirmware(PartFirmware):
                                                     seed + len(self.cameras))
         return self
 
-    def frame(self, name: str | None = None) -> dict:
+    def frame(self, name: str | None = None, observe: bool = False) -> Mapping[str, Any]:
+        """The current period's frame; ``observe``: for an observer (a recording), see :meth:`_Camera.frame`."""
         camera = self.camera(name)
-        return camera.frame(self.world.time_s)
+        return camera.frame(self.world.time_s, observe)
 
     def camera(self, name: str | None = None) -> _Camera:
         if name is None:
@@ -118,10 +124,10 @@ def reseed(embodied: Any, seed: int) -> None:
     embodied.seed = seed
     gait = Gait(seed)  # one per world, as _attach_cameras makes it
     for part in (embodied.cameras or {}).values():
-        part.seed, part.gait = part_seed(seed, part.serial_number), gait
+        part.seed, part.gait, part.observer_gait = part_seed(seed, part.serial_number), gait, Gait(seed)
         for k, camera in enumerate(part.cameras.values()):
             camera.depth_model = DepthModel(camera.spec.depth, camera.spec.fx, part.seed + k)
-            camera.last, camera._last_k = None, None
+            camera.last, camera._last_k, camera._observed = None, None, None
 
 
 def _has_body(robot: RobotBody, part_id: int, body: str) -> bool:
@@ -141,8 +147,9 @@ class _Camera:
         projector = spec.depth.projector_pose() if "depth" in spec.delivers else None
         # a projector in the lens sees what the lens sees: no second view to draw
         self.projector = ProjectorView(spec, projector) if projector is not None and any(projector.position) else None
-        self.last: dict | None = None
+        self.last: Mapping[str, Any] | None = None  # the frame the controller got, of period _last_k
         self._last_k: int | None = None
+        self._observed: tuple[int, Mapping[str, Any]] | None = None  # (k, frame) made for an observer alone
         self._renderer = None
         self._second_renderer = None
         self._static: InstanceList | None = None
@@ -153,14 +160,30 @@ class _Camera:
     def label(self) -> str:
         return f"camera {self.name!r} of part {self.part.id} ({self.part.descriptor.name})"
 
-    def frame(self, now_s: float) -> dict:
+    def frame(self, now_s: float, observe: bool = False) -> Mapping[str, Any]:
+        """The frame of the period of ``now_s``, rendered now if the controller has none yet.
+
+        ``observe`` (a recording): the controller's frame of this period when it has one, else one made for
+        observers alone, which the controller never gets and which advances nothing the controller's frames use
+        (the gait has an observer's copy; the depth noise is the frame's own): so whether and how often a trial
+        is recorded changes no frame its controller sees, nor anything it does. A period both recorded and read,
+        the read coming second, is rendered twice."""
         k = math.floor(now_s * self.spec.rate_hz + 1e-9)
         if self.last is not None and k == self._last_k:
             return self.last
-        self.last, self._last_k = self.render(now_s), k
+        if observe:
+            if self._observed is None or self._observed[0] != k:
+                self._observed = (k, self.render(now_s, k, self.part.observer_gait))
+            return self._observed[1]
+        self.last, self._last_k = self.render(now_s, k), k
         return self.last
 
-    def render(self, now_s: float) -> dict:
+    def render(self, now_s: float, k: int | None = None, gait: Gait | None = None) -> Mapping[str, Any]:
+        """Frame ``k`` (default: the period of ``now_s``) rendered at ``now_s``, the people's limbs from ``gait``
+        (default: the part's)."""
+        if k is None:
+            k = math.floor(now_s * self.spec.rate_hz + 1e-9)
+        gait = gait if gait is not None else self.part.gait
         spec, part = self.spec, self.part
         renderer = self._renderer or self._open_renderer()
         position, quat = part.robot.link_pose(part.id, self.body)
@@ -185,7 +208,7 @@ class _Camera:
                 self._static = static_scene(part.world.walls.values())
             scene.extend(self._static)
             scene.extend(robot_scene(part.robot, legend, self._robot_cache))
-            scene.extend(people_scene(people, part.gait.update(now_s, people), part.seed, legend))
+            scene.extend(people_scene(people, gait.update(now_s, people), part.seed, legend))
             packed = scene.pack()
             second = self._projector_renderer() if projector is not None else None
             with _CONTEXT_LOCK, renderer.ctx:
@@ -194,18 +217,25 @@ class _Camera:
                     projector_z = second.render_depth(projector.view(view), projector.projection, packed)
         self.rendered += 1
         delivers = spec.delivers
-        depth, invalid = None, None
-        if "depth" in delivers:
-            lit = projector.lit(z, projector_z) if projector is not None else None
-            depth, invalid = self.depth_model.apply(z, cos, lit)
-        return {"t": now_s, "camera": self.name, "part_id": part.id, "renderer": renderer.name,
+        depth_model, measured = self.depth_model, {}
+
+        def measure() -> tuple:  # the depth and its invalid counts, made together on the first lookup of either
+            if not measured:
+                lit = projector.lit(z, projector_z) if projector is not None else None
+                measured["both"] = depth_model.apply(z, cos, k, lit)
+            return measured["both"]
+
+        has_depth = "depth" in delivers
+        return RenderedFrame({
+                "t": now_s, "camera": self.name, "part_id": part.id, "renderer": renderer.name,
                 "rgb": rgb if "rgb" in delivers else None,
-                "depth": depth, "invalid": invalid,
+                "depth": (lambda: measure()[0]) if has_depth else None,
+                "invalid": (lambda: measure()[1]) if has_depth else None,
                 "labels": labels if "labels" in delivers else None,
                 "legend": {int(i): n for i, n in legend.items() if "labels" in delivers},
                 "intrinsics": spec.pinhole(),
                 "pose": {"position": tuple(float(v) for v in position), "orientation": tuple(float(v) for v in quat),
-                         "forward": spec.forward, "up": spec.up}}
+                         "forward": spec.forward, "up": spec.up}})
 
     def _projector_renderer(self):
         """The renderer of the projector's picture (its own size), of the same kind as the camera's."""
@@ -223,6 +253,34 @@ class _Camera:
         except RendererUnavailable as exc:
             raise CameraError(f"{self.label} cannot render: {exc}") from None
         return self._renderer
+
+
+class RenderedFrame(Mapping):
+    """One rendered frame's fields (a read-only mapping); a field given as a zero-argument function (the depth) is
+    made on its first lookup, once, under a lock of its own (a frame may be read from several threads)."""
+
+    def __init__(self, fields: dict[str, Any]):
+        self._fields = fields
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._fields[key]
+        if callable(value):
+            with self._lock:
+                value = self._fields[key]
+                if callable(value):
+                    value = self._fields[key] = value()
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def made(self, key: str) -> bool:
+        """Whether the field is there without making it (a lazy field not yet looked up: False)."""
+        return not callable(self._fields.get(key))
 
 
 def make_renderer(width: int, height: int):

@@ -93,9 +93,10 @@ class EmbodiedRobot:
     watchdog_s: float = 0.5  # the servos' default Bus Watchdog (a swapped-in servo gets it too: reembody.py)
 
     # --- cameras (camera.py): pixels never go over the bus -------------------------------------------------------
-    def camera_frame(self, part_id: int, name: str | None = None) -> dict:
+    def camera_frame(self, part_id: int, name: str | None = None, observe: bool = False) -> dict:
         """The camera's frame of the current frame period (rendered now if none was yet), taken under the
-        device's lock so no step runs mid-render. CameraError names the camera and why it cannot give one."""
+        device's lock so no step runs mid-render. CameraError names the camera and why it cannot give one.
+        ``observe``: for a recording, which changes nothing the controller's frames use (camera.py)."""
         with self.device.lock:
             camera = (self.cameras or {}).get(part_id)
             if camera is None:
@@ -104,7 +105,7 @@ class EmbodiedRobot:
             silent = silence(self.device, part_id)
             if silent:
                 raise CameraError(f"{camera.camera(name).label} gives no frames: {silent}")
-            return camera.frame(name)
+            return camera.frame(name, observe)
 
     def lockstep(self, stall_timeout_s: float | None = None):
         """The lockstep clock of this world (created on first use): (core, condition). The world is the master;

@@ -12,8 +12,10 @@ under the first cause that applies, in this order:
   ``noise``      the valid rest gets Gaussian noise of sigma = noise_z2 * z^2 (structured light's law).
 Invalid pixels are NaN.
 
-Randomness: one generator per camera part (PCG64, seeded with the part's seed); every frame draws exactly one
-uniform and one normal per pixel whatever the scene, so the same seed and scene give the same bytes.
+Randomness: each frame's noise comes from a generator of its own, PCG64 seeded with (the camera's seed, the frame's
+index k = floor(t x rate)); every frame draws exactly one uniform and one normal per pixel whatever the scene, so
+the same seed and scene give the same bytes, and frame k's noise does not depend on which frames were made before
+it: reading a camera more or less often (a recording rate, a controller that skips frames) changes no frame.
 """
 from __future__ import annotations
 
@@ -25,25 +27,25 @@ CAUSES = ("no_return", "range", "shadow", "angle")  # why a pixel is invalid, in
 
 
 class DepthModel:
-    """Applies :class:`DepthFailure` to exact depth images; one per camera part, with its own generator."""
+    """Applies :class:`DepthFailure` to exact depth images; one per camera, its noise seeded per frame."""
 
     def __init__(self, failure: DepthFailure, fx: float, seed: int):
-        self.failure, self.fx = failure, fx
-        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.failure, self.fx, self.seed = failure, fx, int(seed)
         # the logistic law tabulated on cos(incidence), 0.05 degree apart near grazing: one interpolation per
         # pixel instead of an arccos and an exp
         angles = np.linspace(90.0, 0.0, 1801)
         self._cos_table = np.cos(np.radians(angles))
         self._p_table = 1.0 / (1.0 + np.exp(-(angles - failure.dropout_angle50_deg) / failure.dropout_width_deg))
 
-    def apply(self, z: np.ndarray, cos_incidence: np.ndarray,
+    def apply(self, z: np.ndarray, cos_incidence: np.ndarray, frame_index: int,
               lit: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, int]]:
-        """The measured depth (float32, NaN invalid) of exact ``z`` with the surface's ``cos_incidence``, and how
-        many pixels are invalid by cause (:data:`CAUSES`). ``lit`` (bool, z's shape): where the projector sees
-        the point; None: everywhere (no projector)."""
+        """The measured depth (float32, NaN invalid) of frame ``frame_index``'s exact ``z`` with the surface's
+        ``cos_incidence``, and how many pixels are invalid by cause (:data:`CAUSES`). ``lit`` (bool, z's shape):
+        where the projector sees the point; None: everywhere (no projector)."""
         f = self.failure
-        uniform = self.rng.random(z.shape, dtype=np.float32)
-        normal = self.rng.standard_normal(z.shape, dtype=np.float32)
+        rng = np.random.Generator(np.random.PCG64([self.seed & 0xFFFFFFFFFFFFFFFF, int(frame_index) & 0xFFFFFFFFFFFFFFFF]))
+        uniform = rng.random(z.shape, dtype=np.float32)
+        normal = rng.standard_normal(z.shape, dtype=np.float32)
         p_drop = np.interp(cos_incidence, self._cos_table, self._p_table).astype(np.float32)
         no_return = ~np.isfinite(z)
         out_of_range = ~no_return & ((z < f.min_range_m) | (z > f.max_range_m))

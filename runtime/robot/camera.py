@@ -23,7 +23,7 @@ runtime/robot/camera_remote.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -88,20 +88,47 @@ class CameraPose:
         return m[:3, :3].T @ (np.asarray(point_map, float) - m[:3, 3])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Frame:
-    """One camera frame; see the module docstring. ``source`` says where it came from (the renderer, a device)."""
+    """One camera frame; see the module docstring. ``source`` says where it came from (the renderer, a device).
+    The depth is taken from the source when first read (a rendered frame makes it then: its noise is seeded by the
+    frame, so it is the same whenever it is made), so a reader of the colour image alone does not pay for it."""
 
     t: float
     rgb: np.ndarray | None
-    depth: np.ndarray | None
     labels: np.ndarray | None
     legend: Mapping[int, str]
     intrinsics: Intrinsics
     pose: CameraPose | None
     camera: str
     source: str
-    invalid: Mapping[str, int] | None = None  # the depth's invalid pixels by cause (firmware_sim/sensors/camera.py)
+    depth_source: Mapping[str, Any] | None = field(default=None, repr=False)  # the source's frame, holding depth
+
+    @property
+    def depth(self) -> np.ndarray | None:
+        """H x W float32 metres along the optical axis, NaN where the camera measured nothing (None: no depth)."""
+        raw = self.depth_source
+        if raw is None:
+            return None
+        depth = raw.get("depth")
+        if depth is not None and depth.flags.writeable:
+            depth.flags.writeable = False
+        return depth
+
+    @property
+    def depth_made(self) -> bool:
+        """Whether the depth (and its invalid counts) exists yet, without making it: a rendered frame makes its
+        depth on the first look (firmware_sim/embodied/camera.py ``RenderedFrame``); other sources always have."""
+        made = getattr(self.depth_source, "made", None)
+        return made("depth") if made is not None else True
+
+    @property
+    def invalid(self) -> Mapping[str, int] | None:
+        """The depth's invalid pixels by cause (firmware_sim/sensors/camera.py; None: no depth model), made with
+        the depth on first lookup."""
+        raw = self.depth_source
+        invalid = raw.get("invalid") if raw is not None else None
+        return dict(invalid) if invalid is not None else None
 
     def label_of(self, name: str) -> int | None:
         """The label id of a legend entry (``"person:7"``), None when the frame has none by that name."""
@@ -123,8 +150,11 @@ class Camera:
         self.spec: CameraSpec = camera_spec(sensor.params)
         self.descriptor_name = desc.name
         self._source: FrameSource | None = None
+        self._observe: FrameSource | None = None  # frames for a recording, where the source has such a way
+        self._observed: Frame | None = None
         self._why = "the robot was not opened with a camera source"
         self._last: Frame | None = None
+        self._handed: Frame | None = None  # the frame handed out last, to the controller or to an observer
         self._last_raw: Mapping[str, Any] | None = None
 
     def __repr__(self) -> str:
@@ -156,9 +186,11 @@ class Camera:
         own = getattr(self._source, f"has_{what}", None)
         return bool(own) if own is not None else what in self.spec.delivers
 
-    def attach(self, source: FrameSource | None, why: str = "") -> None:
-        """Where frames come from (Robot.open decides); None with ``why``: this camera cannot give frames."""
-        self._source, self._why = source, why or self._why
+    def attach(self, source: FrameSource | None, why: str = "", observe: FrameSource | None = None) -> None:
+        """Where frames come from (Robot.open decides); None with ``why``: this camera cannot give frames.
+        ``observe``: where a recording's frames come from (a world's renderer: frames that change nothing the
+        controller's use), default the source itself."""
+        self._source, self._why, self._observe = source, why or self._why, observe
 
     def close(self) -> None:
         """Let a device go (Robot.close); a rendered camera has nothing to release."""
@@ -174,7 +206,7 @@ class Camera:
     def last_frame(self) -> Frame | None:
         """The frame handed out last, without making one (None before the first): what an observer such as the
         trial's log reads, so that looking never renders."""
-        return self._last
+        return self._handed
 
     def frame(self) -> Frame:
         """The frame of the current frame period (made now if it was not yet); CameraError says which camera and
@@ -192,6 +224,7 @@ class Camera:
         if self._last is not None and raw is self._last_raw:
             return self._last  # the source gave the same frame again: the same Frame object, no new wrapping
         self._last, self._last_raw = _frame(self.name, raw, self.intrinsics), raw
+        self._handed = self._last
         return self._last
 
     @property
@@ -199,14 +232,33 @@ class Camera:
         """The device frames come from (``uvc:...``, ``file:...``, ``realsense:...``), None for a rendered one."""
         return getattr(self._source, "device", None)
 
+    def observe(self) -> Frame:
+        """The current period's frame for an observer (the trial's recording): the controller's own when it has
+        read this period's, else one made for observers alone; for a rendered camera, recording it (or not, or at
+        another rate) changes no frame :meth:`frame` gives. Errors as :meth:`frame`'s."""
+        if self._observe is None:
+            return self.frame()
+        try:
+            raw = self._observe()
+        except CameraError:
+            raise
+        except Exception as exc:
+            raise CameraError(f"camera {self.name!r} (part id {self.part_id} at {self.path}): "
+                              f"{str(exc) or type(exc).__name__}") from exc
+        for held in (self._last, self._observed):
+            if held is not None and held.depth_source is raw:
+                self._handed = held
+                return held
+        self._observed = self._handed = _frame(self.name, raw, self.intrinsics)
+        return self._observed
+
 
 def _frame(name: str, raw: Mapping[str, Any], intrinsics: Intrinsics) -> Frame:
     pose = raw.get("pose")
-    arrays = {k: _read_only(raw.get(k)) for k in ("rgb", "depth", "labels")}
+    arrays = {k: _read_only(raw.get(k)) for k in ("rgb", "labels")}
     return Frame(t=float(raw["t"]), legend=dict(raw.get("legend") or {}), intrinsics=intrinsics,
                  pose=CameraPose(tuple(pose["position"]), tuple(pose["orientation"])) if pose else None,
-                 camera=name, source=str(raw.get("renderer") or raw.get("source") or ""),
-                 invalid=dict(raw["invalid"]) if raw.get("invalid") is not None else None, **arrays)
+                 camera=name, source=str(raw.get("renderer") or raw.get("source") or ""), depth_source=raw, **arrays)
 
 
 def _read_only(array: np.ndarray | None) -> np.ndarray | None:
@@ -241,7 +293,9 @@ def attach_camera_sources(robot: Any, undo: Any = None) -> None:
             _attach_device(camera, overrides[camera.name], robot.clock.now, undo)
         elif render is not None and getattr(transport, "embodied", None) is not None:
             part_id, sensor = camera.part_id, camera.sensor.name
-            camera.attach(lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor))
+            camera.attach(lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor),
+                          observe=lambda render=render, part_id=part_id, sensor=sensor: render(part_id, sensor,
+                                                                                               observe=True))
         elif endpoint is not None and camera.host is robot.bus:
             from .camera_remote import RemoteCameraSource
             from .profile import profile_security

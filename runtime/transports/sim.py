@@ -75,12 +75,13 @@ class SimTransport(Transport):
         self.device = device
         self._pending = b""
 
-    def camera_frame(self, part_id: int, sensor: str | None = None) -> dict:
+    def camera_frame(self, part_id: int, sensor: str | None = None, observe: bool = False) -> dict:
         """A camera part's frame, rendered in this transport's world (firmware_sim/embodied/camera.py): the
-        camera service beside the bus (images never go over it)."""
+        camera service beside the bus (images never go over it). ``observe``: for a recording (it changes
+        nothing the controller's frames use)."""
         if getattr(self, "embodied", None) is None:
             raise TransportError(0, f"{self.url}: no world (world=0): nothing to render camera {part_id} in")
-        return self.embodied.camera_frame(part_id, sensor)
+        return self.embodied.camera_frame(part_id, sensor, observe)
 
     def write(self, data: bytes) -> None:
         self.device.receive(bytes(data))

@@ -7,7 +7,10 @@ looking never renders, so it changes nothing in the simulation) and, for a frame
 ``/robot/camera_faults`` ``{camera, frame_t, pixels, invalid}`` and adds it to the camera's totals; the totals go
 into ``/robot/sensor_faults`` beside the ring's counters (with ``frames`` and ``pixels`` per camera), and the
 metrics count them as ``sensors.NAME.invalid`` (trial/report/metrics.py). A frame is counted once however often
-it is read; a camera nobody reads counts nothing.
+it is read; a camera nobody reads counts nothing, and neither does a frame whose depth nobody looked at (a
+rendered frame measures its depth on the first look: recording the colour image alone does not pay for it), so
+the counts cover the frames the controller read the depth of, the log kept the depth of (``camera_depth``) or the
+ROS bridge published.
 """
 from __future__ import annotations
 
@@ -34,9 +37,11 @@ class CameraFaults:
         """Writes the frames handed out since the last call (at most one per camera: one frame per period)."""
         for name, camera in self.cameras:
             frame = camera.last_frame
-            if frame is None or frame is self._seen[name] or frame.invalid is None or frame.depth is None:
-                continue
+            if frame is None or frame is self._seen[name] or not frame.depth_made:
+                continue  # a depth nobody looked at was never measured: nothing to count (looking would make it)
             self._seen[name] = frame
+            if frame.invalid is None or frame.depth is None:
+                continue
             pixels = int(frame.depth.size)
             invalid = {cause: int(n) for cause, n in sorted(frame.invalid.items())}
             totals = self.totals[name]

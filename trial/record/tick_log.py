@@ -73,7 +73,7 @@ class TickLog:
 
     def __init__(self, out_dir: str | os.PathLike[str], robot: Any, meta: dict[str, Any],
                  map_msg: dict[str, Any] | None = None, probe: Any = None, listeners: tuple = (),
-                 extra: tuple[tuple[str, dict[str, Any]], ...] = (), camera_rate: float = 5.0,
+                 extra: tuple[tuple[str, dict[str, Any]], ...] = (), camera_rate: float = 2.0,
                  camera_depth: bool = False, taps: tuple = ()):
         from hil.runtime.robot.sensors import ContactSensor, RangeRing
 

@@ -332,15 +332,16 @@ class RosLink(LiveTap):
 
 
 def _camera_frame(robot: Any, name: str) -> dict[str, Any] | None:
-    """The frame of camera ``name`` the log just recorded (this frame period's: a camera renders at most once a
-    period, so reading it again renders nothing and draws no noise), as the bridge publishes it: RGB (rgb8) and
-    depth (32FC1, NaN invalid) bytes, size, intrinsics, the optical frame; None when it gives none."""
+    """The frame of camera ``name`` the log just recorded (``Camera.observe``: this frame period's, made at most
+    once a period for observers, and changing nothing the controller's frames use), as the bridge publishes it:
+    RGB (rgb8) and depth (32FC1, NaN invalid) bytes, size, intrinsics, the optical frame; None when it gives
+    none."""
     import numpy as np
 
     from .description import optical_frame
 
     try:
-        frame = robot.sensors[name].frame()
+        frame = robot.sensors[name].observe()
     except Exception:  # noqa: BLE001 - a camera unplugged since: nothing to publish of it
         return None
     k = frame.intrinsics
