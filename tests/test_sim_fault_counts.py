@@ -18,7 +18,12 @@ SUMMARY = re.compile(r"faults injected \(seed 3\): (\d+) bit flips in (\d+) chun
                      r"(\d+) of (\d+) replies dropped \(rate 0\.05\)")
 
 
-READS = 150  # reads through the faults (2e-3 bit flips, 5 % drops): ~24 flipped and ~8 dropped expected
+# reads through the faults (2e-3 bit flips, 5 % drops). Every count the test checks must be above 0, and 60 reads
+# leave each far above it: seed 3 gives 39 flips in 32 chunks, 7 of 82 replies dropped, 19 CRC errors and 20
+# timeouts at the host, 52 of 60 answered (the same figures in each of several runs at a load of 8). Each timeout
+# waits out the host's 0.2 s, so the 150 reads this was once took ~23 s.
+READS = 60
+CLOCKED_READS = 10  # with no clock participant many replies wait out the timeout, so a few reads only
 
 
 def test_the_injected_faults_are_printed_at_exit_and_bound_the_hosts_errors():
@@ -72,7 +77,7 @@ def test_the_clock_status_carries_the_fault_counts():
         answered = 0
         # model numbers (address 0, 2 bytes) of the commbot's first parts; with no clock participant many replies
         # wait out the timeout, so a few reads only
-        for n in range(READS // 15):
+        for n in range(CLOCKED_READS):
             try:
                 bus.read(1 + n % 17, 0, 2)
                 answered += 1
@@ -94,5 +99,5 @@ def test_the_clock_status_carries_the_fault_counts():
     printed = dict(zip(("bit_flips", "corrupted_chunks", "bits_seen", "dropped_replies", "replies_seen"),
                        map(int, found.groups())))
     assert {key: faults[key] for key in printed} == printed, (faults, printed)
-    assert faults["bits_seen"] >= 8 * 10 * (READS // 15) and faults["replies_seen"] >= answered > 0
+    assert faults["bits_seen"] >= 8 * 10 * (CLOCKED_READS) and faults["replies_seen"] >= answered > 0
     assert 0 < faults["bit_flips"] and faults["dropped_replies"] < faults["replies_seen"]
