@@ -3,6 +3,7 @@ Foxglove's schemas, depth as RawImage when asked, none at rate 0; decoded here w
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 from mcap.reader import make_reader
@@ -127,13 +128,29 @@ def _steered_by_depth(robot):
             neck.target = 0.4 * (float(np.nansum(depth[80:160, 120:200], dtype=np.float64)) % 1.0) - 0.2
 
 
+CAMERAS = ("head_camera", "right_camera")
+
+
 def _log_without_cameras(folder) -> dict[str, list[tuple[int, bytes]]]:
-    """Every topic but the cameras' own, their optical frames' transform and the trial's description (which
-    names camera_rate): time and bytes."""
-    skip = ("/foxglove/head_camera/", "/foxglove/right_camera/")
-    return {topic: [(t, raw) for _, t, _, raw in messages if b"_camera_optical" not in raw]
-            for topic, messages in _messages(folder).items()
-            if not topic.startswith(skip) and topic not in ("/trial/meta", "/trial/spec")}
+    """Every topic but the cameras' own (their images, and what was counted of the frames handed out: invalid
+    depth pixels, people seen, which depend on how many frames were looked at), their optical frames' transform
+    and the trial's description (which names camera_rate): time and bytes; /robot/sensor_faults without the
+    cameras' entries (the ring's counters must match)."""
+    skip = tuple(f"/foxglove/{name}/" for name in CAMERAS)
+    out = {topic: [(t, raw) for _, t, _, raw in messages if b"_camera_optical" not in raw]
+           for topic, messages in _messages(folder).items()
+           if not topic.startswith(skip) and topic not in ("/trial/meta", "/trial/spec", "/robot/camera_faults",
+                                                           "/camera/people")}
+    if "/robot/sensor_faults" in out:
+        out["/robot/sensor_faults"] = [(t, _without_cameras(raw)) for t, raw in out["/robot/sensor_faults"]]
+    return out
+
+
+def _without_cameras(raw: bytes) -> bytes:
+    data = json.loads(raw)
+    data.pop("frames", None)
+    data["sensors"] = {k: v for k, v in data.get("sensors", {}).items() if k not in CAMERAS}
+    return json.dumps(data, sort_keys=True).encode()
 
 
 def test_recording_the_cameras_or_not_changes_nothing_else_in_the_log(tmp_path):
