@@ -31,7 +31,7 @@ from ..world.pedestrians import PedestrianIntent, Pedestrians
 from .sensing import ContactFirmware, RangeRingFirmware
 from .servo import JointServo, PositionDrives
 
-STATE_FORMAT = 2  # 2: people on a planar base, their motors saved ("drives")
+STATE_FORMAT = 1
 
 
 class StateError(RuntimeError):
@@ -128,7 +128,7 @@ def _save_servo(servo: JointServo) -> dict[str, Any]:
 
 def _save_people(crowd) -> dict[str, Any]:
     peds = crowd.pedestrians
-    return {"drives": peds.drives(),
+    return {"intended": [[pid, vx, vy] for pid, (vx, vy) in sorted(peds.intended.items())],
             "people": [list(person) for person in crowd.people.values()], "ticks": crowd.ticks,
             "crowd_time_s": crowd.crowd_time_s, "script_events": list(crowd.script_events),
             "script_state": crowd.script_state, "doing": [[k, v] for k, v in sorted(crowd.doing.items())],
@@ -212,7 +212,7 @@ def _restore_servo(servo: JointServo, saved: dict[str, Any]) -> float:
 def _restore_people(crowd, saved: dict[str, Any]) -> None:
     from hil.bridge.crowd_link import Person
 
-    crowd.pedestrians.command(saved["drives"])
+    crowd.pedestrians.intended = {int(pid): (vx, vy) for pid, vx, vy in saved["intended"]}
     crowd.people = {int(row[0]): Person(*row) for row in saved["people"]}
     crowd.ticks, crowd.crowd_time_s = saved["ticks"], saved["crowd_time_s"]
     crowd.script_events = list(saved["script_events"])
@@ -237,7 +237,9 @@ def bodies_state(embodied) -> dict[str, list[float]]:
         out[f"robot.joint{j}"] = [q, qd]
     if embodied.crowd is not None:
         for pid, body in sorted(embodied.crowd.pedestrians.bodies.items()):
-            out[f"person{pid}"] = [x for j in p.getJointStates(body, [0, 1], physicsClientId=client) for x in j[:2]]
+            (pos, orn), (lin, ang) = p.getBasePositionAndOrientation(body, physicsClientId=client), \
+                p.getBaseVelocity(body, physicsClientId=client)
+            out[f"person{pid}"] = [*pos, *orn, *lin, *ang]
     return out
 
 
