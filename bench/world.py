@@ -350,6 +350,68 @@ class FairBare:
         self.world.close()
 
 
+def drive_section(sizes: tuple[int, ...] = (3, 373), seconds: float = 1.0, rounds: int = 2) -> dict:
+    """The people's drive at both ends: hil's Pedestrians (free capsules, rotation locked, two calls a person a
+    step) against a planar base (two prismatic joints, velocity motors set once per 0.1 s tick at the drive's force,
+    nothing per step), the same people in the arcade (random places and velocities, seed 1), CPU per simulated s
+    with a sync every tick; alternating, least of ``rounds``."""
+    import random
+
+    from hil.firmware_sim.world.pedestrians import (DRIVE_TAU_S, MAX_DRIVE_ACCEL, PedestrianIntent, Pedestrians)
+
+    def planar(world, intents):
+        holder = FairBare.__new__(FairBare)
+        holder.world, holder.client, holder.density, holder.people, holder.masses = world, world.client, 985.0, {}, {}
+        for it in intents:
+            holder._spawn(it.id, it.x, it.y, it.radius, it.height)
+
+        def sync():
+            for it in intents:
+                body, mass = holder.people[it.id], holder.masses[it.id]
+                (_, vx, _, _), (_, vy, _, _) = p.getJointStates(body, [0, 1], physicsClientId=world.client)
+                dx, dy = it.vx - vx, it.vy - vy
+                k = mass * min(1 / DRIVE_TAU_S, MAX_DRIVE_ACCEL / max(1e-9, (dx * dx + dy * dy) ** 0.5))
+                p.setJointMotorControlArray(body, [0, 1], p.VELOCITY_CONTROL, targetVelocities=[it.vx, it.vy],
+                                            forces=[k * abs(dx), k * abs(dy)], physicsClientId=world.client)
+        return sync
+
+    def run(kind: str, n: int) -> float:
+        rng = random.Random(1)
+        intents = [PedestrianIntent(i, rng.uniform(-18, 18), rng.uniform(-8, 8), rng.uniform(-1, 1),
+                                    rng.uniform(-1, 1)) for i in range(n)]
+        with World() as world:
+            world.add_map(load_map("arcade"))
+            if kind == "hil":
+                people = Pedestrians(world)
+
+                def sync():
+                    people.states()
+                    people.sync(intents)
+            else:
+                sync = planar(world, intents)
+            every = round(0.1 / world.time_step_s)
+            steps = round(seconds / world.time_step_s)
+            cpu0 = time.process_time()
+            for k in range(steps):
+                if k % every == 0:
+                    sync()
+                world.step()
+            return (time.process_time() - cpu0) / (steps * world.time_step_s)
+
+    out = {}
+    print("the people's drive: CPU s per simulated s, arcade, random people, a sync every 0.1 s, least of "
+          f"{rounds} alternating rounds")
+    for n in sizes:
+        got = {"hil": [], "planar": []}
+        for r in range(rounds):
+            for kind in (("hil", "planar") if r % 2 == 0 else ("planar", "hil")):
+                got[kind].append(run(kind, n))
+        out[n] = {k: min(v) for k, v in got.items()}
+        print(f"  {n:4d} people: hil's free capsules {out[n]['hil']:.4f}, planar base on motors "
+              f"{out[n]['planar']:.4f} (planar / hil {out[n]['planar'] / out[n]['hil']:.2f}x)")
+    return out
+
+
 def fair_section(long_s: float, short_s: float, rounds: int, extra: dict, label: str) -> dict:
     """hil's loop against the fair bare world of its own log: the demo trial (cameras off, ``extra``) LONG and
     SHORT s each in a child process (bench.loop: start-up apart, wall and CPU with the crowd's), the bare world
@@ -405,10 +467,13 @@ def main(argv: list[str] | None = None) -> dict:
                                                                "(default demo,crowded)")
     parser.add_argument("--fair-rounds", type=int, default=2, help="alternating rounds of each fair section")
     parser.add_argument("--only-fair", action="store_true", help="the fair bare world sections only")
+    parser.add_argument("--only-drive", action="store_true", help="the people's drive section only")
     args = parser.parse_args(argv)
     fair = [] if args.fair == "none" else args.fair.split(",")
     if args.only_fair:
         return fair_sections(fair, args.fair_rounds, args.smoke)
+    if args.only_drive:
+        return drive_section((3, 30) if args.smoke else (3, 30, 100, 373), 0.3 if args.smoke else 1.0)
     if args.smoke:
         args.seconds, args.rounds = 0.5, 2
     dt = DEFAULT_TIME_STEP_S
@@ -448,6 +513,7 @@ def main(argv: list[str] | None = None) -> dict:
     for line in sensor_ring_section(dt, min(steps, 1200)) + embodied_section(steps, max(2, args.rounds // 2)):
         print(line)
     out = {"rtf_hil": rtf_hil, "rtf_bare_merged": rtf_merged, "rtf_bare": rtf_bare, "ratio": rtf_hil / rtf_merged}
+    out["drive"] = drive_section((3, 30) if args.smoke else (3, 30, 100, 373), 0.3 if args.smoke else 1.0)
     out.update(fair_sections(fair, args.fair_rounds, args.smoke))
     return out
 
