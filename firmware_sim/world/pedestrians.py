@@ -57,6 +57,14 @@ class PedestrianState:
     vy: float
 
 
+def capsule_shapes(client: int, radius: float, height: float, rgba: tuple[float, ...]) -> tuple[int, int]:
+    """A person's collision and visual capsule (``height`` overall, ends included) in ``client``."""
+    length = max(0.0, height - 2 * radius)
+    shape = p.createCollisionShape(p.GEOM_CAPSULE, radius=radius, height=length, physicsClientId=client)
+    visual = p.createVisualShape(p.GEOM_CAPSULE, radius=radius, length=length, rgbaColor=rgba, physicsClientId=client)
+    return shape, visual
+
+
 class Pedestrians:
     """The bodies of the crowd in a world; :meth:`sync` once per crowd tick, the world steps in between."""
 
@@ -67,6 +75,7 @@ class Pedestrians:
         self.intended: dict[int, tuple[float, float]] = {}
         self._shapes: dict[tuple[float, float], tuple[int, int]] = {}
         self._driven: list[tuple[int, int, float]] = []  # (person, body, mass) in the order of ``bodies``
+        self._person_of: dict[int, int] = {}  # pybullet body -> person id (touching() runs every step)
         world.add_pre_step(self._drive)
 
     def sync(self, intents: list[PedestrianIntent]) -> None:
@@ -95,8 +104,8 @@ class Pedestrians:
     def touching(self, contact_points) -> list[int]:
         """Ids of the people among ``contact_points`` (pybullet's, of one body: e.g. ``RobotBody.contact_points()``)
         as body B: ground truth from the engine, unlike a distance test on centres and radii."""
-        by_body = {body: person for person, body in self.bodies.items()}
-        return sorted({by_body[c[2]] for c in contact_points if c[2] in by_body})
+        by_body = self._person_of
+        return sorted({by_body[c[2]] for c in contact_points if c[2] in by_body}) if contact_points else []
 
     def clear(self) -> None:
         """Every person's body removed, the newest first (a world put back to its start): pybullet hands freed ids
@@ -108,11 +117,7 @@ class Pedestrians:
         """One collision/visual shape pair per body size (a crowd has a handful of sizes)."""
         key = (radius, height)
         if key not in self._shapes:
-            length = max(0.0, height - 2 * radius)
-            shape = p.createCollisionShape(p.GEOM_CAPSULE, radius=radius, height=length, physicsClientId=self.client)
-            visual = p.createVisualShape(p.GEOM_CAPSULE, radius=radius, length=length, rgbaColor=PERSON_RGBA,
-                                         physicsClientId=self.client)
-            self._shapes[key] = (shape, visual)
+            self._shapes[key] = capsule_shapes(self.client, radius, height, PERSON_RGBA)
         return self._shapes[key]
 
     def _spawn(self, intent: PedestrianIntent) -> None:
@@ -125,10 +130,13 @@ class Pedestrians:
                          localInertiaDiagonal=(LOCKED_INERTIA_KG_M2,) * 3,
                          physicsClientId=self.client)  # people glide on the floor model: the drive does the walking
         self.bodies[intent.id], self.masses[intent.id] = body, mass
+        self._person_of[body] = intent.id
         self._driven = [(person, b, self.masses[person]) for person, b in self.bodies.items()]
 
     def _remove(self, person: int) -> None:
-        p.removeBody(self.bodies.pop(person), physicsClientId=self.client)
+        body = self.bodies.pop(person)
+        p.removeBody(body, physicsClientId=self.client)
+        self._person_of.pop(body, None)
         self.masses.pop(person, None)
         self.intended.pop(person, None)
         self._driven = [(pid, b, self.masses[pid]) for pid, b in self.bodies.items()]
