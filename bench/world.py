@@ -466,12 +466,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--fair", default="demo,crowded", help="fair bare world sections: demo, crowded, none "
                                                                "(default demo,crowded)")
     parser.add_argument("--fair-rounds", type=int, default=2, help="alternating rounds of each fair section")
+    parser.add_argument("--fair-seconds", default="30,10", help="LONG,SHORT simulated s of the fair sections' "
+                                                                 "trials (default 30,10)")
     parser.add_argument("--only-fair", action="store_true", help="the fair bare world sections only")
     parser.add_argument("--only-drive", action="store_true", help="the people's drive section only")
     args = parser.parse_args(argv)
     fair = [] if args.fair == "none" else args.fair.split(",")
     if args.only_fair:
-        return fair_sections(fair, args.fair_rounds, args.smoke)
+        return fair_sections(fair, args.fair_rounds, args.smoke, args.fair_seconds)
     if args.only_drive:
         return drive_section((3, 30) if args.smoke else (3, 30, 100, 373), 0.3 if args.smoke else 1.0)
     if args.smoke:
@@ -514,23 +516,24 @@ def main(argv: list[str] | None = None) -> dict:
         print(line)
     out = {"rtf_hil": rtf_hil, "rtf_bare_merged": rtf_merged, "rtf_bare": rtf_bare, "ratio": rtf_hil / rtf_merged}
     out["drive"] = drive_section((3, 30) if args.smoke else (3, 30, 100, 373), 0.3 if args.smoke else 1.0)
-    out.update(fair_sections(fair, args.fair_rounds, args.smoke))
+    out.update(fair_sections(fair, args.fair_rounds, args.smoke, args.fair_seconds))
     return out
 
 
 CROWDED = {"crowd_start": "sat 14:00", "crowd_scale": 100.0, "scenario": None}
 
 
-def fair_sections(names: list[str], rounds: int, smoke: bool) -> dict:
+def fair_sections(names: list[str], rounds: int, smoke: bool, seconds: str = "30,10") -> dict:
     """The demo (cameras off) and the crowded trial (crowd_scale 100, Saturday 14:00) beside their fair bare worlds."""
+    long_s, short_s = (float(x) for x in seconds.split(","))
     out = {}
     if names:
         print("the trial's loop against the fair bare world of its own log (bench.world FairBare)")
     if "demo" in names:
-        out["fair_demo"] = fair_section(2.0 if smoke else 30.0, 1.0 if smoke else 10.0, 1 if smoke else rounds, {},
+        out["fair_demo"] = fair_section(2.0 if smoke else long_s, 1.0 if smoke else short_s, 1 if smoke else rounds, {},
                                         "the demo")
     if "crowded" in names:
-        out["fair_crowded"] = fair_section(1.0 if smoke else 30.0, 0.5 if smoke else 10.0, 1 if smoke else rounds,
+        out["fair_crowded"] = fair_section(1.0 if smoke else long_s, 0.5 if smoke else short_s, 1 if smoke else rounds,
                                            {} if smoke else CROWDED, "crowd_scale 100, Saturday 14:00")
     return out
 
