@@ -8,12 +8,13 @@ robot, walls or other people when bodies collide. Their actual positions and vel
 The sensor ring sees them like any other body.
 
 Upright without work per step: a capsule's rotational inertia is ``LOCKED_INERTIA_KG_M2`` (contacts' torques
-turned people by ~1e-9 rad in 1.5 s among 373 of them; it grows with the square of time, ~1e-4 rad in 10 min), so the engine never tips or spins a person and the drive only reads each
-person's velocity and applies the force, two pybullet calls per person per physics step (the world's one
-pre-step hook for all of them). A planar base (two prismatic joints with velocity motors set once per crowd
-tick, no Python per step at all) was measured against it (bench/README.md, "world"): its motors' constraint
-rows cost the engine ~8 us per person per step against ~1.5 us for a free capsule plus ~2 us of these calls,
-1.8-2.4x the CPU of this drive at 373 people, 0.7x at 3 (docs/WORLD.md "People in the physics world").
+turned people by ~1e-9 rad in 1.5 s among 373 of them; it grows with the square of time, ~1e-4 rad in 10 min), so
+the engine never tips or spins a person and the drive only reads each person's velocity and applies the force, two
+pybullet calls per person per physics step (the world's one pre-step hook for all of them). A planar base (two
+prismatic joints with velocity motors set once per crowd tick, no Python per step at all) was measured against it
+(``python -m bench.world --only-drive``): its links and motors cost the engine ~4 us each per step whether or not
+anything touches, 1.8-2.4x the CPU of this drive at 373 people, 0.7x at 3 (docs/WORLD.md "People in the physics
+world").
 """
 from __future__ import annotations
 
