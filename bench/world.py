@@ -246,6 +246,216 @@ def embodied_section(steps: int, rounds: int = 2) -> list[str]:
             f"{per[True] / per[False]:.2f}x"]
 
 
+# --- the fair bare world: the demo's own trial replayed in plain pybullet ------------------------------------------
+class FairBare:
+    """Plain pybullet of a trial's scene, written from its log: the floor, gravity, time step and solver settings
+    hil's world uses (World() with nothing in it), the map's walls, `hil urdf`'s commbot loaded with fixed links
+    merged at the logged start pose, every moving joint on a velocity motor with its effort as force (the wheels'
+    targets the logged wheel speeds over each crowd tick, the servos' 0), and the log's people as upright capsules
+    (hil's size and density) on two prismatic joints whose velocity motors take each person's logged velocity once
+    per crowd tick with the push limit (m x MAX_DRIVE_ACCEL) as force; people appear and leave as the log says.
+    Only p.stepSimulation() between ticks and one batched motor call per body per tick: a pybullet user's cheapest
+    faithful scene."""
+
+    def __init__(self, log_path: Path, tmp: Path):
+        from urllib.parse import parse_qs, urlsplit
+
+        from hil.firmware_sim.world.pedestrians import BODY_DENSITY_KG_M3, MAX_DRIVE_ACCEL
+        from hil.trial.record.log import read_log
+
+        from .loop import _quiet_stdout
+
+        messages = read_log(log_path).messages
+        query = parse_qs(urlsplit(messages["/trial/meta"][0].data["buses"][0]["url"]).query)
+        x0, y0, yaw0 = (float(v) for v in query["pose"][0].split(","))
+        self.world = World()
+        c = self.client = self.world.client
+        self.walls = len(self.world.add_map(load_map(query["map"][0])))
+        urdf, model = commbot_urdf(tmp)
+        flags = p.URDF_USE_INERTIA_FROM_FILE | p.URDF_USE_IMPLICIT_CYLINDER | p.URDF_MERGE_FIXED_LINKS
+        with _quiet_stdout():  # pybullet's C code narrates every merge on stdout
+            self.body = p.loadURDF(str(urdf), basePosition=(x0, y0, 0.2),
+                                   baseOrientation=p.getQuaternionFromEuler((0, 0, yaw0)), flags=flags,
+                                   physicsClientId=c)
+        names = {p.getJointInfo(self.body, j, physicsClientId=c)[1].decode(): j
+                 for j in range(p.getNumJoints(self.body, physicsClientId=c))}
+        kinds = {part.bus_id: part.kind for part in model.parts}
+        self.joints = [(names[j.name], j.limits.effort or 1.0) for j in model.moving_joints]
+        wheels = sorted((p.getJointInfo(self.body, names[j.name], physicsClientId=c)[14][1], names[j.name])
+                        for j in model.moving_joints if kinds[j.bus_id] == "wheel")
+        self.wheels = {"base.wheel_right": wheels[0][1], "base.wheel_left": wheels[-1][1]}  # right: the lower y
+        self.links = p.getNumJoints(self.body, physicsClientId=c) + 1
+        self.steps_per_tick = max(1, round(0.1 / self.world.time_step_s))
+        states = messages.get("/robot/state", [])
+        self.ticks = []  # per crowd tick: ({joint: target velocity}, [(id, x, y, vx, vy, radius, height)])
+        people = {round(m.t, 6): m.data["people"] for m in messages.get("/pedestrians", [])}
+        for before, after in zip(states, states[1:]):
+            dt = after.t - before.t
+            wheel = {index: (after.data["joints"][name] - before.data["joints"][name]) / dt
+                     for name, index in self.wheels.items()}
+            crowd = [(q["id"], q["x"], q["y"], q["vx"], q["vy"], q.get("radius", 0.25), q.get("height", 1.7))
+                     for q in people.get(round(before.t, 6), [])]
+            self.ticks.append((wheel, crowd))
+        self.density, self.push_accel = BODY_DENSITY_KG_M3, MAX_DRIVE_ACCEL
+        self.mean_people = statistics.fmean(len(t[1]) for t in self.ticks) if self.ticks else 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        """Everyone removed, the robot's motors to their start."""
+        for body in getattr(self, "people", {}).values():
+            p.removeBody(body, physicsClientId=self.client)
+        self.people: dict[int, int] = {}
+        self.masses: dict[int, float] = {}
+        for index, effort in self.joints:
+            p.setJointMotorControl2(self.body, index, p.VELOCITY_CONTROL, targetVelocity=0.0, force=effort,
+                                    physicsClientId=self.client)
+
+    def _spawn(self, pid: int, x: float, y: float, radius: float, height: float) -> None:
+        c, zero, still = self.client, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)
+        length = max(0.0, height - 2 * radius)
+        shape = p.createCollisionShape(p.GEOM_CAPSULE, radius=radius, height=length, physicsClientId=c)
+        mass = self.density * 3.141592653589793 * radius ** 2 * (length + 4 * radius / 3)
+        body = p.createMultiBody(0.0, -1, -1, basePosition=(x, y, height / 2), linkMasses=[1e-3, mass],
+                                 linkCollisionShapeIndices=[-1, shape], linkVisualShapeIndices=[-1, -1],
+                                 linkPositions=[zero, zero], linkOrientations=[still, still],
+                                 linkInertialFramePositions=[zero, zero], linkInertialFrameOrientations=[still, still],
+                                 linkParentIndices=[0, 1], linkJointTypes=[p.JOINT_PRISMATIC] * 2,
+                                 linkJointAxis=[(1, 0, 0), (0, 1, 0)], physicsClientId=c)
+        p.changeDynamics(body, 1, lateralFriction=0.0, physicsClientId=c)
+        p.setCollisionFilterPair(self.world.floor_id, body, -1, 1, 0, physicsClientId=c)
+        self.people[pid], self.masses[pid] = body, mass
+
+    def run(self, ticks: int) -> float:
+        """Steps ``ticks`` crowd ticks of the log from its start (people from nothing); the simulated seconds."""
+        self.reset()
+        c, step = self.client, p.stepSimulation
+        for wheel, crowd in self.ticks[:ticks]:
+            wanted = {row[0] for row in crowd}
+            for pid in [pid for pid in self.people if pid not in wanted]:
+                p.removeBody(self.people.pop(pid), physicsClientId=c)
+            for pid, x, y, vx, vy, radius, height in crowd:
+                if pid not in self.people:
+                    self._spawn(pid, x, y, radius, height)
+                force = self.masses[pid] * self.push_accel
+                p.setJointMotorControlArray(self.people[pid], [0, 1], p.VELOCITY_CONTROL, targetVelocities=[vx, vy],
+                                            forces=[force, force], physicsClientId=c)
+            for index, velocity in wheel.items():
+                p.setJointMotorControl2(self.body, index, p.VELOCITY_CONTROL, targetVelocity=velocity,
+                                        force=dict(self.joints)[index], physicsClientId=c)
+            for _ in range(self.steps_per_tick):
+                step(physicsClientId=c)
+        return min(ticks, len(self.ticks)) * self.steps_per_tick * self.world.time_step_s
+
+    def close(self) -> None:
+        self.world.close()
+
+
+def drive_section(sizes: tuple[int, ...] = (3, 373), seconds: float = 1.0, rounds: int = 2) -> dict:
+    """The people's drive at both ends: hil's Pedestrians (free capsules, rotation locked, two calls a person a
+    step) against a planar base (two prismatic joints, velocity motors set once per 0.1 s tick at the drive's force,
+    nothing per step), the same people in the arcade (random places and velocities, seed 1), CPU per simulated s
+    with a sync every tick; alternating, least of ``rounds``."""
+    import random
+
+    from hil.firmware_sim.world.pedestrians import (DRIVE_TAU_S, MAX_DRIVE_ACCEL, PedestrianIntent, Pedestrians)
+
+    def planar(world, intents):
+        holder = FairBare.__new__(FairBare)
+        holder.world, holder.client, holder.density, holder.people, holder.masses = world, world.client, 985.0, {}, {}
+        for it in intents:
+            holder._spawn(it.id, it.x, it.y, it.radius, it.height)
+
+        def sync():
+            for it in intents:
+                body, mass = holder.people[it.id], holder.masses[it.id]
+                (_, vx, _, _), (_, vy, _, _) = p.getJointStates(body, [0, 1], physicsClientId=world.client)
+                dx, dy = it.vx - vx, it.vy - vy
+                k = mass * min(1 / DRIVE_TAU_S, MAX_DRIVE_ACCEL / max(1e-9, (dx * dx + dy * dy) ** 0.5))
+                p.setJointMotorControlArray(body, [0, 1], p.VELOCITY_CONTROL, targetVelocities=[it.vx, it.vy],
+                                            forces=[k * abs(dx), k * abs(dy)], physicsClientId=world.client)
+        return sync
+
+    def run(kind: str, n: int) -> float:
+        rng = random.Random(1)
+        intents = [PedestrianIntent(i, rng.uniform(-18, 18), rng.uniform(-8, 8), rng.uniform(-1, 1),
+                                    rng.uniform(-1, 1)) for i in range(n)]
+        with World() as world:
+            world.add_map(load_map("arcade"))
+            if kind == "hil":
+                people = Pedestrians(world)
+
+                def sync():
+                    people.states()
+                    people.sync(intents)
+            else:
+                sync = planar(world, intents)
+            every = round(0.1 / world.time_step_s)
+            steps = round(seconds / world.time_step_s)
+            cpu0 = time.process_time()
+            for k in range(steps):
+                if k % every == 0:
+                    sync()
+                world.step()
+            return (time.process_time() - cpu0) / (steps * world.time_step_s)
+
+    out = {}
+    print("the people's drive: CPU s per simulated s, arcade, random people, a sync every 0.1 s, least of "
+          f"{rounds} alternating rounds")
+    for n in sizes:
+        got = {"hil": [], "planar": []}
+        for r in range(rounds):
+            for kind in (("hil", "planar") if r % 2 == 0 else ("planar", "hil")):
+                got[kind].append(run(kind, n))
+        out[n] = {k: min(v) for k, v in got.items()}
+        print(f"  {n:4d} people: hil's free capsules {out[n]['hil']:.4f}, planar base on motors "
+              f"{out[n]['planar']:.4f} (planar / hil {out[n]['planar'] / out[n]['hil']:.2f}x)")
+    return out
+
+
+def fair_section(long_s: float, short_s: float, rounds: int, extra: dict, label: str) -> dict:
+    """hil's loop against the fair bare world of its own log: the demo trial (cameras off, ``extra``) LONG and
+    SHORT s each in a child process (bench.loop: start-up apart, wall and CPU with the crowd's), the bare world
+    of the LONG trial's log stepped LONG - SHORT s; alternating rounds, least of each; hil/bare by wall and CPU."""
+    from hil.trial import Trial
+    from hil.trial.presets import demo_spec
+
+    from .loop import ROOT, CpuMeter, trial_walls
+
+    spec_extra = {"camera_rate": 0.0, **extra}
+    with tempfile.TemporaryDirectory(prefix="hil-bench-fair-") as tmp, CpuMeter() as cpu:
+        Trial(spec=demo_spec(duration=long_s, **spec_extra)).run(Path(tmp) / "log").raise_for_status()
+        bare = FairBare(Path(tmp) / "log" / "trial.mcap", Path(tmp))
+        hil_wall, hil_cpu, bare_wall, bare_cpu = [], [], [], []
+        try:
+            ticks = round((long_s - short_s) / 0.1)
+            for r in range(rounds):
+                for side in (("hil", "bare") if r % 2 == 0 else ("bare", "hil")):
+                    if side == "hil":
+                        got = trial_walls(ROOT, [(long_s, spec_extra, True), (short_s, spec_extra, True)])
+                        hil_wall.append((got[0]["wall_s"] - got[1]["wall_s"]) / (long_s - short_s))
+                        hil_cpu.append((got[0]["cpu_s"] - got[1]["cpu_s"]) / (long_s - short_s))
+                    else:
+                        bare.run(round(short_s / 0.1))  # warm: the same people, caches
+                        start, cpu0 = time.perf_counter(), time.process_time()
+                        sim = bare.run(ticks)
+                        bare_wall.append((time.perf_counter() - start) / sim)
+                        bare_cpu.append((time.process_time() - cpu0) / sim)
+            people = bare.mean_people
+        finally:
+            bare.close()
+    row = {"hil_wall": min(hil_wall), "hil_cpu": min(hil_cpu), "bare_wall": min(bare_wall),
+           "bare_cpu": min(bare_cpu), "people": people, "others": cpu.others}
+    print(f"  {label}: {long_s:g} s - {short_s:g} s trials, {rounds} alternating round(s), least; mean people "
+          f"{people:.1f}")
+    print(f"    hil loop   {row['hil_wall']:.3f} wall s / sim s (RTF {1 / row['hil_wall']:.2f}), "
+          f"{row['hil_cpu']:.3f} CPU s / sim s")
+    print(f"    fair bare  {row['bare_wall']:.3f} wall s / sim s (RTF {1 / row['bare_wall']:.2f}), "
+          f"{row['bare_cpu']:.3f} CPU s / sim s")
+    print(f"    hil at {row['bare_wall'] / row['hil_wall']:.0%} of its fair bare world's speed by wall, "
+          f"{row['bare_cpu'] / row['hil_cpu']:.0%} by CPU; {cpu.note()}")
+    return row
+
+
 # --- main ------------------------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> dict:
@@ -253,7 +463,19 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per round (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per side (default 5)")
     parser.add_argument("--smoke", action="store_true", help="smallest settings (0.5 s, 2 rounds): runs, prints")
+    parser.add_argument("--fair", default="demo,crowded", help="fair bare world sections: demo, crowded, none "
+                                                               "(default demo,crowded)")
+    parser.add_argument("--fair-rounds", type=int, default=2, help="alternating rounds of each fair section")
+    parser.add_argument("--fair-seconds", default="30,10", help="LONG,SHORT simulated s of the fair sections' "
+                                                                 "trials (default 30,10)")
+    parser.add_argument("--only-fair", action="store_true", help="the fair bare world sections only")
+    parser.add_argument("--only-drive", action="store_true", help="the people's drive section only")
     args = parser.parse_args(argv)
+    fair = [] if args.fair == "none" else args.fair.split(",")
+    if args.only_fair:
+        return fair_sections(fair, args.fair_rounds, args.smoke, args.fair_seconds)
+    if args.only_drive:
+        return drive_section((3, 30) if args.smoke else (3, 30, 100, 373), 0.3 if args.smoke else 1.0)
     if args.smoke:
         args.seconds, args.rounds = 0.5, 2
     dt = DEFAULT_TIME_STEP_S
@@ -292,7 +514,28 @@ def main(argv: list[str] | None = None) -> dict:
                 side.close()
     for line in sensor_ring_section(dt, min(steps, 1200)) + embodied_section(steps, max(2, args.rounds // 2)):
         print(line)
-    return {"rtf_hil": rtf_hil, "rtf_bare_merged": rtf_merged, "rtf_bare": rtf_bare, "ratio": rtf_hil / rtf_merged}
+    out = {"rtf_hil": rtf_hil, "rtf_bare_merged": rtf_merged, "rtf_bare": rtf_bare, "ratio": rtf_hil / rtf_merged}
+    out["drive"] = drive_section((3, 30) if args.smoke else (3, 30, 100, 373), 0.3 if args.smoke else 1.0)
+    out.update(fair_sections(fair, args.fair_rounds, args.smoke, args.fair_seconds))
+    return out
+
+
+CROWDED = {"crowd_start": "sat 14:00", "crowd_scale": 100.0, "scenario": None}
+
+
+def fair_sections(names: list[str], rounds: int, smoke: bool, seconds: str = "30,10") -> dict:
+    """The demo (cameras off) and the crowded trial (crowd_scale 100, Saturday 14:00) beside their fair bare worlds."""
+    long_s, short_s = (float(x) for x in seconds.split(","))
+    out = {}
+    if names:
+        print("the trial's loop against the fair bare world of its own log (bench.world FairBare)")
+    if "demo" in names:
+        out["fair_demo"] = fair_section(2.0 if smoke else long_s, 1.0 if smoke else short_s, 1 if smoke else rounds, {},
+                                        "the demo")
+    if "crowded" in names:
+        out["fair_crowded"] = fair_section(1.0 if smoke else long_s, 0.5 if smoke else short_s, 1 if smoke else rounds,
+                                           {} if smoke else CROWDED, "crowd_scale 100, Saturday 14:00")
+    return out
 
 
 if __name__ == "__main__":

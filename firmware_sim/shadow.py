@@ -31,6 +31,7 @@ from hil.devices.descriptor.schema import Sensor
 
 from .sensors.range_ring import RangeRingModel, RingReading
 from .world import Map, World
+from .world.pedestrians import capsule_shapes
 
 CAPSULE_RGBA = (0.85, 0.55, 0.3, 1.0)
 UPRIGHT = (0.0, 0.0, 0.0, 1.0)
@@ -106,11 +107,7 @@ class ShadowWorld:
         """One collision/visual shape pair per body size (a crowd has a handful of sizes)."""
         key = (radius, height)
         if key not in self._shapes:
-            length = max(0.0, height - 2 * radius)
-            shape = p.createCollisionShape(p.GEOM_CAPSULE, radius=radius, height=length, physicsClientId=self.client)
-            visual = p.createVisualShape(p.GEOM_CAPSULE, radius=radius, length=length, rgbaColor=CAPSULE_RGBA,
-                                         physicsClientId=self.client)
-            self._shapes[key] = (shape, visual)
+            self._shapes[key] = capsule_shapes(self.client, radius, height, CAPSULE_RGBA)
         return self._shapes[key]
 
     # --- the ring --------------------------------------------------------------------------------------------

@@ -111,3 +111,26 @@ def test_the_robots_ring_sees_a_pedestrian():
         origin, _ = embodied.robot.link_pose(4, "ring")
         expected = 1.2 - 0.25 - (origin[0] + ring.model.config.origin_radius_m)
         assert front == pytest.approx(expected, abs=0.06)
+
+
+def test_people_pushed_from_the_side_and_below_their_centre_stay_upright():
+    """A low box driven into a person's legs (a push 1.2 m below their centre of mass) and two people colliding:
+    every person's orientation stays within 1e-6 rad of upright, where a free capsule topples."""
+    with World() as world:
+        c = world.client
+        box = p.createMultiBody(500.0, p.createCollisionShape(p.GEOM_BOX, halfExtents=[0.2, 0.2, 0.1],
+                                                              physicsClientId=c),
+                                basePosition=[-1.0, 0.0, 0.1], physicsClientId=c)
+        p.changeDynamics(box, -1, lateralFriction=0.0, physicsClientId=c)
+        people = Pedestrians(world)
+        people.sync([PedestrianIntent(1, 0.0, 0.0, 0.0, 0.0), PedestrianIntent(2, 1.0, 0.2, -1.0, 0.0)])
+        for _ in range(int(2.0 / world.time_step_s)):
+            p.resetBaseVelocity(box, (2.0, 0.0, 0.0), (0.0, 0.0, 0.0), physicsClientId=c)  # a robot driving on
+            world.step()
+        tilts = []
+        for body in people.bodies.values():
+            _, (qx, qy, qz, _) = p.getBasePositionAndOrientation(body, physicsClientId=c)
+            tilts.append(2 * max(abs(qx), abs(qy), abs(qz)))
+        (one, two) = people.states()
+        assert one.x > 1.0, f"the box pushed person 1 along: x {one.x:.2f}"
+        assert max(tilts) < 1e-6, tilts

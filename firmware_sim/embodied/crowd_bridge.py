@@ -175,8 +175,7 @@ class CrowdBridge:
 
     def _stand(self) -> None:
         """While no crowd decides where people go, they stop walking (physics still acts on them)."""
-        for person in self.pedestrians.intended:
-            self.pedestrians.intended[person] = (0.0, 0.0)
+        self.pedestrians.stand()
 
     def states(self) -> list[dict]:
         """Every person's actual state with what the crowd says of them: [{id, type, x, y, vx, vy, radius, gaze}]."""

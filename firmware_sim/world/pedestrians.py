@@ -2,13 +2,23 @@
 the physics engine resolves what happens when bodies meet.
 
 The crowd simulator decides each person's intended velocity; here every person is an upright capsule pushed
-toward that velocity by a horizontal force (F = m (v_intended - v) / tau, capped), so a person walks freely
-where the way is clear and is stopped, pushed or deflected by the robot, walls or other people when bodies
-collide. Their actual positions and velocities go back to the crowd. Capsules never topple: their orientation is
-held upright and their spin cancelled before every step. The sensor ring sees them like any other body.
+toward that velocity by a horizontal force (F = m (v_intended - v) / tau, capped at m x ``MAX_DRIVE_ACCEL``, the
+person's push limit), so a person walks freely where the way is clear and is stopped, pushed or deflected by the
+robot, walls or other people when bodies collide. Their actual positions and velocities go back to the crowd.
+The sensor ring sees them like any other body.
+
+Upright without work per step: a capsule's rotational inertia is ``LOCKED_INERTIA_KG_M2`` (contacts' torques
+turned people by ~1e-9 rad in 1.5 s among 373 of them; it grows with the square of time, ~1e-4 rad in 10 min), so
+the engine never tips or spins a person and the drive only reads each person's velocity and applies the force, two
+pybullet calls per person per physics step (the world's one pre-step hook for all of them). A planar base (two
+prismatic joints with velocity motors set once per crowd tick, no Python per step at all) was measured against it
+(``python -m bench.world --only-drive``): its links and motors cost the engine ~4 us each per step whether or not
+anything touches, 1.8-2.4x the CPU of this drive at 373 people, 0.7x at 3 (docs/WORLD.md "People in the physics
+world").
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pybullet as p
@@ -18,7 +28,10 @@ from .world import World
 BODY_DENSITY_KG_M3 = 985.0  # a person is about as dense as water
 DRIVE_TAU_S = 0.25  # how quickly a person reaches the intended velocity on free ground
 MAX_DRIVE_ACCEL = 3.0  # m/s^2: a person cannot push harder than this (robot contact wins beyond it)
+LOCKED_INERTIA_KG_M2 = 1e12  # every axis: a torque of 1e3 N m turns a person by 1e-9 rad/s^2
 UPRIGHT = (0.0, 0.0, 0.0, 1.0)
+AT_CENTRE = (0.0, 0.0, 0.0)  # the force's point in the capsule's frame: its centre of mass
+PERSON_RGBA = (0.85, 0.55, 0.3, 1.0)
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,14 @@ class PedestrianState:
     vy: float
 
 
+def capsule_shapes(client: int, radius: float, height: float, rgba: tuple[float, ...]) -> tuple[int, int]:
+    """A person's collision and visual capsule (``height`` overall, ends included) in ``client``."""
+    length = max(0.0, height - 2 * radius)
+    shape = p.createCollisionShape(p.GEOM_CAPSULE, radius=radius, height=length, physicsClientId=client)
+    visual = p.createVisualShape(p.GEOM_CAPSULE, radius=radius, length=length, rgbaColor=rgba, physicsClientId=client)
+    return shape, visual
+
+
 class Pedestrians:
     """The bodies of the crowd in a world; :meth:`sync` once per crowd tick, the world steps in between."""
 
@@ -54,6 +75,9 @@ class Pedestrians:
         self.bodies: dict[int, int] = {}  # person id -> pybullet body
         self.masses: dict[int, float] = {}
         self.intended: dict[int, tuple[float, float]] = {}
+        self._shapes: dict[tuple[float, float], tuple[int, int]] = {}
+        self._driven: list[tuple[int, int, float]] = []  # (person, body, mass) in the order of ``bodies``
+        self._person_of: dict[int, int] = {}  # pybullet body -> person id (touching() runs every step)
         world.add_pre_step(self._drive)
 
     def sync(self, intents: list[PedestrianIntent]) -> None:
@@ -66,6 +90,11 @@ class Pedestrians:
                 self._spawn(intent)
             self.intended[intent.id] = (intent.vx, intent.vy)
 
+    def stand(self) -> None:
+        """Everyone intends to stand still (no crowd decides where they go); physics still acts on them."""
+        for person in self.intended:
+            self.intended[person] = (0.0, 0.0)
+
     def states(self) -> list[PedestrianState]:
         out = []
         for person, body in sorted(self.bodies.items()):
@@ -77,8 +106,8 @@ class Pedestrians:
     def touching(self, contact_points) -> list[int]:
         """Ids of the people among ``contact_points`` (pybullet's, of one body: e.g. ``RobotBody.contact_points()``)
         as body B: ground truth from the engine, unlike a distance test on centres and radii."""
-        by_body = {body: person for person, body in self.bodies.items()}
-        return sorted({by_body[c[2]] for c in contact_points if c[2] in by_body})
+        by_body = self._person_of
+        return sorted({by_body[c[2]] for c in contact_points if c[2] in by_body}) if contact_points else []
 
     def clear(self) -> None:
         """Every person's body removed, the newest first (a world put back to its start): pybullet hands freed ids
@@ -86,38 +115,44 @@ class Pedestrians:
         for person, _ in sorted(self.bodies.items(), key=lambda item: -item[1]):
             self._remove(person)
 
+    def _shape(self, radius: float, height: float) -> tuple[int, int]:
+        """One collision/visual shape pair per body size (a crowd has a handful of sizes)."""
+        key = (radius, height)
+        if key not in self._shapes:
+            self._shapes[key] = capsule_shapes(self.client, radius, height, PERSON_RGBA)
+        return self._shapes[key]
+
     def _spawn(self, intent: PedestrianIntent) -> None:
         length = max(0.0, intent.height - 2 * intent.radius)
-        shape = p.createCollisionShape(p.GEOM_CAPSULE, radius=intent.radius, height=length, physicsClientId=self.client)
-        visual = p.createVisualShape(p.GEOM_CAPSULE, radius=intent.radius, length=length,
-                                     rgbaColor=(0.85, 0.55, 0.3, 1.0), physicsClientId=self.client)
-        volume = 3.14159 * intent.radius ** 2 * (length + 4 * intent.radius / 3)
-        mass = BODY_DENSITY_KG_M3 * volume
+        shape, visual = self._shape(intent.radius, intent.height)
+        mass = BODY_DENSITY_KG_M3 * math.pi * intent.radius ** 2 * (length + 4 * intent.radius / 3)
         body = p.createMultiBody(mass, shape, visual, basePosition=(intent.x, intent.y, intent.height / 2 + 0.001),
                                  physicsClientId=self.client)
         p.changeDynamics(body, -1, lateralFriction=0.0, linearDamping=0.0, angularDamping=0.0,
+                         localInertiaDiagonal=(LOCKED_INERTIA_KG_M2,) * 3,
                          physicsClientId=self.client)  # people glide on the floor model: the drive does the walking
         self.bodies[intent.id], self.masses[intent.id] = body, mass
         if intent.surface is not None:
             self.world.set_surface(body, -1, intent.surface)
+        self._person_of[body] = intent.id
+        self._driven = [(person, b, self.masses[person]) for person, b in self.bodies.items()]
 
     def _remove(self, person: int) -> None:
         body = self.bodies.pop(person)
         p.removeBody(body, physicsClientId=self.client)
         self.world.forget_body(body)
+        self._person_of.pop(body, None)
         self.masses.pop(person, None)
         self.intended.pop(person, None)
+        self._driven = [(pid, b, self.masses[pid]) for pid, b in self.bodies.items()]
 
     def _drive(self, world: World) -> None:
-        client = self.client
-        for person, body in self.bodies.items():
-            position, _ = p.getBasePositionAndOrientation(body, physicsClientId=client)
-            (vx, vy, vz), _ = p.getBaseVelocity(body, physicsClientId=client)
-            p.resetBasePositionAndOrientation(body, position, UPRIGHT, physicsClientId=client)
-            p.resetBaseVelocity(body, (vx, vy, vz), (0.0, 0.0, 0.0), physicsClientId=client)
-            tx, ty = self.intended.get(person, (0.0, 0.0))
+        """Before every physics step: each person's drive force from their velocity now (two calls a person)."""
+        client, intended = self.client, self.intended
+        velocity, push, frame = p.getBaseVelocity, p.applyExternalForce, p.LINK_FRAME
+        for person, body, mass in self._driven:
+            (vx, vy, _), _ = velocity(body, physicsClientId=client)
+            tx, ty = intended.get(person, (0.0, 0.0))
             ax, ay = (tx - vx) / DRIVE_TAU_S, (ty - vy) / DRIVE_TAU_S
             scale = min(1.0, MAX_DRIVE_ACCEL / max(1e-9, (ax * ax + ay * ay) ** 0.5))
-            mass = self.masses[person]
-            p.applyExternalForce(body, -1, (mass * ax * scale, mass * ay * scale, 0.0), position, p.WORLD_FRAME,
-                                 physicsClientId=client)
+            push(body, -1, (mass * ax * scale, mass * ay * scale, 0.0), AT_CENTRE, frame, physicsClientId=client)
