@@ -106,7 +106,7 @@ def render_costs(frames: int, sizes: tuple[tuple[int, int], ...] = SIZES) -> lis
                 scene.extend(people_scene(people, gait.update(time.perf_counter(), people), 0, legend))
                 with gl.ctx:
                     rgb, labels, z, cos = gl.render(view, projection, scene.pack())
-                depth.apply(z, cos)
+                depth.apply(z, cos, 0)
 
             rows.append(("moderngl-egl (ours)", size, f"{_time(ours, frames) * 1000:.1f} ms"))
         except RendererUnavailable as exc:
@@ -117,7 +117,7 @@ def render_costs(frames: int, sizes: tuple[tuple[int, int], ...] = SIZES) -> lis
             rgb, labels, z, cos, _ = tiny.render_world(world.client, view, projection, 0.05, 12.0, fx, fx,
                                                        (width - 1) / 2, (height - 1) / 2, world, robot,
                                                        walkers.bodies)
-            depth.apply(z, cos)
+            depth.apply(z, cos, 0)
 
         rows.append(("tinyrenderer (pybullet)", size, f"{_time(pybullet_tiny, max(2, frames // 3)) * 1000:.1f} ms"))
         rows.append(("pybullet-egl plugin", size, _pybullet_egl_child(width, height, frames)))
