@@ -18,6 +18,20 @@ stores its own calibration would.
             params: {dropout_angle50_deg: 31.0, dropout_width_deg: 3.0, noise_sigma_m: [0.01, 0.02]}
             fit: {...}
 
+A depth camera's entry (``hil calibrate camera``) holds its numbers where the camera's params keep them, under
+``depth`` (:data:`CAMERA_DEPTH_PARAMS`), and its surfaces' laws in the keys a camera's ``depth.surfaces`` takes
+(:data:`CAMERA_SURFACE_PARAMS`):
+
+      - part: camera
+        sensor: camera
+        params: {depth: {dropout_angle50_deg: 70.8, dropout_width_deg: 4.1, noise_z2: 0.0016}}
+        fit: {...}
+        surfaces: {glass: {params: {dropout_angle50_deg: 50.2, dropout_width_deg: 2.1, noise_z2: 0.0016}}}
+
+An entry is a camera's when its params hold ``depth`` or a surface's hold ``noise_z2``; mixing the ring's keys in is
+refused at file:line. :func:`apply` merges ``depth`` into the camera's depth params (the range limits, the
+projector stay the part's) and the surfaces into its ``depth.surfaces``.
+
 ``params`` is the law on the default surface (the one every file before surfaces meant, and what a body that
 names no surface is); each ``surfaces`` entry goes into the sensor's param ``surfaces`` (its law measured on that
 surface, firmware_sim/sensors/surface_law.py), only dropout and noise (:data:`SURFACE_PARAMS`). An entry needs
@@ -45,6 +59,9 @@ PARAM_BOUNDS = {"dropout_angle50_deg": (0.0, 180.0), "dropout_width_deg": (0.001
                 "noise_sigma_m": (0.0, 1.0), "min_range_m": (0.0, 100.0), "max_range_m": (0.001, 100.0)}
 ENTRY_KEYS = ("part", "serial", "sensor", "params", "fit", "surfaces")
 SURFACE_PARAMS = ("dropout_angle50_deg", "dropout_width_deg", "noise_sigma_m")
+CAMERA_DEPTH_PARAMS = ("dropout_angle50_deg", "dropout_width_deg", "noise_z2", "min_range_m", "max_range_m")
+CAMERA_SURFACE_PARAMS = ("dropout_angle50_deg", "dropout_width_deg", "noise_z2")
+CAMERA_BOUNDS = {"noise_z2": (0.0, 1.0)}  # sigma = noise_z2 z^2: 1 would be a metre of noise at 1 m
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,7 @@ class SensorCalibration:
     fit: dict[str, Any] = field(default_factory=dict)
     line: int | None = None
     surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)  # surface -> its params
+    camera: bool = False  # a depth camera's entry: params {depth: {...}}, surfaces in depth.surfaces
 
     def matches(self, desc: PartDescriptor, serial: int | None) -> bool:
         return desc.name == self.part and (self.serial is None or self.serial == serial)
@@ -82,8 +100,14 @@ def apply(desc: PartDescriptor, entries: tuple[SensorCalibration, ...]) -> PartD
         if k is None:
             raise ConfigError("calibration", entry.line, f"part {desc.name} has no sensor {entry.sensor!r} "
                                                          f"(it has {', '.join(s.name for s in desc.sensors) or 'none'})")
-        params = {**sensors[k].params, **entry.params}
-        if entry.surfaces:  # every surface kept: the part's own, replaced by name with the entry's
+        if entry.camera:  # the camera's depth params: the entry's replace theirs, range limits and projector stay
+            depth = {**dict(sensors[k].params.get("depth") or {}), **entry.params.get("depth", {})}
+            if entry.surfaces:
+                depth["surfaces"] = {**dict(depth.get("surfaces") or {}), **entry.surfaces}
+            params = {**sensors[k].params, "depth": depth}
+        else:
+            params = {**sensors[k].params, **entry.params}
+        if entry.surfaces and not entry.camera:  # every surface kept: the part's own, replaced by name
             params["surfaces"] = {**dict(sensors[k].params.get("surfaces") or {}), **entry.surfaces}
         sensors[k] = replace(sensors[k], params=params)
     return replace(desc, sensors=tuple(sensors))
@@ -118,16 +142,43 @@ def _entry(entry: Any, index: int, source: str, doc: SourceDict) -> SensorCalibr
         raise entry.error("serial", f"{what}: serial must be an integer of 64 bits, not {serial!r}")
     if not isinstance(params, SourceDict):
         raise entry.error("params", f"{what}: params must be a mapping")
-    check_keys(params, CALIBRATED_PARAMS, f"{what} params", "param")
-    for name, value in params.items():
-        why = param_error(name, value)
+    camera = "depth" in params or any("noise_z2" in one for one in surfaces.values())
+    if camera:
+        _camera_params(entry, params, surfaces, what)
+    else:
+        check_keys(params, CALIBRATED_PARAMS, f"{what} params", "param")
+        for name, value in params.items():
+            why = param_error(name, value)
+            if why is not None:
+                raise params.error(name, f"{what}: {why}")
+        why = params_error(params)
         if why is not None:
-            raise params.error(name, f"{what}: {why}")
-    why = params_error(params)
-    if why is not None:
-        raise params.error("max_range_m", f"{what}: {why}")
+            raise params.error("max_range_m", f"{what}: {why}")
     fit = entry.get("fit") or {}
-    return SensorCalibration(part, sensor, _plain(params), serial, _plain(fit), entry.line, surfaces)
+    return SensorCalibration(part, sensor, _plain(params), serial, _plain(fit), entry.line, surfaces, camera)
+
+
+def _camera_params(entry: SourceDict, params: SourceDict, surfaces: dict[str, dict[str, Any]], what: str) -> None:
+    """A depth camera's entry: params only ``depth`` (CAMERA_DEPTH_PARAMS), surfaces only CAMERA_SURFACE_PARAMS."""
+    check_keys(params, ("depth",), f"{what} params (a depth camera's)", "param")
+    depth = params.get("depth")
+    if depth is not None:
+        if not isinstance(depth, SourceDict):
+            raise params.error("depth", f"{what}: depth must be a mapping of {', '.join(CAMERA_DEPTH_PARAMS)}")
+        check_keys(depth, CAMERA_DEPTH_PARAMS, f"{what} depth params", "param")
+        for name, value in depth.items():
+            why = param_error(name, value)
+            if why is not None:
+                raise depth.error(name, f"{what} depth: {why}")
+        why = params_error(depth)
+        if why is not None:
+            raise depth.error("max_range_m", f"{what} depth: {why}")
+    table = entry.get("surfaces")
+    for name, one in surfaces.items():
+        wrong = [key for key in one if key not in CAMERA_SURFACE_PARAMS]
+        if wrong:
+            raise table.error(name, f"{what} surface {name}: {wrong[0]} is a range ring's param; a depth camera's "
+                                    f"surface takes {', '.join(CAMERA_SURFACE_PARAMS)}")
 
 
 def _surfaces(entry: SourceDict, what: str) -> dict[str, dict[str, Any]]:
@@ -147,7 +198,8 @@ def _surfaces(entry: SourceDict, what: str) -> dict[str, dict[str, Any]]:
             raise table.error(name, f"{where} must be a mapping {{params, fit}}")
         check_keys(one, ("params", "fit"), where)
         params = require(one, "params", dict, where)
-        check_keys(params, SURFACE_PARAMS, f"{where} params", "param")
+        check_keys(params, tuple(dict.fromkeys(SURFACE_PARAMS + CAMERA_SURFACE_PARAMS)), f"{where} params",
+                   "param")
         for key, value in params.items():
             why = param_error(key, value)
             if why is not None:
@@ -159,9 +211,10 @@ def _surfaces(entry: SourceDict, what: str) -> dict[str, dict[str, Any]]:
 def param_error(name: str, value: Any) -> str | None:
     """Why ``value`` cannot be the calibrated param ``name`` (None: it can). The one check of a CAL.yaml's
     numbers: the loader refuses with it at file:line, and ``hil calibrate fit`` never writes what it refuses."""
-    if name not in PARAM_BOUNDS:
+    bounds = {**PARAM_BOUNDS, **CAMERA_BOUNDS}
+    if name not in bounds:
         return f"unknown param {name!r}; known: {', '.join(CALIBRATED_PARAMS)}"
-    low, high = PARAM_BOUNDS[name]
+    low, high = bounds[name]
     if name == "noise_sigma_m":
         if not isinstance(value, (list, tuple)) or len(value) != 2:
             return f"noise_sigma_m must be [a, b] (sigma = a + b * range), not {value!r}"

@@ -73,7 +73,7 @@ class FileSource:
             self.frames = self._video_frames(spec)
             calibration = self.path.with_suffix(".yaml")
         self.has_depth = self.frames[0].depth is not None
-        self.intrinsics, self.depth_scale = _calibration(calibration) if calibration.is_file() else (
+        self.intrinsics, self.depth_scale = read_calibration(calibration) if calibration.is_file() else (
             Pinhole(**spec.pinhole()), DEPTH_SCALE)
         size = self._size()
         if size != (self.intrinsics.width, self.intrinsics.height):
@@ -127,20 +127,7 @@ class FileSource:
         return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
 
     def _depth(self, path: Path) -> np.ndarray:
-        cv2 = _cv2()
-        raw = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-        if raw is None:
-            raise RecordingError(f"{path}: not an image OpenCV can read")
-        if raw.dtype != np.uint16 or raw.ndim != 2:
-            channels = 1 if raw.ndim == 2 else raw.shape[2]
-            raise RecordingError(f"{path}: a depth image must be a 16-bit single-channel PNG, not {raw.dtype} with "
-                                 f"{channels} channel(s)")
-        if raw.shape != (self.intrinsics.height, self.intrinsics.width):
-            raise RecordingError(f"{path}: {raw.shape[1]}x{raw.shape[0]} pixels, not the recording's "
-                                 f"{self.intrinsics.width}x{self.intrinsics.height}")
-        depth = raw.astype(np.float32) / np.float32(self.depth_scale)
-        depth[raw == 0] = np.nan
-        return depth
+        return read_depth(path, self.intrinsics, self.depth_scale)
 
     def _size(self) -> tuple[int, int]:
         first = self.frames[0].rgb
@@ -189,11 +176,11 @@ def _tum_frames(directory: Path) -> list[RecordedFrame]:
     rgb_list = directory / "rgb.txt"
     if not rgb_list.is_file():
         raise RecordingError(f"{directory}: no rgb.txt (a TUM RGB-D recording lists its colour images there)")
-    colour = _read_list(rgb_list)
+    colour = read_list(rgb_list)
     depth_list = directory / "depth.txt"
     if not depth_list.is_file():
         return [RecordedFrame(_offset(t, colour[0][0]), path, None) for t, path in colour]
-    depth = _read_list(depth_list)
+    depth = read_list(depth_list)
     stamps = [t for t, _ in depth]
     pairs: list[tuple[float, Path, Path]] = []
     for t, path in colour:
@@ -207,11 +194,30 @@ def _tum_frames(directory: Path) -> list[RecordedFrame]:
     return [RecordedFrame(_offset(t, pairs[0][0]), rgb, d) for t, rgb, d in pairs]
 
 
+def read_depth(path: Path, size: Pinhole, scale: float = DEPTH_SCALE) -> np.ndarray:
+    """One TUM depth image as float32 metres, NaN where it holds 0 (nothing measured); RecordingError naming the
+    file when it is not a 16-bit single-channel PNG of ``size``'s width x height."""
+    cv2 = _cv2()
+    raw = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if raw is None:
+        raise RecordingError(f"{path}: not an image OpenCV can read")
+    if raw.dtype != np.uint16 or raw.ndim != 2:
+        channels = 1 if raw.ndim == 2 else raw.shape[2]
+        raise RecordingError(f"{path}: a depth image must be a 16-bit single-channel PNG, not {raw.dtype} with "
+                             f"{channels} channel(s)")
+    if raw.shape != (size.height, size.width):
+        raise RecordingError(f"{path}: {raw.shape[1]}x{raw.shape[0]} pixels, not the recording's "
+                             f"{size.width}x{size.height}")
+    depth = raw.astype(np.float32) / np.float32(scale)
+    depth[raw == 0] = np.nan
+    return depth
+
+
 def _offset(stamp: float, first: float) -> float:
     return round(stamp - first, 6)
 
 
-def _read_list(path: Path) -> list[tuple[float, Path]]:
+def read_list(path: Path) -> list[tuple[float, Path]]:
     """(timestamp, image) of each line of a TUM list, in order; a bad line is an error at path:line."""
     out: list[tuple[float, Path]] = []
     try:
@@ -243,7 +249,7 @@ def _read_list(path: Path) -> list[tuple[float, Path]]:
     return out
 
 
-def _calibration(path: Path) -> tuple[Pinhole, float]:
+def read_calibration(path: Path) -> tuple[Pinhole, float]:
     try:
         doc = load_yaml_mapping(path, "camera calibration")
         check_keys(doc, CALIBRATION_KEYS, "camera calibration")

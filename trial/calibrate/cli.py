@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 DESCRIPTION = """\
-Calibrate the range ring of a robot against a rig (the sensor-simulation reference: a virtual sensor must measure what
-the real one would). The rig file says what stands where (a flat wall at a measured distance, a corner, a box) and the
+Calibrate the range ring (or the depth camera) of a robot against a rig (the sensor-simulation reference: a virtual
+sensor must measure what the real one would). The rig file says what stands where (a flat wall at a measured distance, a corner, a box) and the
 robot's start pose against it; the robot turns in place slowly (and drives back and forth where the rig asks).
 
   hil calibrate ring --profile real --rig rig.yaml --out cal/      # record cal/calibration.mcap, fit, write CAL.yaml
@@ -16,6 +16,8 @@ robot's start pose against it; the robot turns in place slowly (and drives back 
   hil calibrate check mixed/calibration.mcap --rig rig.yaml        # ...the real and shadow ring of a mixed run
   hil calibrate ring ... --write-parts                             # ...and store the numbers in the parts too
   hil calibrate write CAL.yaml --profile real                      # store a CAL.yaml in the parts it names
+  hil calibrate camera capture/ --rig rig.yaml --out cal/          # the depth camera's law from a TUM capture
+  hil calibrate camera-capture --rig rig.yaml --out capture/       # a virtual capture of the rig (TUM folder)
 
 A profile's `calibration: CAL.yaml` makes its virtual twin carry the fitted numbers."""
 
@@ -56,6 +58,34 @@ def register(sub) -> None:
     check.add_argument("twin", type=Path, nargs="?", help="the twin's calibration log (omit for a mixed run)")
     check.add_argument("--rig", required=True, type=Path)
     check.set_defaults(func=cmd_check)
+    camera = verbs.add_parser("camera", help="fit the depth camera's dropout and noise per surface from a capture "
+                                             "of a rig (a TUM RGB-D folder)")
+    camera.add_argument("capture", type=Path, help="a TUM RGB-D folder: depth.txt, depth/*.png, camera.yaml, and "
+                                                   "groundtruth.txt (each frame's pose) unless --pose")
+    camera.add_argument("--rig", required=True, type=Path, help="the rig (the ring's rig file; faces name their "
+                                                                "surface and may give their height)")
+    camera.add_argument("--out", required=True, type=Path, help="a folder (CAL.yaml, camera_calibration.png) or a "
+                                                                "CAL.yaml path")
+    camera.add_argument("--pose", help="one fixed pose for every frame: x,y,z,yaw,pitch of the lens in the rig frame "
+                                       "(m, deg; yaw from the rig's x axis, pitch up), for a capture without "
+                                       "groundtruth.txt")
+    camera.add_argument("--part", default="camera", help="the camera part (a catalog name or a part file): its "
+                                                         "range limits and projector, and the CAL.yaml entry's part "
+                                                         "(default: camera)")
+    camera.add_argument("--stride", type=int, default=None, help="fit every STRIDE-th pixel in each direction "
+                                                                 "(default 4: a real camera's neighbouring pixels "
+                                                                 "are not independent)")
+    camera.add_argument("--surface", action="append", metavar="NAME", help="fit only this surface of the rig's "
+                                                                           "(repeatable; default: every surface "
+                                                                           "the capture saw enough of)")
+    camera.set_defaults(func=cmd_camera)
+    record = verbs.add_parser("camera-capture", help="a virtual capture of the rig by the commbot's left eye, "
+                                                     "written as a TUM RGB-D folder with its poses")
+    record.add_argument("--rig", required=True, type=Path)
+    record.add_argument("--out", required=True, type=Path, help="the TUM folder to write")
+    record.add_argument("--part", type=Path, help="a camera part file to swap in for the eye (its depth numbers "
+                                                  "are what the capture then shows)")
+    record.set_defaults(func=cmd_camera_capture)
 
 
 def _outputs(out: Path) -> tuple[Path, Path]:
@@ -139,3 +169,24 @@ def cmd_check(args) -> int:
         ok, lines = check(read_log(args.real), read_log(args.twin), rig)
     print("\n".join(lines))
     return 0 if ok else 1
+
+
+def cmd_camera(args) -> int:
+    from .camera import calibrate_camera
+
+    folder, cal = _outputs(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    print(calibrate_camera(args.capture, args.rig, cal, pose=args.pose, part=args.part, stride=args.stride,
+                           only=args.surface, progress=lambda line: print(line, file=sys.stderr, flush=True)))
+    print(f"wrote {cal} and {cal.with_name('camera_calibration.png')}")
+    return 0
+
+
+def cmd_camera_capture(args) -> int:
+    from .camera_capture import record_capture
+    from .rig import load_rig
+
+    folder = record_capture(load_rig(args.rig), args.out, args.part,
+                            progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"wrote {folder} (depth.txt, groundtruth.txt, camera.yaml)")
+    return 0

@@ -38,10 +38,10 @@ def write_cal(fits: RingFit | dict[str, RingFit], log: CalibrationLog, rig: Rig,
         del entry["serial"]
     doc = {"schema": 1, "robot": log.meta.get("robot", ""), "rig": str(rig.source), "log": str(log_path),
            "parts": [entry]}
-    doc = _python(doc)
+    doc = plain_python(doc)
     text = ("# written by hil calibrate: the twin of this robot loads it through a profile's `calibration:`\n"
             + yaml.safe_dump(doc, sort_keys=False))
-    _write_checked(text, path)
+    write_checked(text, path)
 
 
 def _fit_record(fit: RingFit) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def _fit_record(fit: RingFit) -> dict[str, Any]:
             "readings": fit.readings, "noise_points": fit.noise_points}
 
 
-def _write_checked(text: str, path: Path) -> None:
+def write_checked(text: str, path: Path) -> None:
     """Write ``text`` to ``path`` only if the CAL.yaml loader takes it (devices/calibration.py: its own checks,
     not a copy of them), through a file beside it and a rename: what a fit writes always loads, and a fit
     refused leaves the file that was there."""
@@ -77,12 +77,12 @@ def _write_checked(text: str, path: Path) -> None:
     os.replace(spare, path)
 
 
-def _python(value: Any) -> Any:
+def plain_python(value: Any) -> Any:
     """numpy scalars as Python numbers (YAML's safe dumper knows only those)."""
     if isinstance(value, dict):
-        return {k: _python(v) for k, v in value.items()}
+        return {k: plain_python(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_python(v) for v in value]
+        return [plain_python(v) for v in value]
     if isinstance(value, np.generic):
         return value.item()
     return value

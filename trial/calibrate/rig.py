@@ -3,11 +3,12 @@
     # rig frame: metres and degrees; the robot's base starts at `start` (x, y, yaw_deg)
     start: [0.0, 0.0, 0.0]
     walls:                                  # the faces the sensors see (a flat wall, a corner, a box's sides)
-      - {name: wall, from: [1.0, -3.0], to: [1.0, 3.0], surface: plaster}
+      - {name: wall, from: [1.0, -3.0], to: [1.0, 3.0], surface: plaster}   # height: 2.0 (m, optional)
     turn: {rate_deg_s: 15, turns: 1.0, step_deg: 6}   # turn in place in steps, still between them
     drive: {distance_m: 0.4, speed_m_s: 0.1, times: 1}   # optional: back and forth along the start heading
 
-A wall is its face, a segment on the floor (its height is taken as above the ring); ``surface`` names what it is made
+A wall is its face, a segment on the floor standing ``height`` m tall (default WALL_HEIGHT_M: above the ring; the
+depth camera sees its top edge, trial/calibrate/camera_geometry.py); ``surface`` names what it is made
 of, one of the surface table's (devices/surfaces.py; left out: the default surface, as the floor is), and the fit
 finds the law of each surface the rig has (fit.py). For a virtual run the rig
 becomes a map (:func:`rig_map_text`): each face is the front of a 0.1 m box standing behind it, seen from the
@@ -26,6 +27,7 @@ from hil.devices.yaml_source import ConfigError, SourceDict, check_keys, load_ya
 
 WALL_THICKNESS_M = 0.1
 WALL_HEIGHT_M = 2.0
+FACE_HEIGHT_M = (0.1, 20.0)  # what a face's ``height`` may be (inclusive)
 MIN_CLEARANCE_M = 0.3  # the ring's outer face is ~0.2 m from the base frame: a face nearer than this is inside it
 # what a rig's turn and drive may ask (inclusive): slow and short enough to measure, long enough to mean something,
 # and never a run of days (the longest drive: 10 x 2 x 3 m at 0.02 m/s = 50 min)
@@ -44,6 +46,7 @@ class Face:
     a: tuple[float, float]
     b: tuple[float, float]
     surface: str
+    height_m: float = WALL_HEIGHT_M
 
 
 @dataclass(frozen=True)
@@ -147,12 +150,13 @@ def _face(entry, index: int, doc: SourceDict) -> Face:
     what = f"rig wall #{index + 1}"
     if not isinstance(entry, SourceDict):
         raise doc.error("walls", f"{what} must be a mapping {{from: [x, y], to: [x, y]}}")
-    check_keys(entry, ("name", "from", "to", "surface"), what)
+    check_keys(entry, ("name", "from", "to", "surface", "height"), what)
     a, b = _numbers(entry, "from", 2), _numbers(entry, "to", 2)
     if math.dist(a, b) < 0.1:
         raise entry.error("to", f"{what}: a face shorter than 0.1 m")
     surface = load_surfaces().check(entry, "surface", what) if "surface" in entry else load_surfaces().default
-    return Face(str(entry.get("name", f"wall{index + 1}")), a, b, surface)
+    height = _bounded(entry, "height", WALL_HEIGHT_M, FACE_HEIGHT_M, what)
+    return Face(str(entry.get("name", f"wall{index + 1}")), a, b, surface, height)
 
 
 def distance_to_segment(point, face: Face) -> float:
@@ -176,6 +180,6 @@ def rig_map_text(rig: Rig) -> str:
             nx, ny = -nx, -ny
         h = WALL_THICKNESS_M / 2
         lines.append(f"  - {{name: {face.name}, from: [{ax + h * nx:.6f}, {ay + h * ny:.6f}], "
-                     f"to: [{bx + h * nx:.6f}, {by + h * ny:.6f}], surface: {face.surface}}}")
+                     f"to: [{bx + h * nx:.6f}, {by + h * ny:.6f}], height: {face.height_m:g}, surface: {face.surface}}}")
     lines.append(f"places: {{start: [{sx}, {sy}]}}")
     return "\n".join(lines) + "\n"
