@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.camera_calibration_coverage import camera_part
 from hil.devices.calibration import apply, load_calibration
 from hil.devices.catalog import load_part
 from hil.devices.descriptor.camera import camera_spec
@@ -25,7 +26,6 @@ from hil.trial.calibrate.fit import FitError
 from hil.trial.calibrate.rig import load_rig, rig_map_text
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG_CAMERA = ROOT / "devices" / "catalog" / "parts" / "camera.yaml"
 WALL_X = 1.6  # the rig's face, metres ahead of the robot's start
 # the hidden laws (angle50 deg, width deg, noise_z2): a small grid around the catalog's (72, 4, 0.0015)
 SETTINGS = {"steep": (60.0, 4.0, 0.002), "catalog-like": (70.0, 6.0, 0.001), "early": (50.0, 3.0, 0.003)}
@@ -41,20 +41,9 @@ def _rig(folder: Path, wall_x: float = WALL_X, surface: str = "plaster") -> Path
 
 def _camera_part(folder: Path, angle50: float, width: float, noise_z2: float) -> Path:
     """The catalog camera's part file, 160 x 120 pixels, with the hidden depth law."""
-    new = {"width": "160", "height": "120", "dropout_angle50_deg": f"{angle50}", "dropout_width_deg": f"{width}",
-           "noise_z2": f"{noise_z2}"}
-    out = []
-    for row in CATALOG_CAMERA.read_text().splitlines(keepends=True):
-        key = row.strip().split(":")[0]
-        if key in new and row.startswith("      "):
-            indent = row[:len(row) - len(row.lstrip())]
-            out.append(f"{indent}{key}: {new.pop(key)}\n")
-            continue
-        out.append(row)
-    assert not new, f"the catalog camera lost the lines {new}"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "camera.yaml"
-    path.write_text("".join(out))
+    path = camera_part(folder, angle50, width, noise_z2)
+    text = path.read_text()
+    assert "width: 160" in text and f"dropout_angle50_deg: {angle50}" in text and f"noise_z2: {noise_z2}" in text
     return path
 
 

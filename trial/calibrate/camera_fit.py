@@ -124,7 +124,8 @@ def pixel_observations(capture: Capture, rig: Rig, stride: int = DEFAULT_STRIDE,
     table = load_surfaces()
     surface_of = np.array([names.index(f.surface) for f in rig.faces] + [names.index(table.default)])
     # a pixel below its surface's specular limit saturates whatever the dropout law says (glass head on)
-    specular = np.array([table.law(n).specular_below_deg for n in names]) + SPECULAR_MARGIN_DEG
+    limits = np.array([table.law(n).specular_below_deg for n in names])
+    specular = np.where(limits > 0, limits + SPECULAR_MARGIN_DEG, 0.0)
     grid = PixelGrid.of(capture.pinhole, stride)
     projector = capture.depth.projector_pose()
     lens_projector = None if projector is None or not any(projector.position) else np.array(projector.position)

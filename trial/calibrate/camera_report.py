@@ -54,7 +54,7 @@ def _fit_record(fit: CameraFit, obs: PixelObservations) -> dict[str, Any]:
 
 def camera_summary(fits: dict[str, CameraFit], obs: PixelObservations) -> str:
     """The fit in a few lines per surface, and what was left out."""
-    lines = [f"{obs.frames} frames, every {obs.stride}th pixel each way: {obs.sampled} pixels looked at, "
+    lines = [f"{obs.frames} frames at a stride of {obs.stride} pixels: {obs.sampled} pixels looked at, "
              f"{len(obs.valid)} on the rig; left out: "
              + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in obs.left_out.items())]
     for name, fit in fits.items():
