@@ -1,7 +1,7 @@
 """What a camera costs: render time per frame for each renderer, and the demo's real-time factor with a controller
 reading a 320x240 RGB-D camera at 10 Hz against the same trial not reading it, side by side in one run.
 
-  python -m bench.camera [--smoke] [--frames N] [--duration S] [--rounds R]
+  python -m bench.camera [--smoke] [--frames N] [--duration S] [--rounds R] [--surfaces]
 
 Renderers, each at 320x240 and 640x480 with 20 people in view (a crowd standing 2..6 m ahead, a wall behind):
 ``moderngl-egl`` (ours: firmware_sim/render/gl.py, figures, labels per part; on Mesa's llvmpipe here),
@@ -13,6 +13,11 @@ The real-time factor is simulated seconds over wall seconds of the demo trial (`
 ``--duration`` s), plain and with a hook that reads ``head_camera.frame()`` every 0.1 s of the trial's clock
 (the hook runs in the controller's thread after each bus cycle, as a controller's own read does); rounds
 alternate so both see the same machine load. Target: camera >= 70 % of plain.
+
+``--surfaces`` measures only what per-pixel surfaces cost (firmware_sim/sensors/camera.py "Surfaces"): our
+320x240 frame (scene, render with the surface target read back, depth model) with no surface named against the
+same scene with the wall glass and every other person in fabric (each pixel then drawn with its surface's law),
+alternating rounds, medians and their ratio.
 
 A frame from a device served by ``hil sim`` in another process (``--camera-endpoint``, loopback ZeroMQ): the
 controller's ``frame()`` per new frame period, in process against served, and a read within the same period
@@ -114,7 +119,7 @@ def render_costs(frames: int, sizes: tuple[tuple[int, int], ...] = SIZES) -> lis
         tiny = TinyRenderer(width, height)
 
         def pybullet_tiny():
-            rgb, labels, z, cos, _ = tiny.render_world(world.client, view, projection, 0.05, 12.0, fx, fx,
+            rgb, labels, z, cos, _, _ = tiny.render_world(world.client, view, projection, 0.05, 12.0, fx, fx,
                                                        (width - 1) / 2, (height - 1) / 2, world, robot,
                                                        walkers.bodies)
             depth.apply(z, cos, 0)
@@ -123,6 +128,54 @@ def render_costs(frames: int, sizes: tuple[tuple[int, int], ...] = SIZES) -> lis
         rows.append(("pybullet-egl plugin", size, _pybullet_egl_child(width, height, frames)))
     world.close()
     return rows
+
+
+def surface_costs(frames: int, rounds: int) -> list[str]:
+    """Our 320x240 frame with no surface named against the same scene with surfaces named (see the docstring)."""
+    import dataclasses
+
+    from hil.devices.descriptor.camera import DepthFailure
+    from hil.firmware_sim.embodied.camera import _gl_renderer
+    from hil.firmware_sim.render.scene import (InstanceList, SurfacePalette, base_legend, people_scene, robot_scene,
+                                               static_scene)
+    from hil.firmware_sim.sensors.camera import DepthModel
+    from hil.firmware_sim.world.figures import Gait
+
+    world, robot, _, people = _scene_world()
+    width, height = SIZES[0]
+    view, projection, fx = _matrices(width, height, robot)
+    gl = _gl_renderer(width, height)
+    variants = {
+        "no surface named": (list(world.walls.values()), people),
+        "glass wall, fabric people": ([dataclasses.replace(w, surface="glass") for w in world.walls.values()],
+                                      [{**p, "surface": "fabric" if p["id"] % 2 else None} for p in people]),
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    counts: dict[str, dict] = {}
+    for _ in range(rounds):
+        for name, (walls, crowd) in variants.items():
+            gait, cache, palette, depth = Gait(0), {}, SurfacePalette(), DepthModel(DepthFailure(), fx, 0)
+            static = static_scene(walls, palette)
+
+            def frame():
+                legend = base_legend()
+                scene = InstanceList()
+                scene.extend(static)
+                scene.extend(robot_scene(robot, legend, cache, palette))
+                scene.extend(people_scene(crowd, gait.update(time.perf_counter(), crowd), 0, legend, palette))
+                with gl.ctx:
+                    _, _, z, cos, index = gl.render_surfaces(view, projection, scene.pack())
+                counts[name] = depth.apply(z, cos, 0, None, index, tuple(palette.names))[1]
+
+            frame()  # warm-up
+            for _ in range(frames):
+                start = time.perf_counter()
+                frame()
+                times[name].append(time.perf_counter() - start)
+    world.close()
+    base = statistics.median(times["no surface named"])
+    return [f"  {name:<26} {statistics.median(t) * 1000:6.1f} ms/frame  x{statistics.median(t) / base:4.2f}  "
+            f"invalid {counts[name]}" for name, t in times.items()]
 
 
 def _pybullet_egl_child(width: int, height: int, frames: int) -> str:
@@ -237,9 +290,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--duration", type=float, default=30.0, help="simulated seconds of the demo per trial")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--surfaces", action="store_true", help="only what per-pixel surfaces cost")
     args = parser.parse_args(argv)
     if args.smoke:
         args.frames, args.duration, args.rounds = 3, 1.0, 1
+    if args.surfaces:
+        print(f"320x240 frame with per-pixel surfaces, {PEOPLE} people in view ({args.rounds} alternating rounds x "
+              f"{args.frames} frames; machine shared, loaded)")
+        print("\n".join(surface_costs(args.frames, args.rounds)))
+        return 0
     print(f"render cost per frame, {PEOPLE} people in view (median of {args.frames}; machine shared, loaded)")
     for name, size, cost in render_costs(args.frames, SIZES[:1] if args.smoke else SIZES):
         print(f"  {name:<26} {size:>8}  {cost}")

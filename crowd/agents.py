@@ -29,6 +29,7 @@ class AgentSpec:
     group: int = NO_GROUP  # -1: alone
     name: str = ""  # a script's name for it
     exit_on_arrival: bool = True  # generated agents leave at their exit; scripted ones stay
+    surface: str | None = None  # its own clothing's surface (a script line's); None: its type's, else the default
 
 
 # Per-row arrays and the value a new row starts with (shape of one row).
@@ -54,13 +55,14 @@ ROUTE_WIDTH = 8  # initial K of route_xy
 
 class Agents:
     """Struct of arrays. ``pos``, ``vel``, ``gaze``, ``target`` (n, 2); ``radius``, ``v0`` (n,); ``group``,
-    ``ids`` (n,) int; ``route_xy`` (n, K, 2); per-agent lists ``types``, ``names``, ``routes``."""
+    ``ids`` (n,) int; ``route_xy`` (n, K, 2); per-agent lists ``types``, ``names``, ``surfaces``, ``routes``."""
 
     def __init__(self) -> None:
         for name, (shape, dtype) in _ARRAYS.items():
             setattr(self, name, np.zeros((0, *shape), dtype=dtype))
         self.types: list[str] = []
         self.names: list[str] = []
+        self.surfaces: list[str | None] = []  # an agent's own clothing surface (AgentSpec.surface)
         self.routes: list[list[tuple[float, float]]] = []
         self.route_xy = np.zeros((0, ROUTE_WIDTH, 2))
         self.route_gate = np.zeros((0, ROUTE_WIDTH, 4))  # per waypoint: gate direction (x, y), extents - and +
@@ -84,6 +86,7 @@ class Agents:
             setattr(self, name, np.concatenate([arr, np.asarray(value, dtype=arr.dtype)[None]]))
         self.types.append(spec.person_type)
         self.names.append(spec.name)
+        self.surfaces.append(spec.surface)
         self.routes.append([])
         self.route_xy = np.concatenate([self.route_xy, np.zeros((1, *self.route_xy.shape[1:]))])
         self.route_gate = np.concatenate([self.route_gate, np.zeros((1, *self.route_gate.shape[1:]))])
@@ -99,6 +102,7 @@ class Agents:
         kept = np.flatnonzero(keep)
         self.types = [self.types[i] for i in kept]
         self.names = [self.names[i] for i in kept]
+        self.surfaces = [self.surfaces[i] for i in kept]
         self.routes = [self.routes[i] for i in kept]
         self.route_xy = self.route_xy[keep]
         self.route_gate = self.route_gate[keep]

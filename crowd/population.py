@@ -151,12 +151,14 @@ def type_of_model(model: str, known: dict[str, PersonType] | None = None) -> str
 
 
 def scripted_spec(model: str, position: tuple[float, float], name: str,
-                  types: dict[str, PersonType] | None = None) -> AgentSpec:
-    """A scripted person: the mean body and speed of its type, so a script gives the same person for every seed."""
+                  types: dict[str, PersonType] | None = None, surface: str | None = None) -> AgentSpec:
+    """A scripted person: the mean body and speed of its type, so a script gives the same person for every seed;
+    ``surface``: what their clothing is made of (devices/surfaces.py; None: the default surface)."""
     types = types or DEFAULT_TYPES
     ptype = types[type_of_model(model, types)]
     return AgentSpec(person_type=model, radius=ptype.radius.mean, preferred_speed=ptype.speed.mean,
-                     position=(float(position[0]), float(position[1])), name=name, exit_on_arrival=False)
+                     position=(float(position[0]), float(position[1])), name=name, exit_on_arrival=False,
+                     surface=surface)
 
 
 # ----------------------------------------------------------------------------------------------------- loading

@@ -6,13 +6,17 @@ One command per line; ``#`` starts a comment; durations are simulated time with 
 
     robot X Y [YAW]                          put the robot there (a standalone run has no robot program)
     run DURATION                             let the simulation run
-    spawn NAME = MODEL at PLACE | at X Y     a person of a model (boy02, woman01, elderly...), regardless of rates
-    spawn N MODEL at PLACE | at X Y spread LENGTH [as group G]
+    spawn NAME = MODEL at PLACE | at X Y [surface S]
+                                             a person of a model (boy02, woman01, elderly...), regardless of rates
+    spawn N MODEL at PLACE | at X Y spread LENGTH [as group G] [surface S]
                                              N people of a model within LENGTH (3m, 150cm) of the place, apart
                                              from each other, the people there, the robot and the walls, drawn
                                              with the crowd's seed; named crowd1, crowd2... (numbers go on after
                                              the highest crowdK there is), or with ``as group G`` G1, G2... and
                                              walking as one group
+                                             ``surface S``: what their clothing is made of as depth sensors see it
+                                             (one of the surface table's, config/surfaces/*.yaml: fabric, skin...;
+                                             without it: the default surface)
     place NAME X Y                           set where a person stands
     move WHO to PLACE | to X Y | to robot    start walking there (along the passage graph)
     wait WHO arrived [timeout DURATION]      run until the person (everyone WHO names) has arrived (default
@@ -326,17 +330,24 @@ def _parse_spawn(line: _Line, args: dict[str, Any], cols: dict[str, int]) -> Non
     cols["at"] = tok.column
     if args["at"] == "robot":
         raise line.error(tok.column, "spawn at a place or X Y, not at the robot")
-    if not many:
-        return
-    line.keyword("spread")
-    args["spread_m"], tok = line.length()
-    cols["spread_m"] = tok.column
-    args["group"] = None
+    args["surface"] = None
+    if many:
+        line.keyword("spread")
+        args["spread_m"], tok = line.length()
+        cols["spread_m"] = tok.column
+        args["group"] = None
+        nxt = line.peek()
+        if nxt is not None and nxt.text != "surface":
+            line.keyword("as")
+            line.keyword("group")
+            tok = line.name("a group's name")
+            args["group"], cols["group"] = tok.text, tok.column
     if line.peek() is not None:
-        line.keyword("as")
-        line.keyword("group")
-        tok = line.name("a group's name")
-        args["group"], cols["group"] = tok.text, tok.column
+        line.keyword("surface")
+        tok = line.next("a surface's name (fabric, skin...)")
+        if not _NAME.match(tok.text):
+            raise line.error(tok.column, f"{tok.text!r} is not a surface name (letters, digits, _)")
+        args["surface"], cols["surface"] = tok.text, tok.column
 
 
 def check(script: Script, crowd_map: Any, *, types: dict[str, PersonType] | None = None,
@@ -362,6 +373,10 @@ def check(script: Script, crowd_map: Any, *, types: dict[str, PersonType] | None
                 type_of_model(cmd.args["model"], types or DEFAULT_TYPES)
             except KeyError as exc:
                 raise err("model", exc.args[0]) from None
+            if cmd.args.get("surface") is not None:
+                why = surface_error(cmd.args["surface"])
+                if why is not None:
+                    raise err("surface", why)
         elif name is not None:
             who = matching(name, spawned)
             if not who:
@@ -383,6 +398,17 @@ def check(script: Script, crowd_map: Any, *, types: dict[str, PersonType] | None
         if cmd.op == "spawn":
             for new in [name] if name is not None else spawn_names(cmd.args, spawned):
                 spawned[new] = cmd.line
+
+
+def surface_error(name: str) -> str | None:
+    """Why ``name`` is no surface the surface table knows (None: it is one); the table is read only when a
+    script names a surface."""
+    from hil.devices.surfaces import load_surfaces
+
+    table = load_surfaces()
+    if name in table.laws:
+        return None
+    return f"unknown surface {name!r}; known surfaces: {', '.join(table.names)} (config/surfaces/*.yaml)"
 
 
 def matching(who: str, names: Iterable[str]) -> list[str]:
@@ -505,23 +531,26 @@ class Scenario:
         """Step the sim for ``duration_s`` of simulated time (rounded to whole steps)."""
         self.sim.run(duration_s)
 
-    def spawn(self, name: str, model: str, at: str | tuple[float, float]) -> int:
+    def spawn(self, name: str, model: str, at: str | tuple[float, float], surface: str | None = None) -> int:
         """A named person of a model at a place or point, regardless of the rates (the reference's second instruction).
-        It stands until moved, and stays when it arrives (scripted people do not leave by themselves)."""
+        It stands until moved, and stays when it arrives (scripted people do not leave by themselves). ``surface``:
+        what their clothing is made of (a surface table's name; None: the default surface)."""
         if name in self.ids:
             raise KeyError(f"{name!r} is already spawned")
-        agent_id = self.sim.add_agent(scripted_spec(model, self._point(at), name, self.types))
+        _check_surface(surface)
+        agent_id = self.sim.add_agent(scripted_spec(model, self._point(at), name, self.types, surface))
         self.ids[name] = agent_id
         return agent_id
 
     def spawn_many(self, count: int, model: str, at: str | tuple[float, float], spread_m: float,
-                   group: str | None = None) -> list[str]:
+                   group: str | None = None, surface: str | None = None) -> list[str]:
         """``count`` people of a model within ``spread_m`` of a place or point, none overlapping anyone, the robot
         or a wall (crowd/spread.py; drawn with the sim's seed); all of them or, when they do not fit, nobody
         (crowd.spread.NoRoom says how many fit). Named ``crowdK`` or, in a ``group``, ``groupK`` (spawn_names), and
-        a group walks as one (one group id). Returns their names."""
+        a group walks as one (one group id); ``surface``: their clothing's (as :meth:`spawn`). Returns their names."""
+        _check_surface(surface)
         names = spawn_names({"count": count, "group": group}, self.ids)
-        specs = [scripted_spec(model, (0.0, 0.0), name, self.types) for name in names]
+        specs = [scripted_spec(model, (0.0, 0.0), name, self.types, surface) for name in names]
         where = at if isinstance(at, str) else f"({at[0]:g}, {at[1]:g})"
         spots = spread_positions(self.sim, self._point(at), count, specs[0].radius, spread_m, where)
         if group is not None:
@@ -660,9 +689,9 @@ class Scenario:
         if cmd.op == "run":
             self.run(a["duration_s"])
         elif cmd.op == "spawn" and "count" in a:
-            self.spawn_many(a["count"], a["model"], a["at"], a["spread_m"], a["group"])
+            self.spawn_many(a["count"], a["model"], a["at"], a["spread_m"], a["group"], a.get("surface"))
         elif cmd.op == "spawn":
-            self.spawn(a["name"], a["model"], a["at"])
+            self.spawn(a["name"], a["model"], a["at"], a.get("surface"))
         elif cmd.op == "place":
             self.place(a["name"], *a["xy"])
         elif cmd.op == "move":
@@ -678,3 +707,11 @@ class Scenario:
             self.generate(a["on"])
         elif cmd.op == "robot":
             self.robot(*a["xy"], yaw=a["yaw"])
+
+
+def _check_surface(surface: str | None) -> None:
+    """ValueError naming the known surfaces when ``surface`` is none of them (None: the default, always fine)."""
+    if surface is not None:
+        why = surface_error(surface)
+        if why is not None:
+            raise ValueError(why)

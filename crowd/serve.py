@@ -80,9 +80,9 @@ def apply_tick(sim: CrowdSim, payload: Union[TickPayload, dict],
 def intents(sim: CrowdSim) -> list[Person]:
     a = sim.agents
     ids, pos, vel, gaze, radius = a.ids.tolist(), a.pos.tolist(), a.vel.tolist(), a.gaze.tolist(), a.radius.tolist()
-    surfaces = sim.surface_of_type
+    surfaces = sim.surface_of_type  # a person's own surface (a script line's) first, else their type's
     return [Person(ids[i], a.types[i], pos[i][0], pos[i][1], vel[i][0], vel[i][1], gaze[i][0], gaze[i][1], radius[i],
-                   body_height(a.types[i]), surfaces.get(a.types[i], "")) for i in range(len(ids))]
+                   body_height(a.types[i]), a.surfaces[i] or surfaces.get(a.types[i], "")) for i in range(len(ids))]
 
 
 @functools.lru_cache(maxsize=256)

@@ -24,6 +24,8 @@ renders and what a real camera's driver reports, from one description.
           position: [0, 0, 0.05] # along the optical axis, y image left, z image up; metres): here above the lens
           forward: [1, 0, 0]     # its axis and up in the lens frame (defaults: the lens's)
           up: [0, 0, 1]
+        surfaces:                # optional: the law measured on a surface (devices/surfaces.py), any key left out
+          glass: {dropout_angle50_deg: 48, dropout_width_deg: 2, noise_z2: 0.003}  # from the table's factors
       device: "uvc:046d:0825"    # a real camera: uvc:VID:PID, serial:SERIAL, a path (/dev/video0, a video file),
                                  # file:PATH (a recorded RGB-D sequence or video), realsense[:SERIAL] (RGB-D)
 
@@ -46,7 +48,9 @@ SHADOW_SIDES = ("left", "right")
 KEYS = ("width", "height", "fov_deg", "fx", "fy", "cx", "cy", "rate_hz", "fps", "near_m", "far_m", "delivers",
         "forward", "up", "depth", "device")
 DEPTH_KEYS = ("min_range_m", "max_range_m", "noise_z2", "dropout_angle50_deg", "dropout_width_deg", "baseline_m",
-              "shadow_side", "projector")
+              "shadow_side", "projector", "surfaces")
+SURFACE_DEPTH_KEYS = ("dropout_angle50_deg", "dropout_width_deg", "noise_z2")  # what a surface's measured law sets
+MAX_SURFACE_NAME_CHARS = 40
 PROJECTOR_KEYS = ("position", "forward", "up")
 MAX_PROJECTOR_OFFSET_M = 1.0  # a projector a metre from its lens is a typo (millimetres?), not a depth camera
 
@@ -72,6 +76,21 @@ class Projector:
 
 
 @dataclass(frozen=True)
+class SurfaceDepth:
+    """The depth law measured on one surface (``depth.surfaces``): each number given replaces what the surface
+    table's factors would make of the calibrated law (firmware_sim/sensors/surface_law.py); None: the factors'."""
+
+    name: str
+    dropout_angle50_deg: float | None = None
+    dropout_width_deg: float | None = None
+    noise_z2: float | None = None
+
+    def measured(self) -> dict[str, float]:
+        """The numbers given, by key."""
+        return {k: getattr(self, k) for k in SURFACE_DEPTH_KEYS if getattr(self, k) is not None}
+
+
+@dataclass(frozen=True)
 class DepthFailure:
     """How the depth image fails (see the module docstring); all lengths in metres, angles in degrees."""
 
@@ -83,6 +102,7 @@ class DepthFailure:
     baseline_m: float = 0.05
     shadow_side: str = "right"
     projector: Projector | None = None  # given as a pose; None: ``baseline_m`` beside the lens (projector_pose)
+    surfaces: tuple[SurfaceDepth, ...] = ()  # the law measured per surface; the rest: the surface table's factors
 
     def projector_pose(self) -> Projector | None:
         """The projector's pose in the lens frame: the one given, else ``baseline_m`` to the side opposite
@@ -201,7 +221,7 @@ def _depth(node: Any) -> DepthFailure:
             raise CameraParamError(f"depth.{key}", f"unknown depth param; known: {', '.join(DEPTH_KEYS)}")
     base = DepthFailure()
     values = {k: _number(node, k, getattr(base, k), prefix="depth.") for k in DEPTH_KEYS
-              if k not in ("shadow_side", "projector")}
+              if k not in ("shadow_side", "projector", "surfaces")}
     for key, value in values.items():
         if value < 0:
             raise CameraParamError(f"depth.{key}", f"must be >= 0, not {value:g}")
@@ -219,7 +239,35 @@ def _depth(node: Any) -> DepthFailure:
                 raise CameraParamError(f"depth.{key}", "give depth.projector (its pose) or depth.baseline_m and "
                                                        "depth.shadow_side, not both")
         projector = _projector(node["projector"])
-    return DepthFailure(shadow_side=side, projector=projector, **values)
+    surfaces = _surfaces(node["surfaces"]) if "surfaces" in node else ()
+    return DepthFailure(shadow_side=side, projector=projector, surfaces=surfaces, **values)
+
+
+def _surfaces(node: Any) -> tuple[SurfaceDepth, ...]:
+    """``depth.surfaces: {name: {dropout_angle50_deg?, dropout_width_deg?, noise_z2?}}``, checked for form and
+    numbers; whether the surface table knows each name is checked where a table is read (a YAML descriptor's
+    load, the camera's depth model)."""
+    if not isinstance(node, Mapping):
+        raise CameraParamError("depth.surfaces", f"must map surface names to {{{', '.join(SURFACE_DEPTH_KEYS)}}}, "
+                                                 f"not {type(node).__name__}")
+    out = []
+    for name, law in node.items():
+        key = f"depth.surfaces.{name}"
+        if (not isinstance(name, str) or not name or len(name) > MAX_SURFACE_NAME_CHARS
+                or not name.replace("_", "").isalnum()):
+            raise CameraParamError(key, f"surface names are words of letters, digits and _, not {name!r}")
+        if not isinstance(law, Mapping):
+            raise CameraParamError(key, f"must be a mapping of {', '.join(SURFACE_DEPTH_KEYS)}, not {law!r}")
+        for k in law:
+            if k not in SURFACE_DEPTH_KEYS:
+                raise CameraParamError(f"{key}.{k}", f"unknown key; known: {', '.join(SURFACE_DEPTH_KEYS)}")
+        values = {k: _number(law, k, None, prefix=key + ".") for k in SURFACE_DEPTH_KEYS}
+        for k, value in values.items():
+            if value is not None and (value < 0 or (k == "dropout_width_deg" and value == 0)):
+                raise CameraParamError(f"{key}.{k}", f"must be {'> 0' if k == 'dropout_width_deg' else '>= 0'}, "
+                                                     f"not {value:g}")
+        out.append(SurfaceDepth(name, **values))
+    return tuple(out)
 
 
 def _projector(node: Any) -> Projector:

@@ -373,10 +373,23 @@ def _sensors(c: _Checker, doc: Mapping, body_names: set[str]) -> tuple[Sensor, .
     return tuple(sensors)
 
 
+def _check_surface_names(names: tuple[str, ...], key: str) -> None:
+    """Each of ``names`` one the surface table knows, else a CameraParamError at ``key.NAME``."""
+    from ..surfaces import load_surfaces
+
+    table = load_surfaces()
+    for name in names:
+        if name not in table.laws:
+            raise CameraParamError(f"{key}.{name}", f"unknown surface {name!r}; known surfaces: "
+                                                    f"{', '.join(table.names)} (config/surfaces/*.yaml)")
+
+
 def _check_camera(c: _Checker, params: Mapping, f: str) -> None:
     """A camera's params checked whole at load (devices/descriptor/camera.py), the error at the bad key's line."""
     try:
-        camera_spec(params)
+        spec = camera_spec(params)
+        if spec.depth.surfaces and hasattr(params, "source"):  # a YAML file: its surfaces known to the table
+            _check_surface_names(tuple(s.name for s in spec.depth.surfaces), "depth.surfaces")
     except CameraParamError as exc:
         *path, key = exc.key.split(".")
         node, where = params, None  # the deepest mapping on the key's path, and the key in it that is there

@@ -7,11 +7,13 @@ Frames are rendered only when someone asks (``EmbodiedRobot.camera_frame``), at 
 the camera's ``rate_hz``: frame k belongs to the period [k / rate, (k + 1) / rate) of world time, and a read
 within the same period returns the frame already made, with its own time, as a real camera's driver does. A
 frame is a read-only mapping of numpy arrays made once (rgb HxWx3 uint8, depth HxW float32 metres NaN invalid,
-labels HxW int32; ``invalid``: the depth's invalid pixels by cause) and handed out as is: whoever reads it must not
+labels HxW int32; ``invalid``: the depth's invalid pixels by cause; ``surfaces`` HxW uint8, which of
+``surface_names`` each pixel hit, None the default surface) and handed out as is: whoever reads it must not
 write into it (the runtime marks them read-only). Its depth and its invalid counts (the failure model over the
 exact z, ~10 ms a 320x240 frame) are made when first looked up: a recording of the colour image alone does not pay
 for them, and since frame k's noise is seeded by k (sensors/camera.py) the depth is the same whenever, and whether,
-it is made.
+it is made. Each pixel's depth fails by the law of the surface it hit (sensors/camera.py): the renderer says
+which surface that is (a wall's map ``surface``, a robot body's descriptor ``surface``, a person's clothing).
 
 Images do not travel over the Dynamixel bus (a 320x240 RGB-D frame is ~380 kB: about 3 s at 1 Mbit/s): the
 camera's pixels come through a camera service beside the bus (runtime.robot.camera; ARCHITECTURE "Cameras").
@@ -32,7 +34,8 @@ from ..part import PartFirmware
 from .adopt import adopt
 from .sensing import part_seed
 from ..render.gl import RendererUnavailable, projection_matrix, view_matrix
-from ..render.scene import InstanceList, base_legend, people_scene, quat_matrix, robot_scene, static_scene
+from ..render.scene import (InstanceList, SurfacePalette, base_legend, people_scene, quat_matrix, robot_scene,
+                            static_scene)
 from ..sensors.camera import DepthModel
 from ..sensors.projector import ProjectorView
 from ..world import RobotBody, World
@@ -126,7 +129,7 @@ def reseed(embodied: Any, seed: int) -> None:
     for part in (embodied.cameras or {}).values():
         part.seed, part.gait, part.observer_gait = part_seed(seed, part.serial_number), gait, Gait(seed)
         for k, camera in enumerate(part.cameras.values()):
-            camera.depth_model = DepthModel(camera.spec.depth, camera.spec.fx, part.seed + k)
+            camera.depth_model = DepthModel(camera.spec.depth, camera.spec.fx, part.seed + k, camera.name)
             camera.last, camera._last_k, camera._observed = None, None, None
 
 
@@ -141,7 +144,8 @@ def _has_body(robot: RobotBody, part_id: int, body: str) -> bool:
 class _Camera:
     def __init__(self, part: CameraFirmware, name: str, body: str, spec: CameraSpec, seed: int):
         self.part, self.name, self.body, self.spec = part, name, body, spec
-        self.depth_model = DepthModel(spec.depth, spec.fx, seed)
+        self.depth_model = DepthModel(spec.depth, spec.fx, seed, name)
+        self.palette = SurfacePalette()  # what each pixel's surface index stands for (kept: the static scene's)
         self.projection = projection_matrix(spec.width, spec.height, spec.fx, spec.fy, spec.cx, spec.cy,
                                             spec.near_m, spec.far_m)
         projector = spec.depth.projector_pose() if "depth" in spec.delivers else None
@@ -194,9 +198,9 @@ class _Camera:
         projector, projector_z = self.projector, None
         if renderer.name == "pybullet-tinyrenderer":
             bodies = getattr(getattr(crowd, "pedestrians", None), "bodies", {})
-            rgb, labels, z, cos, legend = renderer.render_world(
+            rgb, labels, z, cos, surfaces, legend = renderer.render_world(
                 part.world.client, view, self.projection, spec.near_m, spec.far_m, spec.fx, spec.fy, spec.cx,
-                spec.cy, part.world, part.robot, bodies)
+                spec.cy, part.world, part.robot, bodies, self.palette)
             if projector is not None:
                 projector_z = self._projector_renderer().render_depth(
                     part.world.client, projector.view(view), projector.projection, projector.near_m,
@@ -205,24 +209,25 @@ class _Camera:
             legend = base_legend()
             scene = InstanceList()
             if self._static is None:
-                self._static = static_scene(part.world.walls.values())
+                self._static = static_scene(part.world.walls.values(), self.palette)
             scene.extend(self._static)
-            scene.extend(robot_scene(part.robot, legend, self._robot_cache))
-            scene.extend(people_scene(people, gait.update(now_s, people), part.seed, legend))
+            scene.extend(robot_scene(part.robot, legend, self._robot_cache, self.palette))
+            scene.extend(people_scene(people, gait.update(now_s, people), part.seed, legend, self.palette))
             packed = scene.pack()
             second = self._projector_renderer() if projector is not None else None
             with _CONTEXT_LOCK, renderer.ctx:
-                rgb, labels, z, cos = renderer.render(view, self.projection, packed)
+                rgb, labels, z, cos, surfaces = renderer.render_surfaces(view, self.projection, packed)
                 if second is not None:
                     projector_z = second.render_depth(projector.view(view), projector.projection, packed)
         self.rendered += 1
         delivers = spec.delivers
         depth_model, measured = self.depth_model, {}
+        surface_names = tuple(self.palette.names)  # as they are now: a later frame may add names
 
         def measure() -> tuple:  # the depth and its invalid counts, made together on the first lookup of either
             if not measured:
                 lit = projector.lit(z, projector_z) if projector is not None else None
-                measured["both"] = depth_model.apply(z, cos, k, lit)
+                measured["both"] = depth_model.apply(z, cos, k, lit, surfaces, surface_names)
             return measured["both"]
 
         has_depth = "depth" in delivers
@@ -232,6 +237,7 @@ class _Camera:
                 "depth": (lambda: measure()[0]) if has_depth else None,
                 "invalid": (lambda: measure()[1]) if has_depth else None,
                 "labels": labels if "labels" in delivers else None,
+                "surfaces": surfaces, "surface_names": surface_names,
                 "legend": {int(i): n for i, n in legend.items() if "labels" in delivers},
                 "intrinsics": spec.pinhole(),
                 "pose": {"position": tuple(float(v) for v in position), "orientation": tuple(float(v) for v in quat),

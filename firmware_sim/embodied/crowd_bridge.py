@@ -178,7 +178,8 @@ class CrowdBridge:
         self.pedestrians.stand()
 
     def states(self) -> list[dict]:
-        """Every person's actual state with what the crowd says of them: [{id, type, x, y, vx, vy, radius, gaze}]."""
+        """Every person's actual state with what the crowd says of them: [{id, type, x, y, vx, vy, radius, gaze,
+        doing, name, surface (their clothing's, None: the default surface)}]."""
         out = []
         for s in self.pedestrians.states():
             person = self.people.get(s.id)
@@ -186,7 +187,8 @@ class CrowdBridge:
                         "type": getattr(person, "type", "adult"),
                         "radius": getattr(person, "radius", 0.25), "height": getattr(person, "height", 1.7),
                         "gaze": [getattr(person, "gaze_x", 1.0), getattr(person, "gaze_y", 0.0)],
-                        "doing": self.doing.get(s.id, "walking"), "name": self.names.get(s.id, "")})
+                        "doing": self.doing.get(s.id, "walking"), "name": self.names.get(s.id, ""),
+                        "surface": getattr(person, "surface", "") or None})
         return out
 
     def close(self) -> None:

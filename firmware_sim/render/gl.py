@@ -1,8 +1,10 @@
 """The camera renderer: moderngl on a headless EGL context (Mesa's llvmpipe where there is no GPU), drawing a
-:mod:`scene` as three instanced draw calls (unit box, cylinder, sphere) into one framebuffer with three targets:
-the colour (lit RGB), the label (int32 per pixel) and the geometry (the point's z along the optical axis in
-metres, float32, and the cosine of the incidence angle between the viewing ray and the surface normal, which
-the depth failure model needs). Depth is therefore exact in float32, not read back from a z-buffer.
+:mod:`scene` as three instanced draw calls (unit box, cylinder, sphere) into one framebuffer with four targets:
+the colour (lit RGB), the label (int32 per pixel), the geometry (the point's z along the optical axis in metres,
+float32, and the cosine of the incidence angle between the viewing ray and the surface normal, which the depth
+failure model needs) and the surface (one byte per pixel: the index of what the pixel's primitive is made of in
+the camera's scene.SurfacePalette, so the depth model draws each pixel with its surface's law). Depth is
+therefore exact in float32, not read back from a z-buffer.
 
 Projection is the pinhole model with OpenCV's pixel convention (camera.py): pixel (u, v) has its centre at
 ``u = cx + fx X / Z``, ``v = cy + fy Y / Z`` (Y down), and row 0 of every image is the top of the picture.
@@ -28,6 +30,7 @@ in vec3 in_normal;
 in vec4 in_m0; in vec4 in_m1; in vec4 in_m2; in vec4 in_m3;
 in vec4 in_colour;
 in int in_label;
+in int in_surface;
 uniform mat4 view;
 uniform mat4 projection;
 out vec3 v_position;
@@ -35,6 +38,7 @@ out vec3 v_normal;
 out vec3 v_world_normal;
 out vec4 v_colour;
 flat out int v_label;
+flat out int v_surface;
 void main() {
     mat4 model = mat4(in_m0, in_m1, in_m2, in_m3);
     vec4 world = model * vec4(in_position, 1.0);
@@ -45,6 +49,7 @@ void main() {
     v_position = eye.xyz;
     v_colour = in_colour;
     v_label = in_label;
+    v_surface = in_surface;
     gl_Position = projection * eye;
 }
 """
@@ -56,9 +61,11 @@ in vec3 v_normal;
 in vec3 v_world_normal;
 in vec4 v_colour;
 flat in int v_label;
+flat in int v_surface;
 layout(location = 0) out vec4 out_colour;
 layout(location = 1) out int out_label;
 layout(location = 2) out vec2 out_geometry;
+layout(location = 3) out uint out_surface;
 const vec3 SUN = normalize(vec3(0.35, 0.25, 0.9));
 void main() {
     vec3 n = normalize(v_normal);
@@ -67,6 +74,7 @@ void main() {
     out_colour = vec4(v_colour.rgb * (0.45 + 0.55 * lambert), 1.0);
     out_label = v_label;
     out_geometry = vec2(-v_position.z, abs(dot(n, ray)));
+    out_surface = uint(v_surface);
 }
 """
 
@@ -106,8 +114,9 @@ class GLRenderer:
         self.colour = ctx.renderbuffer((width, height), 4, dtype="f1")
         self.label = ctx.renderbuffer((width, height), 1, dtype="i4")
         self.geometry = ctx.renderbuffer((width, height), 2, dtype="f4")
+        self.surface = ctx.renderbuffer((width, height), 1, dtype="u1")
         self.depth = ctx.depth_renderbuffer((width, height))
-        self.fbo = ctx.framebuffer(color_attachments=[self.colour, self.label, self.geometry],
+        self.fbo = ctx.framebuffer(color_attachments=[self.colour, self.label, self.geometry, self.surface],
                                    depth_attachment=self.depth)
         self.meshes = {kind: ctx.buffer(_unit_mesh(kind).astype("f4").tobytes()) for kind in KINDS}
         self.counts = {kind: len(_unit_mesh(kind)) for kind in KINDS}
@@ -117,18 +126,26 @@ class GLRenderer:
     def render(self, view: np.ndarray, projection: np.ndarray,
                scene: Mapping[str, Instances]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(rgb HxWx3 uint8, labels HxW int32, z HxW float32 m (inf where nothing), cos incidence HxW float32)."""
+        return self.render_surfaces(view, projection, scene)[:4]
+
+    def render_surfaces(self, view: np.ndarray, projection: np.ndarray, scene: Mapping[str, Instances]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`render`'s images and the surface index HxW uint8 (the primitives' ``surfaces``; 0 where
+        nothing was hit)."""
         self._draw(view, projection, scene)
         w, h = self.width, self.height
         rgb = np.frombuffer(self.fbo.read(components=3, attachment=0), np.uint8).reshape(h, w, 3)
         labels = np.frombuffer(self.fbo.read(components=1, attachment=1, dtype="i4"), np.int32).reshape(h, w)
+        surfaces = np.frombuffer(self.fbo.read(components=1, attachment=3, dtype="u1"), np.uint8).reshape(h, w)
         z, cos = self._geometry()
         sky = ~np.isfinite(z)
-        rgb, labels = rgb.copy(), labels.copy()
+        rgb, labels, surfaces = rgb.copy(), labels.copy(), surfaces.copy()
         if sky.any():
             rgb[sky] = np.round(np.array(SKY) * 255).astype(np.uint8)
             labels[sky] = 0
+            surfaces[sky] = 0
             cos[sky] = 1.0
-        return rgb, labels, z, cos
+        return rgb, labels, z, cos, surfaces
 
     def render_depth(self, view: np.ndarray, projection: np.ndarray, scene: Mapping[str, Instances]) -> np.ndarray:
         """z alone (HxW float32 m along the view's axis, inf where nothing): a second view of the same scene, such
@@ -166,16 +183,18 @@ class GLRenderer:
     def _vao(self, kind: str, inst: Instances):
         n = len(inst.labels)
         cached = self._instances.get(kind)
-        data = np.empty(n, dtype=[("m", "f4", 16), ("c", "f4", 4), ("l", "i4")])
+        data = np.empty(n, dtype=[("m", "f4", 16), ("c", "f4", 4), ("l", "i4"), ("s", "i4")])
         data["m"] = inst.poses.transpose(0, 2, 1).reshape(n, 16)  # column-major for GLSL's mat4(columns)
         data["c"] = inst.colours
         data["l"] = inst.labels
+        data["s"] = inst.surfaces
         raw = data.tobytes()
         if cached is None or cached[1].size < len(raw):
             buffer = self.ctx.buffer(reserve=max(len(raw), 64 * data.itemsize))
             vao = self.ctx.vertex_array(self.program, [
                 (self.meshes[kind], "3f 3f", "in_position", "in_normal"),
-                (buffer, "4f 4f 4f 4f 4f 1i/i", "in_m0", "in_m1", "in_m2", "in_m3", "in_colour", "in_label"),
+                (buffer, "4f 4f 4f 4f 4f 1i 1i/i", "in_m0", "in_m1", "in_m2", "in_m3", "in_colour", "in_label",
+                 "in_surface"),
             ])
             cached = (vao, buffer)
             self._instances[kind] = cached

@@ -10,6 +10,12 @@ own label whatever pybullet carries them on.
 Labels (int32 per pixel): 0 nothing (the sky beyond the far plane), 1 the floor, 2 a wall, ROBOT_BASE + k the
 k-th body of the robot (``legend`` names it ``robot:PART_ID/BODY``), PERSON_BASE + id a person of the crowd by
 their crowd id (``person:ID``).
+
+Surfaces (a small unsigned integer per primitive, and so per pixel): what the primitive is made of as a depth
+sensor sees it (devices/surfaces.py), an index into the camera's :class:`SurfacePalette`; 0 is the default
+surface (whatever names none: the floor, a wall, a person or a robot body without a ``surface``). A wall's is its
+map ``surface``, a robot body's its descriptor's, a person's their clothing's (the whole figure: the ``surface``
+of their person type or of their script line).
 """
 from __future__ import annotations
 
@@ -33,36 +39,68 @@ FLOOR_THICKNESS_M = 0.02
 
 @dataclass
 class Instances:
-    """Primitives of one kind: poses (N, 4, 4) of the unit shape scaled and placed, colours (N, 4), labels (N,)."""
+    """Primitives of one kind: poses (N, 4, 4) of the unit shape scaled and placed, colours (N, 4), labels (N,),
+    surfaces (N,): each one's index in the camera's :class:`SurfacePalette` (0: the default surface)."""
 
     poses: np.ndarray
     colours: np.ndarray
     labels: np.ndarray
+    surfaces: np.ndarray | None = None  # None: every primitive the default surface
+
+    def __post_init__(self) -> None:
+        if self.surfaces is None:
+            self.surfaces = np.zeros(len(self.labels), np.int32)
 
     @classmethod
     def empty(cls) -> Instances:
-        return cls(np.zeros((0, 4, 4), np.float32), np.zeros((0, 4), np.float32), np.zeros(0, np.int32))
+        return cls(np.zeros((0, 4, 4), np.float32), np.zeros((0, 4), np.float32), np.zeros(0, np.int32),
+                   np.zeros(0, np.int32))
+
+
+MAX_SURFACES = 255  # a pixel's surface index is one byte (render/gl.py's surface target)
+
+
+class SurfacePalette:
+    """Small integers for surface names, one palette per camera: 0 is the default surface (None: what names
+    none), every other name gets the next integer the first time it is drawn, and keeps it."""
+
+    def __init__(self) -> None:
+        self.names: list[str | None] = [None]
+        self._index: dict[str | None, int] = {None: 0}
+
+    def index(self, name: str | None) -> int:
+        """The integer of ``name`` (None or "": the default surface, 0)."""
+        found = self._index.get(name or None)
+        if found is not None:
+            return found
+        if len(self.names) >= MAX_SURFACES:
+            raise ValueError(f"a camera can tell at most {MAX_SURFACES} surfaces apart; {name!r} is one too many")
+        self._index[name] = len(self.names)
+        self.names.append(name)
+        return self._index[name]
 
 
 class InstanceList:
     """Collects primitives kind by kind, then packs them into :class:`Instances`."""
 
     def __init__(self) -> None:
-        self.items: dict[str, tuple[list, list, list]] = {k: ([], [], []) for k in KINDS}
+        self.items: dict[str, tuple[list, list, list, list]] = {k: ([], [], [], []) for k in KINDS}
 
-    def add(self, kind: str, size: Sequence[float], pose: np.ndarray, rgba: Sequence[float], label: int) -> None:
+    def add(self, kind: str, size: Sequence[float], pose: np.ndarray, rgba: Sequence[float], label: int,
+            surface: int = 0) -> None:
         """One primitive: box (edges x, y, z), cylinder (radius, length along z), sphere (radius,), capsule
-        (radius, length of its straight part: a cylinder and two spheres)."""
+        (radius, length of its straight part: a cylinder and two spheres); ``surface``: its palette index."""
         if kind == "capsule":
             radius, length = float(size[0]), float(size[1])
-            self.add("cylinder", (radius, length), pose, rgba, label)
+            self.add("cylinder", (radius, length), pose, rgba, label, surface)
             for end in (-length / 2, length / 2):
-                self.add("sphere", (radius,), pose @ _translation(0.0, 0.0, end), rgba, label)
+                self.add("sphere", (radius,), pose @ _translation(0.0, 0.0, end), rgba, label, surface)
             return
-        poses, colours, labels = self.items[kind]
+        poses, colours, labels, surfaces = self.items[kind]
         poses.append(pose @ _scale(kind, size))
         colours.append(rgba)
         labels.append(label)
+        surfaces.append(surface)
 
     def extend(self, other: InstanceList) -> None:
         for kind in KINDS:
@@ -71,30 +109,34 @@ class InstanceList:
 
     def pack(self) -> dict[str, Instances]:
         out = {}
-        for kind, (poses, colours, labels) in self.items.items():
+        for kind, (poses, colours, labels, surfaces) in self.items.items():
             if poses:
                 out[kind] = Instances(np.asarray(poses, np.float32), np.asarray(colours, np.float32),
-                                      np.asarray(labels, np.int32))
+                                      np.asarray(labels, np.int32), np.asarray(surfaces, np.int32))
             else:
                 out[kind] = Instances.empty()
         return out
 
 
-def static_scene(walls: Iterable) -> InstanceList:
-    """The floor and the map's walls (they never move: built once per camera)."""
+def static_scene(walls: Iterable, palette: SurfacePalette | None = None) -> InstanceList:
+    """The floor and the map's walls (they never move: built once per camera); each wall drawn as its map
+    ``surface`` (``palette``; None: every wall the default surface)."""
     out = InstanceList()
     out.add("box", (2 * FLOOR_HALF_SIZE_M, 2 * FLOOR_HALF_SIZE_M, FLOOR_THICKNESS_M),
             _translation(0.0, 0.0, -FLOOR_THICKNESS_M / 2), FLOOR_RGBA, FLOOR)
     for wall in walls:
         (mx, my), yaw = wall.midpoint, wall.yaw
+        surface = palette.index(getattr(wall, "surface", None)) if palette is not None else 0
         out.add("box", (wall.length, wall.thickness, wall.height), _pose_xyz_yaw(mx, my, wall.bottom + wall.height / 2, yaw),
-                WALL_RGBA, WALL)
+                WALL_RGBA, WALL, surface)
     return out
 
 
-def robot_scene(robot, legend: dict[int, str], cache: dict | None = None) -> InstanceList:
-    """Every visual shape of every body of the robot (and of its mirrors) at its body's pose now. ``cache`` (kept
-    by the caller, one per robot) holds each body's shapes as unit primitives in the body frame, made once."""
+def robot_scene(robot, legend: dict[int, str], cache: dict | None = None,
+                palette: SurfacePalette | None = None) -> InstanceList:
+    """Every visual shape of every body of the robot (and of its mirrors) at its body's pose now, each drawn as
+    its body's descriptor ``surface`` (``palette``; None: the default surface). ``cache`` (kept by the caller,
+    one per robot) holds each body's shapes as unit primitives in the body frame, made once."""
     out = InstanceList()
     if cache is None:
         shapes = _robot_shapes(robot)
@@ -104,17 +146,19 @@ def robot_scene(robot, legend: dict[int, str], cache: dict | None = None) -> Ins
             cache["shapes"], cache["mirrors"] = _robot_shapes(robot), mirrors
         shapes = cache["shapes"]
     frames = {id(body): _frames_of(body) for body in (robot, *getattr(robot, "mirrors", ()))}
-    for k, (body, row, link, primitives) in enumerate(shapes):
+    for k, (body, row, link, surface_name, primitives) in enumerate(shapes):
         label = ROBOT_BASE + k
         legend[label] = f"robot:{link.part_id}/{link.body}"
         if not primitives:
             continue
+        surface = palette.index(surface_name) if palette is not None else 0
         frame = frames[id(body)][row]
         for kind, local, rgba in primitives:
             items = out.items[kind]
             items[0].append(frame @ local)
             items[1].append(rgba)
             items[2].append(label)
+            items[3].append(surface)
     return out
 
 
@@ -126,36 +170,41 @@ def _frames_of(body) -> Sequence[np.ndarray]:
 
 
 def _robot_shapes(robot) -> list:
-    """[(carrier body, the link's row in its links, link, [(kind, unit-primitive pose in the body frame, rgba)])]
-    in label order."""
+    """[(carrier body, the link's row in its links, link, its body's surface name or None, [(kind, unit-primitive
+    pose in the body frame, rgba)])] in label order."""
     out = []
     for body in (robot, *getattr(robot, "mirrors", ())):
         for row, link in enumerate(body.links):
             primitives = []
-            for shape in body.parts[link.part_id].body(link.body).visuals:
+            part_body = body.parts[link.part_id].body(link.body)
+            for shape in part_body.visuals:
                 kind, size = _shape_kind(shape)
                 local = InstanceList()
                 local.add(kind, size, _matrix(tuple(shape.pose.xyz), _quat_rpy(shape.pose.rpy)), tuple(shape.rgba), 0)
                 for k in KINDS:
                     primitives += [(k, pose, rgba) for pose, rgba in zip(local.items[k][0], local.items[k][1])]
-            out.append((body, row, link, primitives))
+            out.append((body, row, link, getattr(part_body, "surface", None), primitives))
     return out
 
 
 def people_scene(people: Sequence[Mapping], phases: Mapping[int, float], seed: int,
-                 legend: dict[int, str]) -> InstanceList:
-    """The crowd's people as figures at their gait phases."""
+                 legend: dict[int, str], palette: SurfacePalette | None = None) -> InstanceList:
+    """The crowd's people as figures at their gait phases, each figure drawn as the person's ``surface`` (their
+    clothing; ``palette``; None or no ``surface``: the default surface)."""
     out = InstanceList()
+    surfaces = ({person["id"]: palette.index(person.get("surface")) for person in people}
+                if palette is not None else {})
     for pid, limbs in figures(people, phases, seed).items():
         label = PERSON_BASE + pid
         legend[label] = f"person:{pid}"
+        surface = surfaces.get(pid, 0)
         for limb in limbs:
-            add_limb(out, limb, label)
+            add_limb(out, limb, label, surface)
     return out
 
 
-def add_limb(out: InstanceList, limb: Limb, label: int) -> None:
-    out.add(limb.kind, limb.size, limb.pose, limb.rgba, label)
+def add_limb(out: InstanceList, limb: Limb, label: int, surface: int = 0) -> None:
+    out.add(limb.kind, limb.size, limb.pose, limb.rgba, label, surface)
 
 
 def base_legend() -> dict[int, str]:

@@ -5,14 +5,16 @@ It draws the physics world as pybullet has it, so people are their capsules (not
 renderer) and every pixel's label comes from pybullet's segmentation mask: the floor, a wall, a person by their
 body, and a robot pixel attributed to the part body it belongs to through ``RobotBody.body_hit`` (the world's
 contract: a pybullet link may carry several part bodies) when the world has it, else the link's one body. The
-incidence angle comes from the depth image's gradient (TinyRenderer gives no normals).
+incidence angle comes from the depth image's gradient (TinyRenderer gives no normals). Each pixel's surface is
+what the world says its (body, link) is made of (``World.surfaces``: a wall's map surface, a person's clothing,
+a robot link's descriptor surface), as the camera's palette numbers it.
 """
 from __future__ import annotations
 
 import numpy as np
 import pybullet as p
 
-from .scene import FLOOR, NOTHING, PERSON_BASE, ROBOT_BASE, WALL, base_legend
+from .scene import FLOOR, NOTHING, PERSON_BASE, ROBOT_BASE, WALL, SurfacePalette, base_legend
 
 SKY = (179, 204, 235)
 
@@ -24,15 +26,17 @@ class TinyRenderer:
         self.width, self.height = width, height
 
     def render_world(self, client: int, view: np.ndarray, projection: np.ndarray, near: float, far: float,
-                     fx: float, fy: float, cx: float, cy: float, world, robot, pedestrians) -> tuple:
-        """(rgb, labels, z, cos incidence, legend) of the physics world seen through ``view``/``projection``
-        (OpenGL matrices; ``projection`` with OpenGL's y up: pybullet flips its images to row 0 at the top)."""
-        w, h = self.width, self.height
+                     fx: float, fy: float, cx: float, cy: float, world, robot, pedestrians,
+                     palette: SurfacePalette | None = None) -> tuple:
+        """(rgb, labels, z, cos incidence, surface index HxW uint8, legend) of the physics world seen through
+        ``view``/``projection`` (OpenGL matrices; ``projection`` with OpenGL's y up: pybullet flips its images to
+        row 0 at the top); the surface index numbered by ``palette`` (None: all 0, the default surface)."""
         rgba, z, seg = self._image(client, view, projection, near, far, p.ER_SEGMENTATION_MASK_OBJECT_AND_LINKINDEX)
         rgb = rgba[..., :3].copy()
         rgb[seg < 0] = SKY
         labels, legend = _labels(seg, z, view, fx, fy, cx, cy, world, robot, pedestrians)
-        return rgb, labels, z.astype(np.float32), _cos_from_depth(z, fx, fy, cx, cy), legend
+        surfaces = _surfaces(seg, world, palette)
+        return rgb, labels, z.astype(np.float32), _cos_from_depth(z, fx, fy, cx, cy), surfaces, legend
 
     def render_depth(self, client: int, view: np.ndarray, projection: np.ndarray, near: float,
                      far: float) -> np.ndarray:
@@ -83,6 +87,22 @@ def _labels(seg, z, view, fx, fy, cx, cy, world, robot, pedestrians) -> tuple[np
                 legend[ROBOT_BASE + k] = f"robot:{found.part_id}/{found.body}"
     labels[seg < 0] = NOTHING
     return labels, legend
+
+
+def _surfaces(seg: np.ndarray, world, palette: SurfacePalette | None) -> np.ndarray:
+    """Per pixel, the palette index of what its (body, link) is made of (``World.surfaces``; 0 elsewhere)."""
+    out = np.zeros(seg.shape, np.uint8)
+    named = getattr(world, "surfaces", None)
+    if palette is None or not named:
+        return out
+    hit = seg >= 0
+    body = np.where(hit, seg & ((1 << 24) - 1), -1)
+    link = np.where(hit, (seg >> 24) - 1, -2)
+    for (b, k), name in named.items():
+        mask = body == b
+        if mask.any():
+            out[mask & (link == k)] = palette.index(name)
+    return out
 
 
 def _world_points(z, view, fx, fy, cx, cy) -> np.ndarray:

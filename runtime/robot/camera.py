@@ -10,6 +10,7 @@
     camera.has_depth   # known when the robot opens: frame.depth is None exactly when this is False
     camera.has_labels  # ground-truth labels: only a rendered camera has them
     frame.invalid      # the depth's invalid pixels by cause: no_return, range, shadow, angle (None: no depth model)
+    frame.surfaces     # (H x W uint8 index, names): the surface each pixel hit (ground truth; None for a device)
 
 Pixels never travel over the Dynamixel bus: a frame comes from a *camera source* beside it. For a virtual robot
 in this process (sim://), the transport renders it in the world (``transport.camera_frame``, firmware_sim's
@@ -129,6 +130,17 @@ class Frame:
         raw = self.depth_source
         invalid = raw.get("invalid") if raw is not None else None
         return dict(invalid) if invalid is not None else None
+
+    @property
+    def surfaces(self) -> tuple[np.ndarray, tuple[str | None, ...]] | None:
+        """Ground truth of a rendered frame, as the labels are: per pixel (H x W uint8, read-only) the index of the
+        surface it hit among the names (None: the default surface), the law its depth failed by; None when the
+        source does not know (a device, a recording)."""
+        raw = self.depth_source
+        index = raw.get("surfaces") if raw is not None else None
+        if index is None:
+            return None
+        return _read_only(index), tuple(raw.get("surface_names") or (None,))
 
     def label_of(self, name: str) -> int | None:
         """The label id of a legend entry (``"person:7"``), None when the frame has none by that name."""
