@@ -227,3 +227,43 @@ def test_the_virtual_capture_command_and_the_fit_from_a_fresh_checkout(tmp_path,
     assert fit["angle50_ci_deg"][0] <= angle50 <= fit["angle50_ci_deg"][1]
     assert fit["width_ci_deg"][0] <= width <= fit["width_ci_deg"][1]
     assert fit["noise_z2_ci"][0] <= noise_z2 <= fit["noise_z2_ci"][1]
+
+
+def test_each_surface_is_fitted_with_its_own_law_and_written_for_the_camera(tmp_path):
+    """A wall half glass (y < 0) and half plaster, the floor plaster; the camera's hidden law on plaster is its
+    depth params', on glass a measured law in its depth.surfaces (the part states both). Each surface's truth lies
+    in its own intervals, the two angle50 intervals lie apart, and the CAL.yaml applied to the catalog camera puts
+    the glass law into its depth.surfaces."""
+    from hil.trial.calibrate.camera import write_outputs
+
+    plaster, glass = (60.0, 4.0, 0.002), (42.0, 3.0, 0.003)
+    part = _camera_part(tmp_path / "part", *plaster)
+    text = part.read_text().replace("        shadow_side: right",
+                                    "        shadow_side: right\n        surfaces: {glass: {dropout_angle50_deg: "
+                                    f"{glass[0]}, dropout_width_deg: {glass[1]}, noise_z2: {glass[2]}}}}}")
+    assert "surfaces: {glass" in text
+    part.write_text(text)
+    rig_path = tmp_path / "rig_two.yaml"
+    rig_path.write_text("start: [0.0, 0.0, 0.0]\nwalls:\n"
+                        f"  - {{name: window, from: [{WALL_X}, -6.0], to: [{WALL_X}, 0.0], surface: glass}}\n"
+                        f"  - {{name: wall, from: [{WALL_X}, 0.0], to: [{WALL_X}, 6.0], surface: plaster}}\n")
+    rig = load_rig(rig_path)
+    capture = capture_from_frames(virtual_frames(rig, tmp_path, part, headings_deg=(-50.0, -30.0, 0.0, 30.0, 50.0)),
+                                  part)
+    fits, obs = fit_capture(capture, rig, stride=1)
+    assert set(fits) == {"glass", "plaster"}
+    for name, (angle50, width, noise_z2) in (("plaster", plaster), ("glass", glass)):
+        fit = fits[name]
+        assert fit.angle50_ci[0] <= angle50 <= fit.angle50_ci[1], (name, fit.angle50_deg, fit.angle50_ci)
+        assert fit.width_ci[0] <= width <= fit.width_ci[1], (name, fit.width_deg, fit.width_ci)
+        assert fit.noise_z2_ci[0] <= noise_z2 <= fit.noise_z2_ci[1], (name, fit.noise_z2, fit.noise_z2_ci)
+        assert fit.angle80_ci[0] <= angle50 + width * LN_QUARTER <= fit.angle80_ci[1], name
+    assert fits["glass"].angle50_ci[1] < fits["plaster"].angle50_ci[0]
+    assert obs.left_out["specular"] > 0  # glass seen head on saturates: left out, not counted as dropout
+    write_outputs(fits, obs, capture, rig, tmp_path / "CAL.yaml")
+    (entry,) = load_calibration(tmp_path / "CAL.yaml").entries
+    depth = camera_spec(next(s for s in apply(load_part("camera"), (entry,)).sensors if s.kind == "camera").params).depth
+    (measured,) = depth.surfaces
+    assert measured.name == "glass"
+    assert measured.dropout_angle50_deg == entry.surfaces["glass"]["dropout_angle50_deg"]
+    assert depth.dropout_angle50_deg == entry.params["depth"]["dropout_angle50_deg"]

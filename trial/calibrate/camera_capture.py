@@ -44,7 +44,7 @@ def virtual_frames(rig: Rig, folder: Path, part: Path | None = None, headings_de
             world.robot.place(x, y, yaw + math.radians(heading))
             for _ in range(frames_per_heading):
                 frame = camera.render(k / camera.spec.rate_hz, k)
-                frames.append({key: frame[key] for key in ("t", "rgb", "depth", "intrinsics", "pose", "labels")})
+                frames.append({key: frame[key] for key in ("t", "rgb", "depth", "intrinsics", "pose", "labels", "surfaces", "surface_names") if key in frame})
                 k += 1
                 progress(f"calibrate camera-capture: frame {k} of {total} (heading {heading:g} deg)")
         return frames

@@ -13,7 +13,8 @@ imported), the rest reads its exact depth z plus Gaussian noise of sigma = noise
   (farther than CONTRADICTION_SLACK from the expected depth: something stands where the rig has nothing). More
   than MAX_CONTRADICTING of them refuses the capture (the rig's distances or the pose are wrong).
 - **Dropout** by maximum likelihood of each pixel's valid/invalid (Bernoulli) given its incidence: a logistic
-  regression, Newton's method on valid ~ logistic(b0 + b1 * incidence) (the likelihood is concave there), then
+  regression, Newton's method with step halving on valid ~ logistic(b0 + b1 * incidence) (the likelihood is
+  concave there: one maximum, whatever the start), then
   angle50 = -b0 / b1, width = -1 / b1. 95 % intervals from the Fisher information (exact for this model) carried
   to (angle50, log width) by the delta method, as the ring's on (angle50, log width).
 - **The 80 % angle** (the sensor-simulation reference's threshold, read here as the incidence at which 80 % of the
@@ -239,26 +240,41 @@ def fit_surface(obs: PixelObservations, what: str, name: str, stated) -> CameraF
 
 
 def _logistic(incidence: np.ndarray, valid: np.ndarray, stated) -> tuple[np.ndarray, np.ndarray]:
-    """(b0, b1) of valid ~ logistic(b0 + b1 incidence) by Newton's method (from the stated law), and their
+    """(b0, b1) of valid ~ logistic(b0 + b1 incidence) by Newton's method from the stated law, each step halved
+    until the likelihood rises (a full Newton step from far off overshoots and can oscillate), and their
     covariance (the inverse Fisher information)."""
     x = np.column_stack([np.ones(len(incidence)), incidence])
     y = valid.astype(float)
+
+    def loglik(b: np.ndarray) -> float:
+        eta = x @ b
+        return float(np.sum(y * eta - np.logaddexp(0.0, eta)))
+
+    def information(b: np.ndarray) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ b, -500, 500)))
+        return (x * (p * (1 - p))[:, None]).T @ x, p
+
     beta = np.array([stated.dropout_angle50_deg / stated.dropout_width_deg, -1.0 / stated.dropout_width_deg])
-    info = np.eye(2)
-    for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-np.clip(x @ beta, -500, 500)))
-        info = (x * (p * (1 - p))[:, None]).T @ x
-        grad = x.T @ (y - p)
+    current = loglik(beta)
+    for _ in range(200):
+        info, p = information(beta)
         try:
-            step = np.linalg.solve(info, grad)
+            step = np.linalg.solve(info, x.T @ (y - p))
         except np.linalg.LinAlgError:
             break
-        limit = max(1.0, float(np.abs(step[1]) / 0.5))  # at most half a unit of slope per step: no overshoot
-        beta = beta + step / limit
-        if np.all(np.abs(step) < 1e-10 * (1 + np.abs(beta))):
+        t = 1.0
+        while t > 1e-8:
+            trial = loglik(beta + t * step)
+            if trial >= current:
+                break
+            t /= 2
+        if t <= 1e-8:
             break
-    p = 1.0 / (1.0 + np.exp(-np.clip(x @ beta, -500, 500)))
-    info = (x * (p * (1 - p))[:, None]).T @ x
+        beta, gain = beta + t * step, trial - current
+        current = trial
+        if gain < 1e-9 and np.all(np.abs(t * step) < 1e-9 * (1 + np.abs(beta))):
+            break
+    info, _ = information(beta)
     try:
         cov = np.linalg.inv(info)
     except np.linalg.LinAlgError:
