@@ -19,8 +19,8 @@ imported), the rest reads its exact depth z plus Gaussian noise of sigma = noise
   to (angle50, log width) by the delta method, as the ring's on (angle50, log width).
 - **The 80 % angle** (the sensor-simulation reference's threshold, read here as the incidence at which 80 % of the
   pixels are still valid): the law's, angle50 + width * ln(0.2 / 0.8), with its interval (delta method), and the
-  capture's own, where the valid fraction in 1-degree bins first falls below 80 % (interpolated): a check of the
-  law's shape against the data, not a fit.
+  capture's own, where the valid fraction in 1-degree bins, made non-increasing (pool adjacent violators), first
+  falls below 80 % (interpolated): a check of the law's shape against the data, free of the logistic's form.
 - **Noise** by maximum likelihood of the valid pixels' residuals (measured - expected depth) under
   N(bias, (noise_z2 z^2)^2): bias the 1/z^4-weighted mean, noise_z2 the root mean square of residual / z^2; its
   interval from the Gaussian's information (noise_z2 * (1 +- 1.96 / sqrt(2 n))).
@@ -60,7 +60,6 @@ CONTRADICTION_SLACK = (0.05, 0.05)  # m + this fraction of z: a valid pixel fart
 MAX_CONTRADICTING = 0.02
 ANGLE80_VALID = 0.8
 MEASURED_BIN_DEG = 1.0
-MEASURED_BIN_MIN = 50  # 1-degree bins with fewer pixels do not count for the capture's own 80 % angle
 Z95 = 1.96
 
 
@@ -308,19 +307,27 @@ def valid_bins(obs: PixelObservations, width: float = BIN_DEG) -> list[dict[str,
 
 
 def measured_angle80(obs: PixelObservations) -> float:
-    """Where the valid fraction in 1-degree bins (of at least MEASURED_BIN_MIN pixels) first falls below 80 %,
-    interpolated between the centres of that bin and the one before; nan when it never does."""
-    previous = None
-    for entry in valid_bins(obs, MEASURED_BIN_DEG):
-        if entry["n"] < MEASURED_BIN_MIN:
-            continue
-        centre, fraction = entry["lo_deg"] + MEASURED_BIN_DEG / 2, entry["valid"]
-        if fraction < ANGLE80_VALID:
-            if previous is None:
-                return centre
-            (c0, f0) = previous
-            return c0 + (centre - c0) * (f0 - ANGLE80_VALID) / (f0 - fraction)
-        previous = (centre, fraction)
+    """The capture's own 80 % angle: the valid fraction per 1-degree bin made non-increasing in incidence (pool
+    adjacent violators, weighted by the bins' pixels: a sparse bin's chance dip does not count as the fall), then
+    where it first falls below 80 %, interpolated between that bin's centre and the one before; nan when it never
+    does (or already starts below)."""
+    bins = [b for b in valid_bins(obs, MEASURED_BIN_DEG) if b["n"]]
+    blocks: list[list[float]] = []  # [weighted sum, weight, first bin, last bin]
+    for k, b in enumerate(bins):
+        blocks.append([b["valid"] * b["n"], float(b["n"]), k, k])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] < blocks[-1][0] / blocks[-1][1]:
+            last = blocks.pop()
+            blocks[-1][0] += last[0]
+            blocks[-1][1] += last[1]
+            blocks[-1][3] = last[3]
+    fitted = np.empty(len(bins))
+    for total, weight, first, last in blocks:
+        fitted[int(first):int(last) + 1] = total / weight
+    centres = [b["lo_deg"] + MEASURED_BIN_DEG / 2 for b in bins]
+    for k in range(1, len(bins)):
+        if fitted[k] < ANGLE80_VALID <= fitted[k - 1]:
+            return centres[k - 1] + (centres[k] - centres[k - 1]) * (fitted[k - 1] - ANGLE80_VALID) / (
+                fitted[k - 1] - fitted[k])
     return math.nan
 
 
