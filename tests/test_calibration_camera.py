@@ -181,6 +181,15 @@ def test_a_tum_capture_is_fitted_by_the_command_and_its_cal_yaml_calibrates_the_
         entry.params["depth"]["dropout_angle50_deg"], entry.params["depth"]["dropout_width_deg"],
         entry.params["depth"]["noise_z2"])
     assert (depth.min_range_m, depth.max_range_m, depth.baseline_m) == (0.2, 8.0, 0.05)  # the part's, kept
+    # a profile's calibration: the virtual commbot's two eyes are built with the fitted numbers
+    from hil.firmware_sim import load_assembly
+    from hil.firmware_sim.assembly import calibrated
+
+    assembly, applied, warnings = calibrated(load_assembly("commbot"), load_calibration(out / "CAL.yaml"))
+    assert not warnings and len(applied) == 2 and all("sensor camera: depth" in line for line in applied)
+    eyes = [camera_spec(s.params).depth for part in assembly.parts if getattr(part, "descriptor", None) is not None
+            and part.descriptor.name == "camera" for s in part.descriptor.sensors if s.kind == "camera"]
+    assert [e.dropout_angle50_deg for e in eyes] == [entry.params["depth"]["dropout_angle50_deg"]] * 2
 
 
 def test_bad_captures_are_refused_in_one_line(tmp_path, capsys):
@@ -267,3 +276,18 @@ def test_each_surface_is_fitted_with_its_own_law_and_written_for_the_camera(tmp_
     assert measured.name == "glass"
     assert measured.dropout_angle50_deg == entry.surfaces["glass"]["dropout_angle50_deg"]
     assert depth.dropout_angle50_deg == entry.params["depth"]["dropout_angle50_deg"]
+
+
+@pytest.mark.parametrize("text, says", [
+    ("height: 50", "rig wall #1: height must be a number within 0.1..20, not 50"),
+    ("height: .nan", "rig wall #1: height must be a number within 0.1..20, not nan"),
+])
+def test_a_face_height_out_of_bounds_is_refused_at_its_line(tmp_path, text, says):
+    from hil.devices.yaml_source import ConfigError
+
+    path = tmp_path / "rig.yaml"
+    path.write_text(f"start: [0, 0, 0]\nwalls:\n  - {{from: [1.6, -6], to: [1.6, 6], {text}}}\n")
+    with pytest.raises(ConfigError, match=rf"rig.yaml:3: {says}"):
+        load_rig(path)
+    path.write_text("start: [0, 0, 0]\nwalls:\n  - {from: [1.6, -6], to: [1.6, 6], height: 2.5}\n")
+    assert load_rig(path).faces[0].height_m == 2.5
