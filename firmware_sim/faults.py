@@ -28,6 +28,14 @@ class FaultInjector:
                 raise ValueError(f"{name}={rate} is not a probability in [0, 1]")
         self._rng = random.Random(self.seed)
 
+    def save_state(self) -> tuple:
+        """The generator's state (a saved world: firmware_sim/embodied/state.py); the counts are not part of it."""
+        return self._rng.getstate()
+
+    def restore_state(self, state: tuple) -> None:
+        """Put back what :meth:`save_state` gave."""
+        self._rng.setstate(state)
+
     def corrupt(self, data: bytes) -> bytes:
         """Flip each bit of ``data`` with probability ``bit_flip_rate``."""
         if not self.bit_flip_rate or not data:

@@ -97,6 +97,9 @@ def _add_bus_arguments(parser: argparse.ArgumentParser) -> None:
 def _cmd_urdf(args: argparse.Namespace) -> int:
     from .model import urdf_cli
 
+    from .robot.assembly import cameras_of
+    from .robot.semantics import load_semantics
+
     profile, robot = _scanned(args, quiet=args.output == "-")
     if profile is not None and args.name is None:
         from pathlib import Path
@@ -104,7 +107,8 @@ def _cmd_urdf(args: argparse.Namespace) -> int:
         from .model.model import sanitize
 
         args.name = sanitize(Path(profile.source).stem)  # the robot is the profile's, not its main bus's
-    return urdf_cli.run(args, robot)
+    semantics = load_semantics(profile.semantics) if profile is not None and profile.semantics else None
+    return urdf_cli.run(args, robot, cameras_of(robot, semantics))  # named as the robot names its cameras
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:

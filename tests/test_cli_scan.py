@@ -37,7 +37,29 @@ def test_urdf_command_writes_a_robot(tmp_path):
     proc = hil("urdf", "--bus", "sim://commbot", "-o", str(out), env_cache=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
-    assert text.count("<link ") == 59 and text.count('type="revolute"') + text.count('type="continuous"') == 19
+    assert text.count("<link ") == 59 + 2 and text.count('type="revolute"') + text.count('type="continuous"') == 19
+    assert_optical_frames(text, {f"torso/neck/horn/mount/horn/mount/horn/head/eye_{side}/horn/mount/horn"
+                                 for side in ("left", "right")})  # no semantics: the cameras' tree paths
+
+
+def assert_optical_frames(text: str, cameras: set[str]) -> None:
+    """Each camera's NAME_optical_frame hangs from its camera body's link on a fixed joint NAME_optical_joint,
+    rpy (-pi/2, 0, -pi/2) (REP-103, as the ROS bridge's /robot_description), and weighs nothing."""
+    import math
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    links = {el.get("name"): el for el in root.findall("link")}
+    joints = {el.get("name"): el for el in root.findall("joint")}
+    assert {name[:-len("_optical_frame")] for name in links if name.endswith("_optical_frame")} == cameras
+    for camera in cameras:
+        joint = joints[f"{camera}_optical_joint"]
+        assert joint.get("type") == "fixed" and joint.find("child").get("link") == f"{camera}_optical_frame"
+        parent = joint.find("parent").get("link")
+        assert parent in links and "camera" in parent, parent  # the camera part's body
+        rpy = [float(v) for v in joint.find("origin").get("rpy").split()]
+        assert rpy == [-math.pi / 2, 0.0, -math.pi / 2]
+        assert float(links[f"{camera}_optical_frame"].find("inertial/mass").get("value")) == 0.0
 
 
 def test_scan_of_a_bad_url_is_a_clear_error(tmp_path):

@@ -15,6 +15,8 @@ from pathlib import Path
 import pybullet as p
 import pytest
 
+from tests.test_cli_scan import assert_optical_frames
+
 BODY = "sim://commbot_body?world=0"
 COMMBOT = "sim://commbot?world=0"
 NOWHERE = "/dev/hil-no-such-port"
@@ -146,7 +148,8 @@ def test_urdf_profile_is_the_whole_robot_with_the_commbots_mass(arm, tmp_path, c
     assert '<robot name="two">' in text  # named after the profile, not its main bus (commbot_body)
     mass, joints = pybullet_mass(out)
     ref_mass, ref_joints = pybullet_mass(reference)
-    assert joints == ref_joints and text.count("<link ") == reference.read_text().count("<link ") == 59
+    assert joints == ref_joints and text.count("<link ") == reference.read_text().count("<link ") == 59 + 2
+    assert_optical_frames(text, {"head_camera", "right_camera"})  # named by the profile's semantics (commbot)
     assert mass == pytest.approx(ref_mass, rel=1e-9) and mass > 10
 
 

@@ -63,6 +63,14 @@ class CameraFirmware(PartFirmware):
                                                     seed + len(self.cameras))
         return self
 
+    def reseed(self, seed: int, gait: Gait) -> None:
+        """As :meth:`attach` with ``seed`` and ``gait`` left the cameras (a world put back to its start): no frame
+        made yet, the depth noise and the people's clothes from ``seed``, the observers' gait from ``gait``'s
+        seed."""
+        self.seed, self.gait, self.observer_gait = seed, gait, Gait(gait.seed)
+        for k, camera in enumerate(self.cameras.values()):
+            camera.restart(seed + k)
+
     def frame(self, name: str | None = None, observe: bool = False) -> Mapping[str, Any]:
         """The current period's frame; ``observe``: for an observer (a recording), see :meth:`_Camera.frame`."""
         camera = self.camera(name)
@@ -127,10 +135,7 @@ def reseed(embodied: Any, seed: int) -> None:
     embodied.seed = seed
     gait = Gait(seed)  # one per world, as _attach_cameras makes it
     for part in (embodied.cameras or {}).values():
-        part.seed, part.gait, part.observer_gait = part_seed(seed, part.serial_number), gait, Gait(seed)
-        for k, camera in enumerate(part.cameras.values()):
-            camera.depth_model = DepthModel(camera.spec.depth, camera.spec.fx, part.seed + k, camera.name)
-            camera.last, camera._last_k, camera._observed = None, None, None
+        part.reseed(part_seed(seed, part.serial_number), gait)
 
 
 def _has_body(robot: RobotBody, part_id: int, body: str) -> bool:
@@ -159,6 +164,11 @@ class _Camera:
         self._static: InstanceList | None = None
         self._robot_cache: dict = {}  # the robot's shapes as unit primitives per body (scene.robot_scene)
         self.rendered = 0  # frames actually rendered (a read between frames does not count)
+
+    def restart(self, seed: int) -> None:
+        """No frame made yet and the depth noise drawn from ``seed`` (a world put back to its start)."""
+        self.depth_model = DepthModel(self.spec.depth, self.spec.fx, seed, self.name)
+        self.last, self._last_k, self._observed = None, None, None
 
     @property
     def label(self) -> str:

@@ -78,12 +78,35 @@ class CrowdBridge:
         (and forgotten by the body history: the start state has none), what the last session told forgotten,
         the link to the new session."""
         self.pedestrians.clear()
-        history = getattr(self, "body_history", None)  # firmware_sim/embodied/state.py
-        if history is not None:
-            history.events = []
+        self.pedestrians.forget_history()
         self._forget()
         self.endpoint = endpoint
         self.client = self._connect(endpoint, self.client.timeout_s, self._security)
+
+    def save_state(self) -> dict:
+        """What the crowd told and what has not been taken yet, as plain data (msgpack-able), for a saved world
+        (firmware_sim/embodied/state.py; the people's bodies are the physics', the crowd process's own state
+        goes over the bridge)."""
+        peds = self.pedestrians
+        return {"intended": [[pid, vx, vy] for pid, (vx, vy) in sorted(peds.intended.items())],
+                "people": [list(person) if person.surface else list(person)[:-1] for person in self.people.values()],
+                "ticks": self.ticks,
+                "crowd_time_s": self.crowd_time_s, "script_events": list(self.script_events),
+                "script_state": self.script_state, "doing": [[k, v] for k, v in sorted(self.doing.items())],
+                "names": [[k, v] for k, v in sorted(self.names.items())], "touched": sorted(self._touched)}
+
+    def restore_state(self, saved: dict) -> None:
+        """Put back what :meth:`save_state` gave (the bodies already restored with the physics)."""
+        from hil.bridge.crowd_link import Person
+
+        self.pedestrians.intended = {int(pid): (vx, vy) for pid, vx, vy in saved["intended"]}
+        self.people = {int(row[0]): Person(*row) for row in saved["people"]}
+        self.ticks, self.crowd_time_s = saved["ticks"], saved["crowd_time_s"]
+        self.script_events = list(saved["script_events"])
+        self.script_state = saved["script_state"]
+        self.doing = {int(k): v for k, v in saved["doing"]}
+        self.names = {int(k): v for k, v in saved["names"]}
+        self._touched = set(saved["touched"])
 
     def say_bye(self) -> None:
         """End the session (the crowd process goes idle or serves the next); the world keeps its hooks."""

@@ -71,14 +71,10 @@ def _detach(embodied, old: PartFirmware) -> None:
     """The old firmware no longer drives anything; its joints go limp (their friction only)."""
     robot = embodied.robot
     if isinstance(old, JointServo):
-        drives = old._drives
-        if old in drives.servos:
-            drives.servos.remove(old)
-        drives.due()
+        old.detach()
         wheels = _wheels(embodied)
         if wheels is not None and old in wheels:
             wheels.remove(old)
-        old.world = None  # a stray reference can no longer step it
     for joint in robot.moving_joints:
         if joint.part_id == old.id:
             robot.release(joint)
@@ -106,10 +102,7 @@ def _retune(robot, joint: RobotJoint, new_joint) -> RobotJoint:
         p.changeDynamics(body, joint.index, jointLowerLimit=limits.lower, jointUpperLimit=limits.upper,
                          physicsClientId=c)
     p.changeDynamics(body, joint.index, jointDamping=tuned.damping, physicsClientId=c)
-    robot.moving_joints = tuple(tuned if j.index == joint.index else j for j in robot.moving_joints)
-    robot._joints.pop((joint.part_id, joint.name), None)
-    robot._joints[(tuned.part_id, tuned.name)] = tuned
-    robot._by_index[tuned.index] = tuned
+    robot.replace_joint(joint, tuned)
     robot.release(tuned)
     return tuned
 

@@ -136,6 +136,40 @@ class JointServo(PartFirmware):
         self._refresh()
         self._command()
 
+    def save_state(self) -> dict:
+        """The firmware's state beyond its control table, as plain data, for a saved world
+        (firmware_sim/embodied/state.py): watchdog, latch and stops, the setting a tripped watchdog re-arms with,
+        a latched hold's position, the drive's torque filter and the motor's last applied torque (pybullet keeps
+        neither motor targets nor applied torques in its saved state)."""
+        _, _, _, applied = p.getJointState(self.robot.body_id, self.joint.index, physicsClientId=self.robot.client)
+        drive = getattr(self, "_drive", None)
+        return {"last_access_s": self.last_access_s, "latched": self.latched, "stops": [list(s) for s in self.stops],
+                "tripped": getattr(self, "_tripped_setting", None), "hold_q": getattr(self, "hold_q", None),
+                "drive_torque": drive.torque if drive is not None else None, "applied": applied}
+
+    def restore_state(self, saved: dict) -> float:
+        """Put back what :meth:`save_state` gave (after the control table) and re-command the motor from it;
+        returns the motor's last applied torque, for the first physics step (:attr:`PositionDrives.applied_once`)."""
+        self.last_access_s = saved["last_access_s"]
+        self.latched = bool(saved["latched"])
+        self.stops = [tuple(s) for s in saved["stops"]]
+        if saved["tripped"] is not None:
+            self._tripped_setting = saved["tripped"]
+        self._refresh()
+        drive = getattr(self, "_drive", None)
+        if drive is not None and saved["drive_torque"] is not None:
+            drive.torque = saved["drive_torque"]
+        self._command(hold_q=saved["hold_q"])
+        return saved["applied"]
+
+    def detach(self) -> None:
+        """Drive nothing any more (a part swapped out): out of the robot's position drives, no world to step."""
+        drives = self._drives
+        if self in drives.servos:
+            drives.servos.remove(self)
+        drives.due()
+        self.world = None  # a stray reference can no longer step it
+
     def clear_multi_turn(self) -> None:
         raise ResultFail(self.id, ResultFail.code, "multi-turn clear is not supported by world-backed joints")
 

@@ -5,7 +5,7 @@ What pybullet keeps and what it does not (measured, tests/test_state.py and docs
 - ``p.saveBullet(file)`` / ``p.restoreState(fileName=file)`` restore every multibody's base and joint positions
   and velocities and the contact manifolds (matched by broadphase uid: their warm start), bit for bit, *into a
   world holding the same bodies created in the same order*. So the people's bodies are re-created here from
-  their spawn/remove history (:class:`BodyHistory`), which reproduces pybullet's body ids, its LIFO free list
+  their spawn/remove history (``Pedestrians.history``), which reproduces pybullet's body ids, its LIFO free list
   and the broadphase uids, before the file is loaded;
 - it does not keep the joint motors (targets, forces: they are re-commanded from each servo's control table,
   a latched hold at the position it latched at) nor the motors' last applied torque (the position drives read
@@ -27,7 +27,6 @@ from typing import Any
 import pybullet as p
 
 from ..part import PartFirmware
-from ..world.pedestrians import PedestrianIntent, Pedestrians
 from .sensing import ContactFirmware, RangeRingFirmware
 from .servo import JointServo, PositionDrives
 
@@ -38,44 +37,13 @@ class StateError(RuntimeError):
     """A saved state cannot be put into this world (another robot, map, crowd...); the message says what."""
 
 
-class BodyHistory:
-    """Every person's body created and removed in a world, in order: replayed into a fresh world before a
-    ``.bullet`` file is loaded, so every body has the id and broadphase uid it had when the state was saved."""
-
-    def __init__(self, pedestrians: Pedestrians):
-        self.events: list[list] = []  # ["spawn", id, x, y, vx, vy, radius, height] | ["remove", id]
-        self.pedestrians = pedestrians
-        spawn, remove = pedestrians._spawn, pedestrians._remove
-
-        def recorded_spawn(intent: PedestrianIntent) -> None:
-            self.events.append(["spawn", intent.id, intent.x, intent.y, intent.vx, intent.vy, intent.radius,
-                                intent.height] + ([intent.surface] if intent.surface is not None else []))
-            spawn(intent)
-
-        def recorded_remove(person: int) -> None:
-            self.events.append(["remove", person])
-            remove(person)
-
-        pedestrians._spawn, pedestrians._remove = recorded_spawn, recorded_remove
-
-    def replay(self, events: list[list]) -> None:
-        """Create and remove bodies as ``events`` say (into a world that has had none yet)."""
-        for event in events:
-            if event[0] == "spawn":
-                self.pedestrians._spawn(PedestrianIntent(*event[1:]))
-            else:
-                self.pedestrians._remove(int(event[1]))
-
-
-def history_of(embodied) -> BodyHistory | None:
-    """The body history of ``embodied``'s people (started on first call, which must come before any tick)."""
+def history_of(embodied) -> list[list] | None:
+    """The record of every body ``embodied``'s people had (:attr:`Pedestrians.history`; started on the first call,
+    which must come before any tick), or None without a crowd."""
     crowd = embodied.crowd
     if crowd is None:
         return None
-    history = getattr(crowd, "body_history", None)
-    if history is None:
-        history = crowd.body_history = BodyHistory(crowd.pedestrians)
-    return history
+    return crowd.pedestrians.record_history()
 
 
 # --- saving ------------------------------------------------------------------------------------------------------
@@ -93,8 +61,8 @@ def save_world(embodied, bullet_path: str, *, roundtrip: bool = True) -> dict[st
     crowd = embodied.crowd
     history = history_of(embodied)
     return {"format": STATE_FORMAT, "steps": world.steps, "time_step_s": world.time_step_s,
-            "bodies": history.events if history is not None else [], "parts": parts,
-            "people": _save_people(crowd) if crowd is not None else None, "check": bodies_state(embodied)}
+            "bodies": list(history) if history is not None else [], "parts": parts,
+            "people": crowd.save_state() if crowd is not None else None, "check": bodies_state(embodied)}
 
 
 def save_parts(embodied) -> list[dict[str, Any]]:
@@ -105,35 +73,17 @@ def save_parts(embodied) -> list[dict[str, Any]]:
                                  "memory": zlib.compress(bytes(part.memory.data), 1),  # descriptor blocks: 10x
                                  "time_s": part.time_s, "pending": list(part.pending) if part.pending else None}
         if isinstance(part, JointServo):
-            entry["servo"] = _save_servo(part)
+            entry["servo"] = part.save_state()
         elif isinstance(part, RangeRingFirmware):
-            entry["ring"] = {"rng": plain_state(part.model.rng.bit_generator.state),
-                             "counters": dict(part.model._counters)}
+            ring = part.model.save_state()
+            entry["ring"] = {"rng": plain_state(ring["rng"]), "counters": ring["counters"]}
         elif isinstance(part, ContactFirmware):
             entry["interlock"] = [part.interlock.pressed, part.interlock.trips]
         out.append(entry)
     faults = getattr(embodied.device, "faults", None)
-    if faults is not None and hasattr(faults, "_rng"):
-        out.append({"faults": plain_state(faults._rng.getstate())})
+    if faults is not None and hasattr(faults, "save_state"):
+        out.append({"faults": plain_state(faults.save_state())})
     return out
-
-
-def _save_servo(servo: JointServo) -> dict[str, Any]:
-    q, qd, _, applied = p.getJointState(servo.robot.body_id, servo.joint.index, physicsClientId=servo.robot.client)
-    drive = getattr(servo, "_drive", None)
-    return {"last_access_s": servo.last_access_s, "latched": servo.latched, "stops": [list(s) for s in servo.stops],
-            "tripped": getattr(servo, "_tripped_setting", None), "hold_q": getattr(servo, "hold_q", None),
-            "drive_torque": drive.torque if drive is not None else None, "applied": applied}
-
-
-def _save_people(crowd) -> dict[str, Any]:
-    peds = crowd.pedestrians
-    return {"intended": [[pid, vx, vy] for pid, (vx, vy) in sorted(peds.intended.items())],
-            "people": [list(person) if person.surface else list(person)[:-1] for person in crowd.people.values()],
-            "ticks": crowd.ticks,
-            "crowd_time_s": crowd.crowd_time_s, "script_events": list(crowd.script_events),
-            "script_state": crowd.script_state, "doing": [[k, v] for k, v in sorted(crowd.doing.items())],
-            "names": [[k, v] for k, v in sorted(crowd.names.items())], "touched": sorted(crowd._touched)}
 
 
 # --- restoring ---------------------------------------------------------------------------------------------------
@@ -151,7 +101,7 @@ def restore_world(embodied, state: dict[str, Any], bullet_path: str) -> None:
     if state["bodies"]:
         if history is None:
             raise StateError("the state has people and this world has no crowd")
-        history.replay(state["bodies"])
+        embodied.crowd.pedestrians.replay(state["bodies"])
     p.restoreState(fileName=str(bullet_path), physicsClientId=world.client)
     world.steps = int(state["steps"])
     check = state.get("check")
@@ -162,7 +112,7 @@ def restore_world(embodied, state: dict[str, Any], bullet_path: str) -> None:
         if off or set(here) != set(check):
             raise StateError(f"the restored bodies are not where they were saved: {', '.join(off[:5]) or 'others'}")
     if state.get("people") is not None and embodied.crowd is not None:
-        _restore_people(embodied.crowd, state["people"])
+        embodied.crowd.restore_state(state["people"])
     restore_parts(embodied, state["parts"])
 
 
@@ -182,45 +132,17 @@ def restore_parts(embodied, saved: list[dict[str, Any]]) -> None:
         part.time_s = entry["time_s"]
         part.pending = (entry["pending"][0], bytes(entry["pending"][1])) if entry["pending"] else None
         if isinstance(part, JointServo):
-            applied[part.joint.index] = _restore_servo(part, entry["servo"])
+            applied[part.joint.index] = part.restore_state(entry["servo"])
         elif isinstance(part, RangeRingFirmware):
-            part.model.rng.bit_generator.state = from_plain(entry["ring"]["rng"])
-            part.model._counters.update(entry["ring"]["counters"])
+            part.model.restore_state({"rng": from_plain(entry["ring"]["rng"]), "counters": entry["ring"]["counters"]})
         elif isinstance(part, ContactFirmware):
             part.interlock.pressed, part.interlock.trips = bool(entry["interlock"][0]), int(entry["interlock"][1])
     faults = getattr(embodied.device, "faults", None)
     saved_faults = next((entry["faults"] for entry in saved if "faults" in entry), None)
-    if faults is not None and saved_faults is not None and hasattr(faults, "_rng"):
-        faults._rng.setstate(from_plain(saved_faults))
+    if faults is not None and saved_faults is not None and hasattr(faults, "restore_state"):
+        faults.restore_state(from_plain(saved_faults))
     if applied:
         PositionDrives.of(embodied.world, embodied.robot).applied_once = applied
-
-
-def _restore_servo(servo: JointServo, saved: dict[str, Any]) -> float:
-    servo.last_access_s = saved["last_access_s"]
-    servo.latched = bool(saved["latched"])
-    servo.stops = [tuple(s) for s in saved["stops"]]
-    if saved["tripped"] is not None:
-        servo._tripped_setting = saved["tripped"]
-    servo._refresh()
-    drive = getattr(servo, "_drive", None)
-    if drive is not None and saved["drive_torque"] is not None:
-        drive.torque = saved["drive_torque"]
-    servo._command(hold_q=saved["hold_q"])
-    return saved["applied"]
-
-
-def _restore_people(crowd, saved: dict[str, Any]) -> None:
-    from hil.bridge.crowd_link import Person
-
-    crowd.pedestrians.intended = {int(pid): (vx, vy) for pid, vx, vy in saved["intended"]}
-    crowd.people = {int(row[0]): Person(*row) for row in saved["people"]}
-    crowd.ticks, crowd.crowd_time_s = saved["ticks"], saved["crowd_time_s"]
-    crowd.script_events = list(saved["script_events"])
-    crowd.script_state = saved["script_state"]
-    crowd.doing = {int(k): v for k, v in saved["doing"]}
-    crowd.names = {int(k): v for k, v in saved["names"]}
-    crowd._touched = set(saved["touched"])
 
 
 # --- what a test compares -----------------------------------------------------------------------------------------

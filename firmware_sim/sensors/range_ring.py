@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pybullet as pb
@@ -258,6 +259,20 @@ class RangeRingModel:
     def counters(self) -> dict[str, int]:
         """Invalid readings since the model was made, by cause (a copy)."""
         return dict(self._counters)
+
+    def save_state(self) -> dict[str, Any]:
+        """The generator's state and the counters (a saved world: firmware_sim/embodied/state.py)."""
+        return {"rng": self.rng.bit_generator.state, "counters": dict(self._counters)}
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Put back what :meth:`save_state` gave."""
+        self.rng.bit_generator.state = state["rng"]
+        self._counters.update(state["counters"])
+
+    def reseed(self, seed: int) -> None:
+        """Draw the noise from ``seed`` from now on (a world put back to its start for a new episode); the counters
+        go on."""
+        self.rng = np.random.Generator(np.random.PCG64(seed))
 
     def measure(self, client: int, ring_position: Sequence[float], ring_orientation_quat: Sequence[float],
                 ignore: Collection[tuple[int, int | None]] = (), occluders: Collection[int] = (),

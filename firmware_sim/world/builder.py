@@ -129,6 +129,14 @@ class RobotBody:
             carried.setdefault(link.index, []).append(link)
         self._bodies_at = {index: tuple(bodies) for index, bodies in carried.items()}
 
+    def replace_joint(self, old: RobotJoint, new: RobotJoint) -> None:
+        """``old`` (a moving joint) is now ``new``: the same pybullet joint under a swapped part's name and numbers
+        (embodied/reembody.py)."""
+        self.moving_joints = tuple(new if j.index == old.index else j for j in self.moving_joints)
+        self._joints.pop((old.part_id, old.name), None)
+        self._joints[(new.part_id, new.name)] = new
+        self._by_index[new.index] = new
+
     def forget_contacts(self) -> None:
         """Drop the contact points cached for the current step: the world's steps were set back (a rewind), so a
         step number no longer names the same step."""

@@ -78,7 +78,31 @@ class Pedestrians:
         self._shapes: dict[tuple[float, float], tuple[int, int]] = {}
         self._driven: list[tuple[int, int, float]] = []  # (person, body, mass) in the order of ``bodies``
         self._person_of: dict[int, int] = {}  # pybullet body -> person id (touching() runs every step)
+        # every body spawned and removed, in order, once record_history() started it (a saved world's state:
+        # firmware_sim/embodied/state.py): ["spawn", id, x, y, vx, vy, radius, height(, surface)] | ["remove", id]
+        self.history: list[list] | None = None
         world.add_pre_step(self._drive)
+
+    def record_history(self) -> list[list]:
+        """Start recording every spawn and remove (if not started yet; before the first one, for a history that
+        re-creates the bodies with their pybullet ids: :meth:`replay`) and return the record so far."""
+        if self.history is None:
+            self.history = []
+        return self.history
+
+    def forget_history(self) -> None:
+        """The record starts again empty (a world put back to a start that had no people), if one is kept."""
+        if self.history is not None:
+            self.history = []
+
+    def replay(self, events: list[list]) -> None:
+        """Create and remove bodies as a :attr:`history` says, into a world that has had none yet: every body gets
+        the pybullet id and broadphase uid it had (recorded again, when a history is kept)."""
+        for event in events:
+            if event[0] == "spawn":
+                self._spawn(PedestrianIntent(*event[1:]))
+            else:
+                self._remove(int(event[1]))
 
     def sync(self, intents: list[PedestrianIntent]) -> None:
         """Spawn new people, remove those no longer intended, and take everyone's intended velocity."""
@@ -123,6 +147,9 @@ class Pedestrians:
         return self._shapes[key]
 
     def _spawn(self, intent: PedestrianIntent) -> None:
+        if self.history is not None:
+            self.history.append(["spawn", intent.id, intent.x, intent.y, intent.vx, intent.vy, intent.radius,
+                                 intent.height] + ([intent.surface] if intent.surface is not None else []))
         length = max(0.0, intent.height - 2 * intent.radius)
         shape, visual = self._shape(intent.radius, intent.height)
         mass = BODY_DENSITY_KG_M3 * math.pi * intent.radius ** 2 * (length + 4 * intent.radius / 3)
@@ -138,6 +165,8 @@ class Pedestrians:
         self._driven = [(person, b, self.masses[person]) for person, b in self.bodies.items()]
 
     def _remove(self, person: int) -> None:
+        if self.history is not None:
+            self.history.append(["remove", person])
         body = self.bodies.pop(person)
         p.removeBody(body, physicsClientId=self.client)
         self.world.forget_body(body)

@@ -21,8 +21,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .spec import EnvSpec
 
 
@@ -151,7 +149,7 @@ class EpisodeWorld:
             PositionDrives.of(embodied.world, embodied.robot).due()  # its cached deadline and batch are of the past
             for part in embodied.parts:  # the episode's own noise (trial seeds: firmware_sim/embodied/embody.py)
                 if isinstance(part, RangeRingFirmware):
-                    part.model.rng = np.random.Generator(np.random.PCG64(part_seed(seed, part.serial_number)))
+                    part.model.reseed(part_seed(seed, part.serial_number))
             reseed_cameras(embodied, seed)
         _set_clock(robot, embodied, 0.0)
         if self.faults is not None:

@@ -25,7 +25,7 @@ from ..scan import ScannedPart, VirtualRobot
 from .base import BaseGeometryError, DifferentialBase, wheel_geometry
 from .blueprint import Blueprint, resolve
 from .buses import MAIN_BUS
-from .camera import Camera
+from .camera import CAMERA, Camera, camera_sensor
 from .cycle import BusCycle, BusGroup, MultiCycle
 from .joints import POSITION, VELOCITY, Joint
 from .names import NameMap
@@ -87,6 +87,19 @@ def assemble(virtual: VirtualRobot, semantics: Semantics | None, trust: TrustSto
 
 def _senses(part: ScannedPart) -> bool:
     return sensing_kind(part.descriptor) is not None
+
+
+def cameras_of(virtual: VirtualRobot, semantics: Semantics | None) -> list[tuple[str, int, str]]:
+    """Every camera of ``virtual`` as (its name, its part's robot-wide ID, its body), named as :func:`assemble`
+    names ``robot.sensors`` (the semantics file's name, else the part's tree path): the optical frames of a
+    robot's URDF (``hil urdf``, runtime.model.urdf) and of its ROS images then agree."""
+    blueprint = resolve(semantics, virtual, _senses)
+    out = []
+    for name, binding in blueprint.sensors.items():
+        desc = virtual.parts[binding.part_id].descriptor
+        if sensing_kind(desc) == CAMERA:  # the handle make_sensor gives such a part is its Camera
+            out.append((name, binding.part_id, camera_sensor(desc).body))
+    return out
 
 
 def _drivers(virtual: VirtualRobot, trust: TrustStore, previous: Assembly | None,

@@ -17,7 +17,6 @@ log's model has the shapes but no inertias or limits, so its URDF has no inertia
 """
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from typing import Any
@@ -26,12 +25,11 @@ import numpy as np
 
 from hil.devices.descriptor import Pose, Shape
 from hil.runtime.model import Model, to_urdf
+from hil.runtime.model.urdf import camera_links, optical_frame
 
 from ..view.quat import wxyz_of
 
 ROOT_FRAME = "base_link"
-OPTICAL_FRAME, OPTICAL_JOINT = "{}_optical_frame", "{}_optical_joint"  # of camera NAME, as ROS drivers name them
-OPTICAL_RPY = (-math.pi / 2, 0.0, -math.pi / 2)  # the optical frame in the camera's body (REP-103)
 
 
 def blueprint_names(robot: Any) -> dict[int, str]:
@@ -45,17 +43,12 @@ def link_names(model: Model, root: str = ROOT_FRAME) -> list[str]:
     return [root if link.parent < 0 else link.name for link in model.links]
 
 
-def optical_frame(camera: str) -> str:
-    """The frame of camera ``camera``'s images on the ROS graph: ``NAME_optical_frame``."""
-    return OPTICAL_FRAME.format(camera)
-
-
 def description_urdf(model: Model, q_names: dict[int, str], root: str = ROOT_FRAME,
                      optical: list[dict[str, Any]] = ()) -> str:
     """The URDF of ``model`` with its moving joints named by ``q_names`` and its root link named ``root``, and a
     fixed joint ``NAME_optical_joint`` to a link ``NAME_optical_frame`` for each camera's optical frame given
-    (``optical``: :func:`optical_frames`' entries)."""
-    doc = ET.fromstring(to_urdf(model).split("\n", 1)[1])
+    (``optical``: :func:`optical_frames`' entries; written by runtime.model.to_urdf, as ``hil urdf`` writes them)."""
+    doc = ET.fromstring(to_urdf(model, cameras={f["camera"]: f["parent"] for f in optical}).split("\n", 1)[1])
     joint_names = {j.name: q_names[j.idx_q] for j in model.joints if j.idx_q is not None and j.idx_q in q_names}
     old_root = model.links[0].name
     for el in doc.iter("joint"):
@@ -67,13 +60,6 @@ def description_urdf(model: Model, q_names: dict[int, str], root: str = ROOT_FRA
     for el in doc.iter("link"):
         if el.get("name") == old_root:
             el.set("name", root)
-    rpy = " ".join(repr(a) for a in OPTICAL_RPY)
-    for frame in optical:
-        ET.SubElement(doc, "link", name=frame["child"])
-        joint = ET.SubElement(doc, "joint", name=OPTICAL_JOINT.format(frame["camera"]), type="fixed")
-        ET.SubElement(joint, "parent", link=root if frame["parent"] == old_root else frame["parent"])
-        ET.SubElement(joint, "child", link=frame["child"])
-        ET.SubElement(joint, "origin", xyz="0 0 0", rpy=rpy)
     ET.indent(doc, space="  ")
     return '<?xml version="1.0"?>\n' + ET.tostring(doc, encoding="unicode") + "\n"
 
@@ -105,15 +91,11 @@ def optical_frames(robot: Any) -> list[dict[str, Any]]:
     its images and camera_info) in its camera body's link, as a static transform (``camera``: its name)."""
     from hil.runtime.robot.camera import Camera
 
-    from ..record.camera_log import OPTICAL_XYZW, camera_link_name
+    from ..record.camera_log import OPTICAL_XYZW
 
-    out = []
-    for name, sensor in robot.sensors.items():
-        link = camera_link_name(robot, sensor) if isinstance(sensor, Camera) else None
-        if link is not None:
-            out.append({"camera": name, "parent": link, "child": optical_frame(name), "xyz": [0.0, 0.0, 0.0],
-                        "xyzw": list(OPTICAL_XYZW)})
-    return out
+    cameras = [(name, s.part_key, s.sensor.body) for name, s in robot.sensors.items() if isinstance(s, Camera)]
+    return [{"camera": name, "parent": link, "child": optical_frame(name), "xyz": [0.0, 0.0, 0.0],
+             "xyzw": list(OPTICAL_XYZW)} for name, link in camera_links(robot.model, cameras).items()]
 
 
 def description_of_log(model_message: dict[str, Any], root: str = ROOT_FRAME,
