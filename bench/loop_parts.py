@@ -18,7 +18,7 @@ trial under cProfile for the functions inside them:
 The timers are perf_counter (wall): on a loaded machine a part's figure includes the time the process waited for a
 core, so read the shares, not the absolute numbers; the process's CPU over the loop is printed beside them.
 
-    .venv/bin/python -m bench.loop_parts [--seconds 20] [--seed 0] [--top 30] [--no-cprofile]
+    .venv/bin/python -m bench.loop_parts [--seconds 20] [--seed 0] [--top 30] [--no-cprofile] [--smoke]
 """
 from __future__ import annotations
 
@@ -123,7 +123,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--top", type=int, default=30, help="cProfile rows (by own time) to print")
     parser.add_argument("--no-cprofile", action="store_true", help="the timed split only")
+    parser.add_argument("--smoke", action="store_true", help="a 1 s trial, 10 cProfile rows: runs, prints")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.seconds, args.top = 1.0, 10
     with tempfile.TemporaryDirectory(prefix="hil-bench-parts-") as tmp:
         _trial(1.0, args.seed, Path(tmp) / "warm").raise_for_status()  # imports, caches, the crowd process idle
         _instrument()
