@@ -50,15 +50,20 @@ class ContactFirmware(PartFirmware):
             model.check_collisions(collisions)
             self.sensors.append((sensor, model, collisions, bool(sensor.params.get("stops_wheels", False))))
         self._bodies = frozenset((self.id, s[0].body) for s in self.sensors)
+        self._links = frozenset(robot.link_index(self.id, s[0].body) for s in self.sensors)  # where they sit
         self._stops_wheels = any(s[3] for s in self.sensors)
         self._quiet = False  # the registers read 0 and nothing touched the sensors last step
         world.add_post_step(self._post_step)
         return self
 
     def _post_step(self, world: World) -> None:
-        touched = self.robot.touched()  # one query and attribution per step for all the robot's parts
-        if self._quiet and self._bodies.isdisjoint(touched) and not (self._stops_wheels and self.interlock.pressed):
-            return  # nothing touches, nothing was pressed: every register already reads 0 (most steps)
+        # one contact query per step for all the robot's parts; nothing on the links the sensors sit on (the wheels
+        # meet the floor, the sensors nothing: most steps) needs no attribution of the points to bodies
+        quiet = self._quiet and not (self._stops_wheels and self.interlock.pressed)
+        if quiet and self._links.isdisjoint(self.robot.touched_links()):
+            return  # nothing touches, nothing was pressed: every register already reads 0
+        if quiet and self._bodies.isdisjoint(self.robot.touched()):  # one attribution per step for all parts
+            return
         by_register: dict[str, int] = {}
         pressed = False
         robot = self.robot

@@ -114,6 +114,7 @@ class RobotBody:
         self._contacts: tuple = ()
         self._by_body: dict[tuple[int, str], list] = {}  # this step's contact points per body (body_contacts)
         self._attributed = False
+        self._touched_links: frozenset[int] | None = None  # this step's link indices with contacts (touched_links)
         self.mirrors: list[RobotBody] = []  # parts of other buses given bodies here (world/mirror.py), mount order
         self._hit_shapes = {index: _hit_shapes(bodies, parts) for index, bodies in self._bodies_at.items()
                             if len(bodies) > 1}
@@ -200,7 +201,17 @@ class RobotBody:
             self._contacts_at = self.world.steps
             self._by_body = {}
             self._attributed = False
+            self._touched_links = None
         return self._contacts
+
+    def touched_links(self) -> frozenset[int]:
+        """The pybullet link indices something touches after the current step (from the step's one contact query):
+        a body whose link is not among them is touched by nothing, which a sensor can tell without the attribution
+        of :meth:`touched` (the wheels meet the floor every step; a bumper rarely meets anything)."""
+        contacts = self.contact_points()
+        if self._touched_links is None:
+            self._touched_links = frozenset([c[3] for c in contacts])
+        return self._touched_links
 
     def body_contacts(self, part_id: int, body: str) -> list:
         """This step's contact points on one part body (pybullet's tuples, from the one query of
