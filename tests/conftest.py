@@ -62,6 +62,12 @@ def start_background_builds(config: pytest.Config) -> None:
             _background.append(start_in_background(config, folder, builder))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of a background build run last (a stable move, the same in every worker): the build then has the
+    whole run to overlap with, where the file's place in the alphabet would have them wait on it early on."""
+    items.sort(key=lambda item: item.path.name in BACKGROUND_BUILDS)
+
+
 def pytest_sessionfinish(session) -> None:
     """A background build still running when the session ends (a -x stop, an interrupt) ends with it."""
     for child in _background:
