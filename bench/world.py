@@ -532,7 +532,9 @@ def fair_sections(names: list[str], rounds: int, smoke: bool, seconds: str = "30
     if "demo" in names:
         out["fair_demo"] = fair_section(2.0 if smoke else long_s, 1.0 if smoke else short_s, 1 if smoke else rounds, {},
                                         "the demo")
-    if "crowded" in names:
+    if "crowded" in names and smoke and "demo" in names:  # a smoke's crowded section would run the demo's code again
+        print("  crowd_scale 100, Saturday 14:00: left out of a smoke run (the demo's section runs the same code)")
+    elif "crowded" in names:
         out["fair_crowded"] = fair_section(1.0 if smoke else long_s, 0.5 if smoke else short_s, 1 if smoke else rounds,
                                            {} if smoke else CROWDED, "crowd_scale 100, Saturday 14:00")
     return out

@@ -30,6 +30,50 @@ def pytest_sessionstart(session) -> None:
     from hil.crowd.sim import warm_up
 
     warm_up()
+    if not hasattr(session.config, "workerinput"):  # the controller (or the one process of -n 0)
+        start_background_builds(session.config)
+
+
+# Folders built once per run (tests/once.py) that mostly wait on the real clock: test file -> (folder, builder).
+# Started when the session starts, in the background, so they overlap with CPU-bound tests instead of holding a
+# worker idle (the mixed calibration's three real-clock runs take ~2 min, nearly all of it waiting).
+BACKGROUND_BUILDS = {"test_calibration_mixed.py": ("calibrate-mixed", "test_calibration_mixed:record_runs")}
+_background: list[subprocess.Popen] = []
+
+
+def runs_test_file(config: pytest.Config, name: str) -> bool:
+    """Whether this session's arguments select the test file ``name`` (itself or a folder holding it) with no -k or
+    -m that may deselect it: only then is its background build worth starting."""
+    if config.option.keyword or config.option.markexpr or config.option.collectonly:
+        return False
+    target = Path(__file__).resolve().parent / name
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if path == target or path in target.parents:
+            return True
+    return False
+
+
+def start_background_builds(config: pytest.Config) -> None:
+    from once import start_in_background
+
+    for name, (folder, builder) in BACKGROUND_BUILDS.items():
+        if runs_test_file(config, name):
+            _background.append(start_in_background(config, folder, builder))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of a background build run last (a stable move, the same in every worker): the build then has the
+    whole run to overlap with, where the file's place in the alphabet would have them wait on it early on."""
+    items.sort(key=lambda item: item.path.name in BACKGROUND_BUILDS)
+
+
+def pytest_sessionfinish(session) -> None:
+    """A background build still running when the session ends (a -x stop, an interrupt) ends with it."""
+    for child in _background:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
 
 
 ASSEMBLY = "servo_chain"

@@ -134,7 +134,8 @@ def record_runs(root: Path) -> None:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> Path:
     """The folder of the three runs, recorded once per run of the suite (tests/once.py); each test asserts that its
-    own run succeeded, so one run that fails fails one test."""
+    own run succeeded, so one run that fails fails one test. A session that runs this file starts the recording in
+    the background when it starts (conftest.py BACKGROUND_BUILDS): this waits for what is left of it."""
     from once import once_per_run
 
     return once_per_run(tmp_path_factory, "calibrate-mixed", record_runs)
