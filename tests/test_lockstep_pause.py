@@ -76,3 +76,44 @@ def test_threads_running_before_the_patch_keep_the_wall_clock():
         assert done.wait(10)
     thread.join(timeout=10)
     assert seen["controller"] == 42.0 and seen["service"] != 42.0
+
+
+def test_a_step_pressed_while_the_robot_is_mid_cycle_still_advances_time():
+    """The page's Step can land between the robot's wake-up and the end of that cycle (the cycle that began
+    before the step). That cycle's end must not count as the step's: time must still advance to the next tick."""
+    from types import SimpleNamespace
+
+    from hil.runtime.clock.sim import LockstepClock
+    from hil.trial.view.live import SimControl
+
+    core = LockstepCore(lambda t: None, stall_timeout_s=3600.0)
+    cond = threading.Condition()
+    robot = SimpleNamespace(clock=LockstepClock(LocalParticipant(core, cond, "robot"), "robot"))
+    control = SimControl()
+    control.bind(robot)
+    in_cycle, step_pressed, stepped = threading.Event(), threading.Event(), threading.Event()
+    woke: list[float] = []
+
+    def run_robot() -> None:  # two ticks of 0.1 s, each followed by its bus cycle's hooks
+        woke.append(robot.clock.sleep_until(0.1))
+        control.pause()  # paused while this cycle runs
+        in_cycle.set()
+        step_pressed.wait(10)  # the step lands before this cycle's end
+        control.cycle_done()
+        woke.append(robot.clock.sleep_until(0.2))  # the step must let this sleep end
+        control.cycle_done()
+        stepped.set()
+
+    worker = threading.Thread(target=run_robot, daemon=True)
+    worker.start()
+    assert in_cycle.wait(10)
+    control.step()
+    step_pressed.set()
+    stepped.wait(10)  # a hang fails below, with the sim time it stopped at
+    held = core.now()
+    with cond:
+        core.resume()
+        cond.notify_all()
+    worker.join(timeout=10)
+    assert held == 0.2 and woke == [0.1, 0.2], f"the step ended with the cycle it landed in (sim time {held})"
+    assert control.paused is False

@@ -14,16 +14,18 @@ import time
 from browser import browser_page, need_viser, number, wait_for
 from conftest import hil_command
 
+GATE_S = 6.0  # sim seconds the trial runs before the page pauses it (the demo below lasts 15 s)
+
 
 def _niceness(pid: int) -> int:
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         return int(stat.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
 
 
-def _run(spec, out, feed, box):
+def _run(spec, out, feed, box, more_hooks=()):
     from hil.trial.run import Trial
 
-    result = Trial(spec=spec).run(out, listeners=feed.listeners, hooks=feed.hooks)
+    result = Trial(spec=spec).run(out, listeners=feed.listeners, hooks=feed.hooks + tuple(more_hooks))
     feed.finish(result, result.error)
     box.append(result)
 
@@ -36,7 +38,20 @@ def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
     spec = demo_spec(duration=15.0)
     viewer = ViewerProcess("127.0.0.1", 0, run_spec=spec, out_root=str(tmp_path), label="demo", start_paused=True)
     box: list = []
-    worker = threading.Thread(target=_run, args=(spec, tmp_path / "live", viewer, box), daemon=True)
+    # The demo runs several times faster than real time: left running, it can reach its end before the page's
+    # Pause does (then nothing is left to step). So the trial waits in a bus cycle at GATE_S of sim time until
+    # the page has paused it: the pause and the step below act on a trial that is still running.
+    reached, release = threading.Event(), threading.Event()
+    start: list[float] = []
+
+    def gate(robot) -> None:
+        if not start:
+            start.append(robot.clock.now())
+        if not reached.is_set() and robot.clock.now() - start[0] >= GATE_S:
+            reached.set()
+            release.wait(120)
+
+    worker = threading.Thread(target=_run, args=(spec, tmp_path / "live", viewer, box, (gate,)), daemon=True)
     try:
         assert viewer.proc.pid != os.getpid()
         assert _niceness(viewer.proc.pid) >= min(NICE, 19), "the page's process does not yield to the trial"
@@ -50,10 +65,12 @@ def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
             assert number(page, "#hil-sim-time") == held, "the trial started paused but its sim time moved"
 
             page.get_by_role("button", name="Resume").click()
-            wait_for(lambda: number(page, "#hil-sim-time") > held + 1.0, what="the sim clock to advance")
-            wait_for(lambda: page.locator(".hil-person").count() >= 1, what="people listed")
+            wait_for(reached.is_set, what=f"the trial to run to {GATE_S:g} s of sim time")
             page.get_by_role("button", name="Pause").click()
             wait_for(lambda: "paused" in page.inner_text("#hil-state"), what="paused")
+            release.set()  # the trial's cycle ends; its next sleep holds
+            wait_for(lambda: number(page, "#hil-sim-time") > held + 1.0, what="the sim clock to advance")
+            wait_for(lambda: page.locator(".hil-person").count() >= 1, what="people listed")
             time.sleep(0.5)
             first = number(page, "#hil-sim-time")
             time.sleep(1.5)
@@ -62,6 +79,7 @@ def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
             wait_for(lambda: number(page, "#hil-sim-time") > first, what="Step to advance the sim time")
             time.sleep(0.5)
             assert number(page, "#hil-sim-time") - first < 1.0  # one controller tick, not a run
+            assert first < GATE_S + 1.0, "the pause did not hold the trial where the page paused it"
 
             page.get_by_role("button", name="Resume").click()
             worker.join(300)
@@ -71,6 +89,7 @@ def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
             wait_for(lambda: "done" in page.inner_text("#hil-state"), what="the page to say done")
             assert number(page, "#hil-sim-time") >= 14.0
     finally:
+        release.set()
         viewer.live.control.resume()
         worker.join(60)
         viewer.close()

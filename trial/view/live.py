@@ -34,6 +34,7 @@ class SimControl:
         self.why_not = ""
         self._start_paused = start_paused
         self._stepping = False  # a step runs until the robot's next bus cycle ends
+        self._step_from: tuple[int, float] = (0, 0.0)  # the clock (epoch, time) when the step was pressed
 
     def bind(self, robot: Any) -> None:
         clock = robot.clock
@@ -64,34 +65,43 @@ class SimControl:
             self.cond.notify_all()
 
     def resume(self) -> None:
-        self._start_paused, self._stepping = False, False
+        self._start_paused = False
         if self.core is None:
             return
         with self.cond:
+            self._stepping = False
             self.core.resume()
             self.cond.notify_all()
 
     def step(self) -> None:
         """Run the trial to the end of its next bus cycle, then hold it again (:meth:`cycle_done`). The clock's
         next wake may be another participant's (the crowd's tick, a camera), after which nothing new is drawn: so
-        a step lets advances through until the robot has cycled, not one advance."""
+        a step lets advances through until the robot has cycled, not one advance.
+
+        The step may land while the robot is in a cycle that began before it (woken, its hooks not run yet):
+        that cycle's end is not the step's. A step ends at the first cycle done after time has moved past where
+        it was pressed (the robot is awake mid-cycle, so time cannot move until it sleeps again)."""
         if self.core is None:
             return
         with self.cond:
             if not self.core.paused:
                 self.core.pause()
             self._stepping = True
+            self._step_from = (self.core.epoch, self.core.time_s)
             self.core.step(STEP_ADVANCES)
             self.cond.notify_all()
 
     def cycle_done(self) -> None:
-        """After each bus cycle: a step ends here."""
-        if self._stepping and self.core is not None:
-            with self.cond:
-                self._stepping = False
-                if self.core.paused:
-                    self.core.pause()  # no advances left over
-                self.cond.notify_all()
+        """After each bus cycle: a step ends here, once time has moved since it was pressed."""
+        if not self._stepping or self.core is None:  # the usual case, without the lock (checked again under it)
+            return
+        with self.cond:
+            if not self._stepping or (self.core.epoch, self.core.time_s) == self._step_from:
+                return
+            self._stepping = False
+            if self.core.paused:
+                self.core.pause()  # no advances left over
+            self.cond.notify_all()
 
 
 class LiveTrial:
