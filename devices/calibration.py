@@ -147,15 +147,20 @@ def _entry(entry: Any, index: int, source: str, doc: SourceDict) -> SensorCalibr
         _camera_params(entry, params, surfaces, what)
     else:
         check_keys(params, CALIBRATED_PARAMS, f"{what} params", "param")
-        for name, value in params.items():
-            why = param_error(name, value)
-            if why is not None:
-                raise params.error(name, f"{what}: {why}")
-        why = params_error(params)
-        if why is not None:
-            raise params.error("max_range_m", f"{what}: {why}")
+        _check_values(params, what)
     fit = entry.get("fit") or {}
     return SensorCalibration(part, sensor, _plain(params), serial, _plain(fit), entry.line, surfaces, camera)
+
+
+def _check_values(params: SourceDict, what: str) -> None:
+    """Each value in its range, then the set as a whole (a max range above the min); the error names the key's line."""
+    for name, value in params.items():
+        why = param_error(name, value)
+        if why is not None:
+            raise params.error(name, f"{what}: {why}")
+    why = params_error(params)
+    if why is not None:
+        raise params.error("max_range_m", f"{what}: {why}")
 
 
 def _camera_params(entry: SourceDict, params: SourceDict, surfaces: dict[str, dict[str, Any]], what: str) -> None:
@@ -166,13 +171,7 @@ def _camera_params(entry: SourceDict, params: SourceDict, surfaces: dict[str, di
         if not isinstance(depth, SourceDict):
             raise params.error("depth", f"{what}: depth must be a mapping of {', '.join(CAMERA_DEPTH_PARAMS)}")
         check_keys(depth, CAMERA_DEPTH_PARAMS, f"{what} depth params", "param")
-        for name, value in depth.items():
-            why = param_error(name, value)
-            if why is not None:
-                raise depth.error(name, f"{what} depth: {why}")
-        why = params_error(depth)
-        if why is not None:
-            raise depth.error("max_range_m", f"{what} depth: {why}")
+        _check_values(depth, f"{what} depth")
     table = entry.get("surfaces")
     for name, one in surfaces.items():
         wrong = [key for key in one if key not in CAMERA_SURFACE_PARAMS]

@@ -112,3 +112,26 @@ def only_local(requests: list[str], url: str) -> list[str]:
     base = re.escape(url.rstrip("/"))
     return [r for r in requests if not re.match(rf"^({base}|blob:{base}|data:)", r)
             and not r.startswith(url.replace("http://", "ws://").rstrip("/"))]
+
+
+class SimTimeGate:
+    """Holds a trial in a bus cycle once it has run ``at_s`` of sim time, until ``release`` is set.
+
+    The demo runs several times faster than real time: left running, it can reach its end before a page's Pause
+    does (then nothing is left to step). A test passes ``hook`` as a trial hook, waits for ``reached``, pauses the
+    page, then sets ``release``: the pause and the steps after it act on a trial that is still running."""
+
+    def __init__(self, at_s: float, hold_s: float = 120.0):
+        import threading
+
+        self.at_s, self.hold_s = at_s, hold_s
+        self.reached, self.release = threading.Event(), threading.Event()
+        self._start_s: float | None = None
+
+    def hook(self, robot) -> None:
+        now = robot.clock.now()
+        if self._start_s is None:
+            self._start_s = now
+        if not self.reached.is_set() and now - self._start_s >= self.at_s:
+            self.reached.set()
+            self.release.wait(self.hold_s)

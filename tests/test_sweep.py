@@ -149,7 +149,7 @@ def test_a_trial_that_raises_or_never_ends_is_a_row_and_the_sweep_goes_on(cluste
         controller: east.py
         map: lab
         duration: 2
-        timeout_s: 15
+        timeout_s: 8
         cases:
           - {params: {speed: 0.2}}
           - {params: {speed: 0.4, fragile: true}}

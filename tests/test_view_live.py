@@ -9,10 +9,9 @@ for a person to look at: HIL_VIEW_SHOT=path). Every request the browser made wen
 from __future__ import annotations
 
 import os
-import threading
 import time
 
-from browser import browser_page, colour_pixels, need_viser, number, only_local, wait_for
+from browser import SimTimeGate, browser_page, colour_pixels, need_viser, number, only_local, wait_for
 
 DURATION_S = 20.0
 GATE_S = 6.0  # sim seconds the trial runs before the page pauses it
@@ -28,23 +27,13 @@ def test_live_view_of_a_running_demo(tmp_path):
     from hil.trial.view.app import Viewer, run_trial_in_thread
     from hil.trial.view.live import LiveTrial
 
-    # The demo runs several times faster than real time: left running, it can reach its end before the page's
-    # Pause does (then nothing is left to step). So the trial waits in a bus cycle at GATE_S of sim time until
-    # the page has paused it: the pause and the step below act on a trial that is still running.
-    reached, release = threading.Event(), threading.Event()
-    start: list[float] = []
-
-    def gate(robot) -> None:
-        if not start:
-            start.append(robot.clock.now())
-        if not reached.is_set() and robot.clock.now() - start[0] >= GATE_S:
-            reached.set()
-            release.wait(120)
+    # the trial waits at GATE_S of sim time until the page has paused it (see SimTimeGate)
+    gate = SimTimeGate(GATE_S)
 
     class GatedLiveTrial(LiveTrial):
         @property
         def hooks(self) -> tuple:
-            return (*super().hooks, gate)
+            return (*super().hooks, gate.hook)
 
     spec = demo_spec(duration=DURATION_S)
     viewer = Viewer(port=0, run_spec=spec, out_root=tmp_path)
@@ -62,10 +51,10 @@ def test_live_view_of_a_running_demo(tmp_path):
             assert _sim_time(page) == held, "the trial started paused but its sim time moved"
 
             page.get_by_role("button", name="Resume").click()
-            wait_for(reached.is_set, what=f"the trial to run to {GATE_S:g} s of sim time")
+            wait_for(gate.reached.is_set, what=f"the trial to run to {GATE_S:g} s of sim time")
             page.get_by_role("button", name="Pause").click()
             wait_for(lambda: "paused" in page.inner_text("#hil-state"), what="paused")
-            release.set()  # the trial's cycle ends; its next sleep holds
+            gate.release.set()  # the trial's cycle ends; its next sleep holds
             wait_for(lambda: _sim_time(page) > held + 1.0, what="the sim clock to advance after Resume")
             wait_for(lambda: page.locator(".hil-person").count() >= 1, what="people listed")
             wait_for(lambda: page.locator(".hil-line.current").count() == 1, what="a script line highlighted")
@@ -102,7 +91,7 @@ def test_live_view_of_a_running_demo(tmp_path):
             assert live.result is not None and live.result.status == "ok", live.error
             assert not only_local(requests, viewer.url), "the page fetched from elsewhere"
     finally:
-        release.set()
+        gate.release.set()
         live.control.resume()
         live.done.wait(300)
         viewer.close()

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from browser import browser_page, need_viser, number, wait_for
+from browser import SimTimeGate, browser_page, need_viser, number, wait_for
 from conftest import hil_command
 
 GATE_S = 6.0  # sim seconds the trial runs before the page pauses it (the demo below lasts 15 s)
@@ -38,20 +38,10 @@ def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
     spec = demo_spec(duration=15.0)
     viewer = ViewerProcess("127.0.0.1", 0, run_spec=spec, out_root=str(tmp_path), label="demo", start_paused=True)
     box: list = []
-    # The demo runs several times faster than real time: left running, it can reach its end before the page's
-    # Pause does (then nothing is left to step). So the trial waits in a bus cycle at GATE_S of sim time until
-    # the page has paused it: the pause and the step below act on a trial that is still running.
-    reached, release = threading.Event(), threading.Event()
-    start: list[float] = []
+    # the trial waits at GATE_S of sim time until the page has paused it (see SimTimeGate)
+    gate = SimTimeGate(GATE_S)
 
-    def gate(robot) -> None:
-        if not start:
-            start.append(robot.clock.now())
-        if not reached.is_set() and robot.clock.now() - start[0] >= GATE_S:
-            reached.set()
-            release.wait(120)
-
-    worker = threading.Thread(target=_run, args=(spec, tmp_path / "live", viewer, box, (gate,)), daemon=True)
+    worker = threading.Thread(target=_run, args=(spec, tmp_path / "live", viewer, box, (gate.hook,)), daemon=True)
     try:
         assert viewer.proc.pid != os.getpid()
         assert _niceness(viewer.proc.pid) >= min(NICE, 19), "the page's process does not yield to the trial"
@@ -65,10 +55,10 @@ def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
             assert number(page, "#hil-sim-time") == held, "the trial started paused but its sim time moved"
 
             page.get_by_role("button", name="Resume").click()
-            wait_for(reached.is_set, what=f"the trial to run to {GATE_S:g} s of sim time")
+            wait_for(gate.reached.is_set, what=f"the trial to run to {GATE_S:g} s of sim time")
             page.get_by_role("button", name="Pause").click()
             wait_for(lambda: "paused" in page.inner_text("#hil-state"), what="paused")
-            release.set()  # the trial's cycle ends; its next sleep holds
+            gate.release.set()  # the trial's cycle ends; its next sleep holds
             wait_for(lambda: number(page, "#hil-sim-time") > held + 1.0, what="the sim clock to advance")
             wait_for(lambda: page.locator(".hil-person").count() >= 1, what="people listed")
             time.sleep(0.5)
@@ -89,7 +79,7 @@ def test_the_page_in_its_own_process_follows_and_controls_the_trial(tmp_path):
             wait_for(lambda: "done" in page.inner_text("#hil-state"), what="the page to say done")
             assert number(page, "#hil-sim-time") >= 14.0
     finally:
-        release.set()
+        gate.release.set()
         viewer.live.control.resume()
         worker.join(60)
         viewer.close()
