@@ -42,7 +42,10 @@ EXCEPTIONS = {
     ("devices", "hil"): {"devices/config_path.py"},
     ("trial", "hil"): {"trial/versions.py"},
 }
-CROWD_FROM_DEVICES = {"hil.devices.yaml_source", "hil.devices.map_format", "hil.devices.config_path", "hil.devices"}
+# the crowd reads config through these: YAML with lines, the map format, config paths, the surface table (a
+# scripted person's clothing is checked against it)
+CROWD_FROM_DEVICES = {"hil.devices.yaml_source", "hil.devices.map_format", "hil.devices.config_path", "hil.devices",
+                      "hil.devices.surfaces"}
 
 
 def _modules(root: Path = ROOT) -> dict[str, Path]:
