@@ -412,10 +412,11 @@ def drive_section(sizes: tuple[int, ...] = (3, 373), seconds: float = 1.0, round
     return out
 
 
-def fair_section(long_s: float, short_s: float, rounds: int, extra: dict, label: str) -> dict:
+def fair_section(long_s: float, short_s: float, rounds: int, extra: dict, label: str, smoke: bool = False) -> dict:
     """hil's loop against the fair bare world of its own log: the demo trial (cameras off, ``extra``) LONG and
     SHORT s each in a child process (bench.loop: start-up apart, wall and CPU with the crowd's), the bare world
-    of the LONG trial's log stepped LONG - SHORT s; alternating rounds, least of each; hil/bare by wall and CPU."""
+    of the LONG trial's log stepped LONG - SHORT s; alternating rounds, least of each; hil/bare by wall and CPU.
+    A ``smoke`` run puts both trials in one child without warm-ups (bench.loop's smoke does the same)."""
     from hil.trial import Trial
     from hil.trial.presets import demo_spec
 
@@ -431,7 +432,8 @@ def fair_section(long_s: float, short_s: float, rounds: int, extra: dict, label:
             for r in range(rounds):
                 for side in (("hil", "bare") if r % 2 == 0 else ("bare", "hil")):
                     if side == "hil":
-                        got = trial_walls(ROOT, [(long_s, spec_extra, True), (short_s, spec_extra, True)])
+                        got = trial_walls(ROOT, [(long_s, spec_extra, not smoke), (short_s, spec_extra, not smoke)],
+                                          one_process=smoke)
                         hil_wall.append((got[0]["wall_s"] - got[1]["wall_s"]) / (long_s - short_s))
                         hil_cpu.append((got[0]["cpu_s"] - got[1]["cpu_s"]) / (long_s - short_s))
                     else:
@@ -531,12 +533,12 @@ def fair_sections(names: list[str], rounds: int, smoke: bool, seconds: str = "30
         print("the trial's loop against the fair bare world of its own log (bench.world FairBare)")
     if "demo" in names:
         out["fair_demo"] = fair_section(2.0 if smoke else long_s, 1.0 if smoke else short_s, 1 if smoke else rounds, {},
-                                        "the demo")
+                                        "the demo", smoke)
     if "crowded" in names and smoke and "demo" in names:  # a smoke's crowded section would run the demo's code again
         print("  crowd_scale 100, Saturday 14:00: left out of a smoke run (the demo's section runs the same code)")
     elif "crowded" in names:
         out["fair_crowded"] = fair_section(1.0 if smoke else long_s, 0.5 if smoke else short_s, 1 if smoke else rounds,
-                                           {} if smoke else CROWDED, "crowd_scale 100, Saturday 14:00")
+                                           {} if smoke else CROWDED, "crowd_scale 100, Saturday 14:00", smoke)
     return out
 
 
