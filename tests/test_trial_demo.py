@@ -2,12 +2,14 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from hil.runtime.robot import Robot
 from hil.trial.spec import make_spec
 from hil.trial.task import CrowdProcess, make_task
+from once import once_per_run
 
 METRIC_KEYS = {"collisions", "duration_s", "goal", "intrusions", "log", "mean_distance_m", "meta", "min_clearance_m",
                "min_distance_m", "params", "path_length_m", "samples", "time_not_moving_s", "time_to_goal_s"}
@@ -79,12 +81,22 @@ def test_killing_the_crowd_mid_trial_fails_naming_it(tmp_path):
     assert (tmp_path / "t" / "trial.mcap").exists()  # what was recorded up to the failure is kept
 
 
-def test_the_demo_stages_the_child_and_the_guide_goes_to_the_child_who_stopped(tmp_path):
-    from hil.trial.record.log import read_log
-
-    out = tmp_path / "scene"
+def record_guide_meets_child(out: Path) -> None:
     proc = _demo("--out", str(out), "--seed", "0", "--duration", "40", "--no-fail")  # 40 s: the goal is further
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="session")
+def guide_meets_child(tmp_path_factory) -> Path:
+    """The folder of one 40 s demo (seed 0), recorded once per run of the suite (tests/once.py): the tests below only
+    read it, the staged child and the guide's dwell, and ground truth beside odometry, on the same recording."""
+    return once_per_run(tmp_path_factory, "guide-meets-child", record_guide_meets_child)
+
+
+def test_the_demo_stages_the_child_and_the_guide_goes_to_the_child_who_stopped(guide_meets_child):
+    from hil.trial.record.log import read_log
+
+    out = guide_meets_child
     log = read_log(out / "trial.mcap").messages
     staged = [m.data["text"].split("#")[0].split() for m in log["/crowd/script"]]
     assert ["spawn", "kid", "=", "boy02", "at", "north_gate"] in staged
@@ -198,13 +210,10 @@ def test_the_guide_pulls_drifted_odometry_back_to_the_passage_centre_from_the_wa
     assert beside.base.odometry[1] == 0.0 and plaza.base.odometry[1] == 0.0
 
 
-def test_the_demo_logs_ground_truth_beside_what_the_robot_believed(tmp_path):
+def test_the_demo_logs_ground_truth_beside_what_the_robot_believed(guide_meets_child):
     from hil.trial.record.log import read_log
 
-    out = tmp_path / "t"
-    proc = _demo("--out", str(out), "--seed", "1", "--duration", "30", "--no-fail")  # 30 s: the goal is further
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    states = read_log(out / "trial.mcap").messages["/robot/state"]
+    states = read_log(guide_meets_child / "trial.mcap").messages["/robot/state"]
     drift = [((m.data["x"] - m.data["odometry"][0]) ** 2 + (m.data["y"] - m.data["odometry"][1]) ** 2) ** 0.5
              for m in states]
     assert drift[0] < 0.05 and 0 < max(drift) < 0.5, "odometry is logged apart from the world's pose, and stays near"
