@@ -21,6 +21,7 @@ import pytest
 from hil.devices.catalog import DYNAMIXEL_DIR, PARTS_DIR, compiled_part, load_part, load_source, part_names
 from hil.devices.control_table import VELOCITY_MODE
 from hil.devices.descriptor.camera import camera_spec
+from hil.devices.descriptor.validate import principal_moments
 from hil.devices.control_table.cpc import CPC_BASE, CPC_HEADER_LEN, DESCRIPTOR_ADDRESS, parse_cpc_header
 from hil.devices.descriptor import (MAX_DESCRIPTOR_BYTES, DescriptorError, Pose, decode_descriptor, descriptor_sha256,
                                 encode_descriptor)
@@ -65,6 +66,26 @@ def test_plain_servo_source_validates_and_decodes_back_equal(path):
     data = encode_descriptor(desc)
     assert len(data) < MAX_DESCRIPTOR_BYTES
     assert decode_descriptor(data, desc.name) == desc
+
+
+def test_the_validators_principal_moments_are_numpys_eigenvalues():
+    """The descriptor check's own 3x3 eigenvalues (plain floats: numpy stays out of a part-loading process) against
+    numpy's eigvalsh: random inertias from 1e-8 to 10, diagonal ones, and rotated square plates (two equal moments,
+    the third their sum: on the triangle inequality's edge, where a loose solver would refuse a real part)."""
+    rng = np.random.default_rng(7)
+    cases = [np.diag(rng.uniform(1e-6, 1e-3, 3)), np.diag([2.0, 2.0, 2.0])]
+    for scale in 10.0 ** rng.uniform(-8, 1, 300):
+        a = rng.uniform(-1, 1, (3, 3)) * scale
+        cases.append(a + a.T)
+        rotation = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+        cases.append(rotation @ np.diag([scale, scale, 2 * scale]) @ rotation.T)
+    for m in cases:
+        m = (m + m.T) / 2
+        got = principal_moments(tuple(tuple(float(x) for x in row) for row in m))
+        expected = np.linalg.eigvalsh(m)
+        assert np.allclose(got, expected, rtol=0, atol=1e-13 * np.abs(expected).max()), (m, got, expected)
+    plate = principal_moments(tuple(tuple(float(x) for x in row) for row in cases[-1]))
+    assert plate[2] <= plate[0] + plate[1] + 1e-12 * plate[2], plate
 
 
 @pytest.mark.parametrize("path", sorted(PARTS_DIR.glob("*.yaml")) + DYNAMIXEL_SOURCES, ids=lambda p: p.stem)

@@ -11,8 +11,6 @@ import hashlib
 import math
 from typing import Any, Mapping
 
-import numpy as np
-
 from .camera import CameraParamError, camera_spec
 from .schema import (JOINT_TYPES, KINDS, SCHEMA_VERSION, SHAPE_KINDS, Body, DriverCode, Inertial, Joint,
                      JointLimits, PartDescriptor, Port, Pose, RegisterSpec, Sensor, Shape)
@@ -204,17 +202,45 @@ def _inertia(c: _Checker, node: Any, f: str):
     raw = c.get(node, "inertia", f, Mapping)
     c.keys(raw, INERTIA_KEYS, f"{f}.inertia")
     values = {k: c.get(raw, k, f"{f}.inertia", float, 0.0) for k in INERTIA_KEYS}
-    m = np.array([[values["ixx"], values["ixy"], values["ixz"]],
-                  [values["ixy"], values["iyy"], values["iyz"]],
-                  [values["ixz"], values["iyz"], values["izz"]]])
-    eig = np.linalg.eigvalsh(m)
+    m = ((values["ixx"], values["ixy"], values["ixz"]),
+         (values["ixy"], values["iyy"], values["iyz"]),
+         (values["ixz"], values["iyz"], values["izz"]))
+    eig = principal_moments(m)
+    shown = [round(e, 9) for e in eig]
     if eig[0] <= 0:
-        raise c.fail(node, "inertia", f"{f}.inertia", f"is not positive definite (principal moments {eig.round(9).tolist()})")
+        raise c.fail(node, "inertia", f"{f}.inertia", f"is not positive definite (principal moments {shown})")
     a, b, cc = eig
     if cc > a + b + 1e-12 * cc:
         raise c.fail(node, "inertia", f"{f}.inertia",
-                     f"violates the triangle inequality: principal moments {eig.round(9).tolist()} (largest > sum of the others)")
+                     f"violates the triangle inequality: principal moments {shown} (largest > sum of the others)")
     return tuple(tuple(float(x) for x in row) for row in m)
+
+
+def principal_moments(m: tuple[tuple[float, ...], ...]) -> tuple[float, float, float]:
+    """The eigenvalues of a symmetric 3x3 matrix, smallest first, by cyclic Jacobi rotations (accurate to rounding,
+    as numpy's eigvalsh, also for the equal moments of a square plate). Plain floats rather than numpy: every process
+    that loads a part (each ``hil sim``, each trial) checks inertias, and most never need numpy otherwise (its
+    import is ~0.1 CPU s, a third of a ``hil sim``'s start)."""
+    a = [list(row) for row in m]
+    for _ in range(50):  # converges quadratically: a handful of sweeps
+        off = a[0][1] ** 2 + a[0][2] ** 2 + a[1][2] ** 2
+        if off <= 1e-36 * (a[0][0] ** 2 + a[1][1] ** 2 + a[2][2] ** 2) or off == 0.0:
+            break
+        for p, q in ((0, 1), (0, 2), (1, 2)):
+            if a[p][q] == 0.0:
+                continue
+            theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q])
+            t = math.copysign(1.0, theta) / (abs(theta) + math.sqrt(theta * theta + 1.0))
+            c = 1.0 / math.sqrt(t * t + 1.0)
+            s = t * c
+            r = 3 - p - q  # the third index
+            a[p][p] -= t * a[p][q]
+            a[q][q] += t * a[p][q]
+            a[p][q] = a[q][p] = 0.0
+            arp, arq = a[r][p], a[r][q]
+            a[r][p] = a[p][r] = c * arp - s * arq
+            a[r][q] = a[q][r] = s * arp + c * arq
+    return tuple(sorted((a[0][0], a[1][1], a[2][2])))  # type: ignore[return-value]
 
 
 def _shape(c: _Checker, node: Any, f: str) -> Shape:
