@@ -155,7 +155,9 @@ def _cpu_s() -> float:
     return times.user + times.system
 
 
-def bench_publishing(duration: float, rounds: int, camera_rate: float) -> None:
+def bench_publishing(duration: float, rounds: int, camera_rate: float, warm: bool = True) -> None:
+    """Each mode's trials alternated over ``rounds``, after a warm-up trial unless ``warm`` is False (the smoke run:
+    its first trial pays the imports, and its figures mean nothing)."""
     python = _ros_python()
     modes = MODES if python is not None else MODES[:1]
     cameras = f"its 2 cameras recorded (and so published) at {camera_rate:g} Hz with depth" if camera_rate else \
@@ -167,7 +169,8 @@ def bench_publishing(duration: float, rounds: int, camera_rate: float) -> None:
     first_cpu: list[float] = []
     bridge_cpu: dict[str, list[float]] = {m: [] for m in modes[1:]}
     with tempfile.TemporaryDirectory() as tmp:
-        _trial(min(duration, 2.0), Path(tmp) / "warm-up", "plain", python, Path(tmp), camera_rate)  # imports
+        if warm:
+            _trial(min(duration, 2.0), Path(tmp) / "warm-up", "plain", python, Path(tmp), camera_rate)  # imports
         for k in range(rounds):
             for mode in modes:
                 result, cpu, link_s, bridge_s, report = _trial(duration, Path(tmp) / f"{k}-{mode}", mode, python,
@@ -210,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))  # the bench's own, unless given
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    bench_publishing(args.duration, args.rounds, args.camera_rate)
+    bench_publishing(args.duration, args.rounds, args.camera_rate, warm=not args.smoke)
     return 0
 
 
