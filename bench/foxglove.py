@@ -142,14 +142,17 @@ def _root() -> str:
     return str(Path(__file__).resolve().parents[1])
 
 
-def bench_server(duration: float, rounds: int) -> None:
+def bench_server(duration: float, rounds: int, warm: bool = True) -> None:
+    """Each mode's trials alternated over ``rounds``, after a warm-up trial unless ``warm`` is False (the smoke run:
+    its first trial pays the imports, and its figures mean nothing)."""
     print(f"(a) demo, seed 0, {duration:g} s of sim time; {' / '.join(MODES)}, alternated {rounds}x")
     rtfs: dict[str, list[float]] = {m: [] for m in MODES}
     cpus: dict[str, list[float]] = {m: [] for m in MODES}
     clients: list[dict] = []
     server_cpu: dict[str, list[dict]] = {m: [] for m in MODES[1:]}
     with tempfile.TemporaryDirectory() as tmp:
-        _trial(min(duration, 2.0), Path(tmp) / "warm-up", "plain")  # imports, first-use caches
+        if warm:
+            _trial(min(duration, 2.0), Path(tmp) / "warm-up", "plain")  # imports, first-use caches
         for k in range(rounds):
             for mode in MODES:
                 result, cpu, report, served = _trial(duration, Path(tmp) / f"{k}-{mode}", mode)
@@ -318,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.client:
         return client_main(args.client)
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    bench_server(args.duration, args.rounds)
+    bench_server(args.duration, args.rounds, warm=not args.smoke)
     bench_page(args.duration, args.frames, args.rounds)
     return 0
 

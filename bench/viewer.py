@@ -213,7 +213,9 @@ def _shares_text(used: dict[str, float]) -> str:
 
 
 def bench_rtf(duration: float | None, rounds: int, pin: bool = False, modes: tuple[str, ...] = MODES,
-              nice: int = 0, privileged: bool = False) -> None:
+              nice: int = 0, privileged: bool = False, warm: bool = True) -> None:
+    """Each mode's trials alternated over ``rounds``, after a warm-up trial unless ``warm`` is False (the smoke run:
+    its first trial pays the imports, and its figures mean nothing)."""
     length = "the whole demo" if duration is None else f"{duration:g} s of sim time"
     print(f"demo, seed 0, {length}; " + " / ".join(modes) + f", alternated {rounds}x"
           + ("; the trial on CPU 0, the browser on CPU 1" if pin else ""))
@@ -224,7 +226,8 @@ def bench_rtf(duration: float | None, rounds: int, pin: bool = False, modes: tup
     used: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        _trial(2.0, Path(tmp) / "warm-up", "plain")  # imports and first-use caches, so run 1 of plain is not slower
+        if warm:
+            _trial(2.0, Path(tmp) / "warm-up", "plain")  # imports and first-use caches: run 1 of plain is not slower
         for k in range(rounds):
             for mode in modes:
                 result, browser, shares = _trial(duration, Path(tmp) / f"{k}-{mode}", mode, pin, nice, privileged)
@@ -316,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--pin needs two CPUs")
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     modes = ("plain", *(m for m in args.modes.split(",") if m in MODES and m != "plain"))
-    bench_rtf(args.duration, args.rounds, args.pin, modes, args.browser_nice, args.privileged_browser)
+    bench_rtf(args.duration, args.rounds, args.pin, modes, args.browser_nice, args.privileged_browser,
+              warm=not args.smoke)
     bench_replay(args.replay_s)
     if not args.no_gui:
         bench_gui()
