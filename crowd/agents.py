@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+DEFAULT_DT = 0.1  # seconds of simulated time per crowd step, unless told otherwise
 NO_GROUP = -1
 
 

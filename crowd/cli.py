@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --script: stochastic generation and reactions stay on alongside the script (as "
                              "if its first line were 'generate on'); the background crowd of a staged scene")
     parser.add_argument("--seed", type=int, default=0, help="seed of the crowd's only random generator (default 0)")
-    parser.add_argument("--dt", type=float, default=0.1,  # crowd.sim.DEFAULT_DT (not imported: a fast --help)
+    parser.add_argument("--dt", type=float, default=0.1,  # crowd.agents.DEFAULT_DT (not imported: a fast --help)
                         help="crowd step in simulated seconds (default 0.1)")
     parser.add_argument("--duration", type=float,
                         help="simulated seconds to run without a script (default 60); a script sets its own length")

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernel
 from .agents import Agents
 
 
@@ -47,6 +46,9 @@ def desired_velocities(agents: Agents, speed_factor: np.ndarray, braking: float,
     wall; this one still reaches goals 0.35 m off a wall's face, and overshoots a free goal by < 0.2 m.)
     The headway rule (crowd/forces.py) acts on top of this, in the step.
     """
+    from . import kernel  # here: a trial's process reads scenario scripts (objectives import this module) but
+    # never steps a crowd, and must not load numba and the compiled step for that (~0.3 CPU s)
+
     return kernel.route_velocities(agents.pos, agents.radius, agents.v0, np.asarray(speed_factor, dtype=float),
                                    agents.has_route, agents.waypoint, agents.target, agents.final, agents.route_gate,
                                    float(braking), float(sight_margin))

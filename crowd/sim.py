@@ -34,12 +34,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import kernel, navigation
-from .agents import Agents, AgentSpec
+from .agents import DEFAULT_DT, Agents, AgentSpec  # DEFAULT_DT beside the agents: a trial's process reads it
 from .forces import WallIndex, merge_params, param_vector
 from .maps import CrowdMap
 
 ROBOT = "robot"
-DEFAULT_DT = 0.1  # seconds of simulated time per crowd step, unless told otherwise
 REPLAN_S = 1.0  # an agent that lost sight of its way gets a new route at most this often
 GATE_REACH_M = 1.5  # a waypoint's gate reaches at most this far to either side of it
 GATE_DIRECTIONS = 24  # directions tried for an opening's narrowest line (every 7.5 degrees)

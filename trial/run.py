@@ -334,8 +334,8 @@ class _Run:
     def _script_end_known(self, task: Task, robot: Any) -> None:
         """A scenario whose ``end`` follows only ``run`` lines (no ``wait``) ends at a time known before it starts:
         the run ends exactly there (the world hears of the line only with the crowd's next tick, a period later)."""
+        from hil.crowd.agents import DEFAULT_DT  # not crowd.sim: this process steps no crowd, needs no numba
         from hil.crowd.script import end_time_s, load_script
-        from hil.crowd.sim import DEFAULT_DT
 
         end = end_time_s(load_script(task.scenario), DEFAULT_DT)
         if end is not None:
