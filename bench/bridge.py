@@ -580,8 +580,9 @@ class BareWorld:
 
 
 def trial_section(duration_s: float = 60.0, rounds: int = 3, seed: int = 0, profile_s: float = 30.0,
-                  out=print) -> dict:
-    """The trial's RTF against bare pybullet stepping of the same world; then where the trial's time goes."""
+                  out=print, warm: bool = True) -> dict:
+    """The trial's RTF against bare pybullet stepping of the same world; then where the trial's time goes. A 1 s
+    warm-up trial first unless ``warm`` is False (the smoke run: its figures mean nothing)."""
     from hil.firmware_sim.world import DEFAULT_TIME_STEP_S as dt
 
     trials: list[dict] = []
@@ -590,7 +591,8 @@ def trial_section(duration_s: float = 60.0, rounds: int = 3, seed: int = 0, prof
     meter = CpuMeter()
     with tempfile.TemporaryDirectory(prefix="hil-bench-bridge-") as tmp, meter:
         try:
-            run_trial_timed(Path(tmp) / "warm-up", seed, min(1.0, duration_s))  # imports, caches: not timed
+            if warm:
+                run_trial_timed(Path(tmp) / "warm-up", seed, min(1.0, duration_s))  # imports, caches: not timed
             for r in range(rounds):
                 for which in ("trial", "bare") if r % 2 == 0 else ("bare", "trial"):
                     if which == "trial":
@@ -748,7 +750,7 @@ def main(argv: list[str] | None = None) -> dict:
                                          pick(args.full_ticks, 300, 100))
     if args.only in (None, "trial"):
         results["trial"] = trial_section(pick(args.trial_seconds, 60.0, 10.0), pick(args.trial_rounds, 3, 1),
-                                         args.seed, pick(args.profile_seconds, 30.0, 5.0))
+                                         args.seed, pick(args.profile_seconds, 30.0, 5.0), warm=not args.smoke)
     return results
 
 
