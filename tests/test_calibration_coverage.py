@@ -29,7 +29,7 @@ SEEDS = 2
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One fit per (angle50, width, seed): each number's truth, estimate and 95 % interval (logs for width, whose
-    interval is symmetric in log width). The 50 fits are some 18 s of CPU, made once per run of the suite
+    interval is symmetric in log width). The 50 fits are some 10 s of CPU, made once per run of the suite
     (tests/once.py) and kept as JSON, as the six tests that read them may land on both xdist workers."""
     from once import once_per_run
 
