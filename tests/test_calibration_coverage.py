@@ -11,6 +11,8 @@ in `python -m bench.calibration_coverage`.
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,12 +29,24 @@ SEEDS = 2
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """One fit per (angle50, width, seed): each number's truth, estimate and 95 % interval (logs for width, whose
-    interval is symmetric in log width)."""
+    interval is symmetric in log width). The 50 fits are some 10 s of CPU, made once per run of the suite
+    (tests/once.py) and kept as JSON, as the six tests that read them may land on both xdist workers."""
+    from once import once_per_run
+
+    folder = once_per_run(tmp_path_factory, "calibration-coverage", _fit_the_grid)
+    return json.loads((folder / "runs.json").read_text())
+
+
+def _fit_the_grid(folder: Path) -> None:
+    """runs.json: for each run and number, [truth, estimate, [low, high]] (plain floats)."""
     from hil.trial.calibrate.fit import fit_law, observations
 
-    stands = [RingRig(tmp_path_factory.mktemp(f"corridor{k}"), rig_text(*c)) for k, c in enumerate(CORRIDORS)]
+    stands = []
     out = []
     try:
+        for k, c in enumerate(CORRIDORS):
+            (folder / f"corridor{k}").mkdir()
+            stands.append(RingRig(folder / f"corridor{k}", rig_text(*c)))
         for k, (angle50, width) in enumerate(itertools.product(ANGLE50, WIDTH)):
             for seed in range(SEEDS):
                 a, b = NOISE[(k + seed) % len(NOISE)]
@@ -40,13 +54,17 @@ def runs(tmp_path_factory):
                 hidden = {"dropout_angle50_deg": angle50, "dropout_width_deg": width, "noise_sigma_m": [a, b]}
                 log = stand.readings(hidden, seed=3000 + 10 * k + seed)
                 (e50, ew, ci50, ciw), (_, ea, eb, cia, cib, _) = fit_law(observations(log, stand.rig))
-                out.append({"angle50": (angle50, e50, ci50),
-                            "width": (np.log(width), np.log(ew), (np.log(ciw[0]), np.log(ciw[1]))),
-                            "a": (a, ea, cia), "b": (b, eb, cib)})
+                out.append({"angle50": _number(angle50, e50, ci50),
+                            "width": _number(np.log(width), np.log(ew), (np.log(ciw[0]), np.log(ciw[1]))),
+                            "a": _number(a, ea, cia), "b": _number(b, eb, cib)})
     finally:
         for stand in stands:
             stand.close()
-    return out
+    (folder / "runs.json").write_text(json.dumps(out))
+
+
+def _number(truth, estimate, interval) -> list:
+    return [float(truth), float(estimate), [float(interval[0]), float(interval[1])]]
 
 
 @pytest.mark.parametrize("name", ["angle50", "width", "a", "b"])

@@ -23,7 +23,8 @@ def test_the_guide_reaches_the_east_hall_and_keeps_its_distance(hil_trial):
 
 @pytest.mark.hil_seeds(0, 1)
 def test_the_guide_is_not_stuck_at_the_start(hil_trial, hil_seed):
-    """Whatever the crowd does (seeded), the guide leaves the west hall within 30 s."""
+    """Whatever the crowd does (seeded), the guide leaves the west hall within 20 s (measured: 8.5 and 8.9 m by
+    then, seeds 0 and 1)."""
     r = hil_trial(GUIDE, map="arcade", crowd="weekday", start=(-18, 0, 0), goal=(18, 0), seed=hil_seed,
-                  duration=30)
+                  duration=20)
     assert r.metrics.path_length_m > 5.0, r.summary_line()
