@@ -222,8 +222,10 @@ class CrowdClient:
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         slices = max(1, math.ceil(timeout_s / LIVENESS_EVERY_S)) if self.liveness is not None else 1
         slice_ms = int(timeout_s * 1000 / slices)
+        waiting = [(self._socket, zmq.POLLIN)]
         for _ in range(slices):
-            if self._socket.poll(slice_ms):
+            # zmq_poll itself: Socket.poll builds a Poller (a Python object, a dict) on every call, twice the cost
+            if zmq.zmq_poll(waiting, slice_ms):
                 return
             death = self.liveness() if self.liveness is not None else None
             if death:
