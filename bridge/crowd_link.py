@@ -10,13 +10,16 @@ within the timeout is reported by name and endpoint, never waited for forever. P
 from __future__ import annotations
 
 import math
-from functools import partial
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
+import msgspec
 import zmq
 
-from .envelope import EnvelopeError, pack, unpack
+from .envelope import MAX_MESSAGE_BYTES, VERSION, EnvelopeError, pack, unpack
+from .schema import IntentColumns, IntentsMessage, IntentsReply, convert
 
 if TYPE_CHECKING:
     from .security import Security
@@ -48,15 +51,18 @@ class Person(NamedTuple):
 
 
 STATE_FIELDS = ("id", "x", "y", "vx", "vy")  # a person's actual state, as the world measured it
+_STATE_OF_MAP = itemgetter(*STATE_FIELDS)  # {id, x, y, vx, vy} -> (id, x, y, vx, vy), in C
 
 
 def state_columns(people: Sequence[Sequence[float] | Mapping[str, float]]) -> dict:
-    """People's actual states as columns {id: [...], x: [...], ...}; rows are (id, x, y, vx, vy) tuples or maps
-    with those keys. Columns, as for intents: fewer bytes and far cheaper to decode than a map per person."""
-    if people and isinstance(people[0], Mapping):
-        return {name: [person[name] for person in people] for name in STATE_FIELDS}
-    columns = zip(*people) if people else ((),) * len(STATE_FIELDS)
-    return {name: list(column) for name, column in zip(STATE_FIELDS, columns)}
+    """People's actual states as columns {id: (...), x: (...), ...}; rows are (id, x, y, vx, vy) tuples or maps
+    with those keys. Columns, as for intents: fewer bytes and far cheaper to decode than a map per person. The
+    columns are the tuples ``zip`` makes, not lists: they pack to the same msgpack arrays without a copy."""
+    if not people:
+        return {name: () for name in STATE_FIELDS}
+    if isinstance(people[0], Mapping):
+        people = list(map(_STATE_OF_MAP, people))
+    return dict(zip(STATE_FIELDS, zip(*people)))
 
 
 def tick_payload(t_s: float, robot: dict | None, people) -> dict:
@@ -67,9 +73,9 @@ def tick_payload(t_s: float, robot: dict | None, people) -> dict:
 
 def intents_payload(t_s: float, people: list[Person], spawned: list[int], removed: list[int]) -> dict:
     """The crowd's answer. ``people`` goes as columns ({field: [value per person]}), not one map per person: for
-    the 50 people of a busy tick that is 35 % fewer bytes and a third of the decoding time (bench/bridge.py)."""
-    columns = zip(*people) if people else ((),) * len(PERSON_FIELDS)
-    out = {name: list(column) for name, column in zip(PERSON_FIELDS, columns)}
+    the 50 people of a busy tick that is 35 % fewer bytes and a third of the decoding time (bench/bridge.py). The
+    columns are ``zip``'s tuples, packed as the same arrays lists would be."""
+    out = dict(zip(PERSON_FIELDS, zip(*people))) if people else {name: () for name in PERSON_FIELDS}
     if not any(out["surface"]):
         del out["surface"]  # nobody names a surface: the message is what it was before surfaces
     return {"t": float(t_s), "people": out, "spawned": spawned, "removed": removed}
@@ -83,21 +89,51 @@ def parse_people(payload: dict) -> list[Person]:
     one length, ids non-negative integers, types strings, the rest finite numbers within bounds; a field left out
     takes Person's default (gaze, radius, height, surface). EnvelopeError says what is wrong, with its path; nothing is
     half-parsed."""
-    from .schema import IntentColumns, convert
-
     columns = payload.get("people") if isinstance(payload, dict) else None
     if not isinstance(columns, dict):
         raise EnvelopeError("intents: people must be a map of columns with at least id, type, x, y, vx, vy")
-    c = convert(columns, IntentColumns)
-    n = len(c.id)
-    parsed = [getattr(c, name) if getattr(c, name) is not None else [Person._field_defaults[name]] * n
+    return people_of(convert(columns, IntentColumns))
+
+
+_DEFAULTS = Person._field_defaults
+
+
+def people_of(columns: IntentColumns) -> list[Person]:
+    """Checked columns as Person tuples. Each is made in C by ``tuple.__new__(Person, row)`` over ``zip``'s rows:
+    no Python frame and no argument parsing per person (``Person(...)`` and ``Person._make`` have both), the same
+    NamedTuple values; a column left out repeats Person's default."""
+    n = len(columns.id)
+    fields = [column if (column := getattr(columns, name)) is not None else repeat(_DEFAULTS[name], n)
               for name in PERSON_FIELDS]
-    return list(map(_person_from_row, zip(*parsed)))
+    return list(map(tuple.__new__, repeat(Person, n), zip(*fields)))
 
 
-# a Person straight from a row tuple, in C (tuple.__new__ via partial): no per-field argument parsing, no Python
-# frame per person (Person._make is a Python classmethod); the same NamedTuple values
-_person_from_row = partial(tuple.__new__, Person)
+INTENTS_DECODER = msgspec.msgpack.Decoder(IntentsMessage)
+
+
+def read_intents(data: bytes) -> tuple[float, list[Person], dict] | None:
+    """An ``intents`` reply decoded and checked in one pass from its bytes (bridge/schema.py IntentsMessage:
+    msgspec validates while it decodes, so the people's columns are never built twice), as (crowd time, people,
+    payload as a map); None for anything else (an ``error`` reply, another version, a key it does not know, any
+    fault), which the general path (``unpack``, :func:`intents_time`, :func:`parse_people`) then takes and names
+    exactly as it always has. The payload map has the keys the crowd sent, people as {field: column}."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        return None
+    try:
+        msg = INTENTS_DECODER.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if msg.v != VERSION or not math.isfinite(msg.payload.t):
+        return None
+    return intents_of(msg.payload)
+
+
+def intents_of(reply: IntentsReply) -> tuple[float, list[Person], dict]:
+    """(crowd time, people, payload as a map) of a checked intents payload."""
+    columns = reply.people
+    payload = {name: value for name in reply.__struct_fields__ if (value := getattr(reply, name)) is not msgspec.UNSET}
+    payload["people"] = {name: column for name in PERSON_FIELDS if (column := getattr(columns, name)) is not None}
+    return reply.t, people_of(columns), payload
 
 
 def intents_time(payload) -> float:
@@ -164,6 +200,9 @@ class CrowdClient:
             why = self._watch.reason() if self._watch is not None else ""
             raise CrowdLinkError(f"the crowd at {self.endpoint} did not answer tick {self.seq} (t={t_s:.3f} s) within "
                                  f"{self.timeout_s:g} s: {why or 'stopped, crashed or stalled'}") from None
+        intents = read_intents(data)
+        if intents is not None:
+            return intents
         try:
             reply = unpack(data, REPLIES)
         except EnvelopeError as exc:
@@ -183,8 +222,10 @@ class CrowdClient:
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         slices = max(1, math.ceil(timeout_s / LIVENESS_EVERY_S)) if self.liveness is not None else 1
         slice_ms = int(timeout_s * 1000 / slices)
+        waiting = [(self._socket, zmq.POLLIN)]
         for _ in range(slices):
-            if self._socket.poll(slice_ms):
+            # zmq_poll itself: Socket.poll builds a Poller (a Python object, a dict) on every call, twice the cost
+            if zmq.zmq_poll(waiting, slice_ms):
                 return
             death = self.liveness() if self.liveness is not None else None
             if death:

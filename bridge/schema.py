@@ -126,6 +126,30 @@ class IntentColumns(Struct, frozen=True):
                 raise ValueError(f"people column {name!r} has {len(column)} values, 'id' has {n}")
 
 
+Scalar = Union[str, int, float, bool, None]  # no nested maps or arrays: what the crowd sends beside the people
+
+
+class IntentsReply(Struct, frozen=True, forbid_unknown_fields=True):
+    """An ``intents`` payload as the world's lockstep client reads it in one pass, straight from the bytes
+    (bridge/crowd_link.py ``read_intents``): ``t`` and the people checked as :class:`IntentColumns`, the other keys
+    the crowd sends (crowd/serve.py: ids, labels, the script's lines and state) in the shapes it sends them. A key
+    not listed here, or another shape, fails this decode, and the client then takes the general path (``unpack`` +
+    ``parse_people``), which keeps every key and refuses what it always refused: nothing is dropped and nothing
+    passes here that the general path would refuse; a new key only costs that path's time."""
+
+    t: float
+    people: IntentColumns
+    spawned: list[int] = msgspec.UNSET  # type: ignore[assignment] - UNSET: the crowd left it out
+    removed: list[int] = msgspec.UNSET  # type: ignore[assignment]
+    doing: list[str] = msgspec.UNSET  # type: ignore[assignment]
+    names: list[str] = msgspec.UNSET  # type: ignore[assignment]
+    script: list[dict[str, Scalar]] = msgspec.UNSET  # type: ignore[assignment]
+    script_state: Scalar = msgspec.UNSET
+    script_end_t: Scalar = msgspec.UNSET
+    script_error: Scalar = msgspec.UNSET
+    script_error_line: Scalar = msgspec.UNSET
+
+
 class ClockRequest(Struct, frozen=True):
     """hello / sleep_until / bye on the lockstep clock: who asks, and (sleep_until) until when."""
 
@@ -164,6 +188,12 @@ class TypedDecoder:
         if msg.v != VERSION:
             raise EnvelopeError(f"version {msg.v!r}, this side speaks {VERSION}")
         return Envelope(type(msg).__struct_config__.tag, msg.seq, msg.t, msg.payload)
+
+
+class IntentsMessage(_Message, frozen=True, kw_only=True, tag="intents"):
+    """The whole ``intents`` envelope of a lockstep reply (:class:`IntentsReply`)."""
+
+    payload: IntentsReply
 
 
 def _kind_of(data: bytes) -> str:
