@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import pybullet as p
 
@@ -116,15 +117,19 @@ class Pedestrians:
             else:
                 self._remove(int(event[1]))
 
-    def sync(self, intents: list[PedestrianIntent]) -> None:
-        """Spawn new people, remove those no longer intended, and take everyone's intended velocity."""
+    def sync(self, intents: list, spawn_as: Callable[[Any], PedestrianIntent] | None = None) -> None:
+        """Spawn new people, remove those no longer intended, and take everyone's intended velocity.
+
+        ``intents``: PedestrianIntents, or anything with ``id``, ``vx`` and ``vy`` plus ``spawn_as`` to make a new
+        person's PedestrianIntent (the crowd's own rows: only the people spawned this tick are converted)."""
         wanted = {intent.id for intent in intents}
         for person in [pid for pid in self.bodies if pid not in wanted]:
             self._remove(person)
+        bodies, intended = self.bodies, self._intended
         for intent in intents:
-            if intent.id not in self.bodies:
-                self._spawn(intent)
-            self._intended[intent.id] = (intent.vx, intent.vy)
+            if intent.id not in bodies:
+                self._spawn(intent if spawn_as is None else spawn_as(intent))
+            intended[intent.id] = (intent.vx, intent.vy)
         self._driven = None
 
     def stand(self) -> None:
