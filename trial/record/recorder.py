@@ -44,7 +44,13 @@ def _plain(value: Any) -> Any:
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is dict:
-        return {(k if type(k) is str else str(k)): _plain(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():  # a leaf in line: one call a person, not one a field
+            leaf = type(v)
+            out[k if type(k) is str else str(k)] = (
+                (v if math.isfinite(v) else None) if leaf is float
+                else v if leaf is str or leaf is int or leaf is bool or v is None else _plain(v))
+        return out
     if kind is list or kind is tuple:
         return [_plain(v) for v in value]
     return _plain_other(value)
