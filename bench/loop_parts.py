@@ -18,7 +18,10 @@ trial under cProfile for the functions inside them:
 The timers are perf_counter (wall): on a loaded machine a part's figure includes the time the process waited for a
 core, so read the shares, not the absolute numbers; the process's CPU over the loop is printed beside them.
 
-    .venv/bin/python -m bench.loop_parts [--seconds 20] [--seed 0] [--top 30] [--no-cprofile] [--smoke]
+    .venv/bin/python -m bench.loop_parts [--seconds 20] [--seed 0] [--top 30] [--no-cprofile] [--smoke] [--crowded]
+
+``--crowded``: the crowded trial of ``python -m bench.world --fair crowded`` instead (crowd_scale 100 from Saturday
+14:00, background crowd only: ~150 people on average over 12 s, ~380 over 30 s), where the people's parts lead.
 """
 from __future__ import annotations
 
@@ -110,11 +113,11 @@ def _crowd_cpu() -> float:
     return total
 
 
-def _trial(seconds: float, seed: int, out: Path):
+def _trial(seconds: float, seed: int, out: Path, extra: dict | None = None):
     from hil.trial import Trial
     from hil.trial.presets import demo_spec
 
-    return Trial(spec=demo_spec(duration=seconds, seed=seed, camera_rate=0.0)).run(out)
+    return Trial(spec=demo_spec(duration=seconds, seed=seed, camera_rate=0.0, **(extra or {}))).run(out)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -124,21 +127,25 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--top", type=int, default=30, help="cProfile rows (by own time) to print")
     parser.add_argument("--no-cprofile", action="store_true", help="the timed split only")
     parser.add_argument("--smoke", action="store_true", help="a 1 s trial, 10 cProfile rows: runs, prints")
+    parser.add_argument("--crowded", action="store_true", help="the crowded trial (crowd_scale 100, Saturday 14:00)")
     args = parser.parse_args(argv)
+    from .world import CROWDED
+
+    extra = CROWDED if args.crowded else {}
     if args.smoke:
         args.seconds, args.top = 1.0, 10
     with tempfile.TemporaryDirectory(prefix="hil-bench-parts-") as tmp:
-        _trial(1.0, args.seed, Path(tmp) / "warm").raise_for_status()  # imports, caches, the crowd process idle
+        _trial(1.0, args.seed, Path(tmp) / "warm", extra).raise_for_status()  # imports, caches, the crowd process idle
         _instrument()
         TIMES.clear()
         COUNTS.clear()
         crowd0, cpu0 = _crowd_cpu(), time.process_time()
-        result = _trial(args.seconds, args.seed, Path(tmp) / "timed")
+        result = _trial(args.seconds, args.seed, Path(tmp) / "timed", extra)
         result.raise_for_status()
         cpu, crowd = time.process_time() - cpu0, _crowd_cpu() - crowd0
         sim = result.sim_s
         rows = _split(dict(TIMES), sim)
-        print(f"the demo's loop by part, {sim:g} simulated s ({COUNTS['steps']} steps, "
+        print(f"the {'crowded trial' if args.crowded else 'demo'}'s loop by part, {sim:g} simulated s ({COUNTS['steps']} steps, "
               f"{COUNTS['tick: Robot._cycle']} ticks), ms per simulated s (wall timers; load average "
               f"{os.getloadavg()[0]:.1f})")
         for label, ms in rows:
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
         if not args.no_cprofile:
             profile = cProfile.Profile()
             profile.enable()
-            _trial(args.seconds, args.seed, Path(tmp) / "profiled").raise_for_status()
+            _trial(args.seconds, args.seed, Path(tmp) / "profiled", extra).raise_for_status()
             profile.disable()
             text = io.StringIO()
             pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(args.top)

@@ -122,6 +122,30 @@ def test_recorder_round_trips_every_topic_and_the_official_reader_agrees(tmp_pat
     assert states == [m.data for m in log.messages["/robot/state"]]
 
 
+def test_the_logs_json_is_canonical_whatever_types_a_payload_holds():
+    """encode_json's copy (recorder._plain) takes built-in types by a fast path and the rest (numpy, subclasses) by
+    the generic one: both give the canonical bytes, NaN and infinities null, keys as strings sorted as strings."""
+    from enum import IntEnum
+
+    from hil.trial.record.recorder import encode_json
+
+    class Level(IntEnum):
+        HIGH = 2
+
+    class Name(str):
+        pass
+
+    payload = {"people": [{"id": 7, "x": 1.5, "vx": math.nan, "gaze": (1.0, -math.inf), "surface": None,
+                           "on": True}],
+               10: "ten", 9: "nine", Name("n"): Level.HIGH, "np": {"f": np.float64(0.25), "i": np.int64(3),
+                                                                    "a": np.array([1.0, np.nan])},
+               "sub": [Name("s"), np.float32(0.5), (2, [math.inf])]}
+    assert encode_json(payload) == (
+        b'{"10":"ten","9":"nine","n":2,"np":{"a":[1.0,null],"f":0.25,"i":3},'
+        b'"people":[{"gaze":[1.0,null],"id":7,"on":true,"surface":null,"vx":null,"x":1.5}],'
+        b'"sub":["s",0.5,[2,[null]]]}')
+
+
 def test_messages_come_back_in_time_order_and_bad_writes_are_refused(tmp_path):
     with TrialRecorder(tmp_path) as rec:
         for t in (2.0, 0.5, 1.0):

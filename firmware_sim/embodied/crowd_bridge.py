@@ -192,8 +192,7 @@ class CrowdBridge:
         self.people = {person.id: person for person in people}
         self.doing = people_labels(reply, "doing", people)
         self.names = people_labels(reply, "names", people)
-        self.pedestrians.sync([PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius,
-                                                person.height, person.surface or None) for person in people])
+        self.pedestrians.sync(people, spawn_as=_intent_of)
         self.ticks += 1
 
     def _stand(self) -> None:
@@ -221,6 +220,12 @@ class CrowdBridge:
         self.world.remove_hook(self._pre_step)
         self.world.remove_hook(self._post_step)
         self.say_bye()
+
+
+def _intent_of(person) -> PedestrianIntent:
+    """A new person's body as the crowd describes them (a crowd Person: '' for the default surface)."""
+    return PedestrianIntent(person.id, person.x, person.y, person.vx, person.vy, person.radius, person.height,
+                            person.surface or None)
 
 
 def attach_crowd(embodied, endpoint: str, period_s: float = 0.1, timeout_s: float = 10.0,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import pybullet as p
 
@@ -74,14 +75,26 @@ class Pedestrians:
         self.world, self.client = world, world.client
         self.bodies: dict[int, int] = {}  # person id -> pybullet body
         self.masses: dict[int, float] = {}
-        self.intended: dict[int, tuple[float, float]] = {}
+        self._intended: dict[int, tuple[float, float]] = {}
         self._shapes: dict[tuple[float, float], tuple[int, int]] = {}
-        self._driven: list[tuple[int, int, float]] = []  # (person, body, mass) in the order of ``bodies``
+        # (body, mass, intended vx, vy) in the order of ``bodies``, rebuilt after a change (None): what the drive
+        # reads every physics step, so it takes no dict look-ups and no tuples apart per person
+        self._driven: list[tuple[int, float, float, float]] | None = []
         self._person_of: dict[int, int] = {}  # pybullet body -> person id (touching() runs every step)
         # every body spawned and removed, in order, once record_history() started it (a saved world's state:
         # firmware_sim/embodied/state.py): ["spawn", id, x, y, vx, vy, radius, height(, surface)] | ["remove", id]
         self.history: list[list] | None = None
         world.add_pre_step(self._drive)
+
+    @property
+    def intended(self) -> dict[int, tuple[float, float]]:
+        """Each person's intended velocity (m/s, world frame) since the last crowd tick. Changing it in place
+        does not reach the drive: assign a new dict (a restored state does) or use :meth:`sync` / :meth:`stand`."""
+        return self._intended
+
+    @intended.setter
+    def intended(self, value: dict[int, tuple[float, float]]) -> None:
+        self._intended, self._driven = value, None
 
     def record_history(self) -> list[list]:
         """Start recording every spawn and remove (if not started yet; before the first one, for a history that
@@ -104,20 +117,26 @@ class Pedestrians:
             else:
                 self._remove(int(event[1]))
 
-    def sync(self, intents: list[PedestrianIntent]) -> None:
-        """Spawn new people, remove those no longer intended, and take everyone's intended velocity."""
+    def sync(self, intents: list, spawn_as: Callable[[Any], PedestrianIntent] | None = None) -> None:
+        """Spawn new people, remove those no longer intended, and take everyone's intended velocity.
+
+        ``intents``: PedestrianIntents, or anything with ``id``, ``vx`` and ``vy`` plus ``spawn_as`` to make a new
+        person's PedestrianIntent (the crowd's own rows: only the people spawned this tick are converted)."""
         wanted = {intent.id for intent in intents}
         for person in [pid for pid in self.bodies if pid not in wanted]:
             self._remove(person)
+        bodies, intended = self.bodies, self._intended
         for intent in intents:
-            if intent.id not in self.bodies:
-                self._spawn(intent)
-            self.intended[intent.id] = (intent.vx, intent.vy)
+            if intent.id not in bodies:
+                self._spawn(intent if spawn_as is None else spawn_as(intent))
+            intended[intent.id] = (intent.vx, intent.vy)
+        self._driven = None
 
     def stand(self) -> None:
         """Everyone intends to stand still (no crowd decides where they go); physics still acts on them."""
-        for person in self.intended:
-            self.intended[person] = (0.0, 0.0)
+        for person in self._intended:
+            self._intended[person] = (0.0, 0.0)
+        self._driven = None
 
     def states(self) -> list[PedestrianState]:
         out = []
@@ -162,7 +181,7 @@ class Pedestrians:
         if intent.surface is not None:
             self.world.set_surface(body, -1, intent.surface)
         self._person_of[body] = intent.id
-        self._driven = [(person, b, self.masses[person]) for person, b in self.bodies.items()]
+        self._driven = None
 
     def _remove(self, person: int) -> None:
         if self.history is not None:
@@ -172,16 +191,28 @@ class Pedestrians:
         self.world.forget_body(body)
         self._person_of.pop(body, None)
         self.masses.pop(person, None)
-        self.intended.pop(person, None)
-        self._driven = [(pid, b, self.masses[pid]) for pid, b in self.bodies.items()]
+        self._intended.pop(person, None)
+        self._driven = None
+
+    def _drive_list(self) -> list[tuple[int, float, float, float]]:
+        """(body, mass, intended vx, vy) of everyone in the order of ``bodies`` (standing still when not told)."""
+        if self._driven is None:
+            intended = self._intended
+            self._driven = [(body, self.masses[person], *intended.get(person, (0.0, 0.0)))
+                            for person, body in self.bodies.items()]
+        return self._driven
 
     def _drive(self, world: World) -> None:
-        """Before every physics step: each person's drive force from their velocity now (two calls a person)."""
-        client, intended = self.client, self.intended
-        velocity, push, frame = p.getBaseVelocity, p.applyExternalForce, p.LINK_FRAME
-        for person, body, mass in self._driven:
-            (vx, vy, _), _ = velocity(body, physicsClientId=client)
-            tx, ty = intended.get(person, (0.0, 0.0))
+        """Before every physics step: each person's drive force from their velocity now (two calls a person,
+        positional arguments: pybullet parses keywords slower, and this runs 240 x people times a simulated s)."""
+        client, frame = self.client, p.LINK_FRAME
+        velocity, push = p.getBaseVelocity, p.applyExternalForce
+        for body, mass, tx, ty in self._drive_list():
+            (vx, vy, _), _ = velocity(body, client)
             ax, ay = (tx - vx) / DRIVE_TAU_S, (ty - vy) / DRIVE_TAU_S
-            scale = min(1.0, MAX_DRIVE_ACCEL / max(1e-9, (ax * ax + ay * ay) ** 0.5))
-            push(body, -1, (mass * ax * scale, mass * ay * scale, 0.0), AT_CENTRE, frame, physicsClientId=client)
+            norm = (ax * ax + ay * ay) ** 0.5
+            scale = MAX_DRIVE_ACCEL / (norm if norm > 1e-9 else 1e-9)  # max(1e-9, norm), without the call
+            if scale < 1.0:  # at the push limit; else min(1.0, scale) is 1.0
+                push(body, -1, (mass * ax * scale, mass * ay * scale, 0.0), AT_CENTRE, frame, client)
+            else:
+                push(body, -1, (mass * ax, mass * ay, 0.0), AT_CENTRE, frame, client)

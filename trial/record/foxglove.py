@@ -245,21 +245,25 @@ class FoxgloveChannels:
     def _people(self, t: float, msg: dict[str, Any]) -> None:
         fx = _fx()
         entities, now = [], set()
+        stamp, upright, colors = _stamp(t), _quat_yaw(0.0), {}  # the same for everyone (messages copy them in)
         for person in msg.get("people", []):
             pid = int(person["id"])
             now.add(pid)
             radius, height = float(person.get("radius", 0.25)), float(person.get("height", 1.7))
             doing = person.get("doing") or "walking"
+            color = colors.get(doing)
+            if color is None:
+                color = colors[doing] = _color(doing_rgb(doing))
             entities.append(fx.SceneEntity(
-                timestamp=_stamp(t), frame_id=MAP_FRAME, id=f"person/{pid}",
+                timestamp=stamp, frame_id=MAP_FRAME, id=f"person/{pid}",
                 metadata=[fx.KeyValuePair(key="type", value=str(person.get("type", ""))),
                           fx.KeyValuePair(key="doing", value=doing)],
                 cylinders=[fx.CylinderPrimitive(
                     pose=fx.Pose(position=fx.Vector3(x=person["x"], y=person["y"], z=height / 2),
-                                 orientation=_quat_yaw(0.0)),
+                                 orientation=upright),
                     size=fx.Vector3(x=2 * radius, y=2 * radius, z=height), bottom_scale=1.0, top_scale=1.0,
-                    color=_color(doing_rgb(doing)))]))
-        deletions = [fx.SceneEntityDeletion(timestamp=_stamp(t), id=f"person/{pid}")
+                    color=color)]))
+        deletions = [fx.SceneEntityDeletion(timestamp=stamp, id=f"person/{pid}")
                      for pid in sorted(self.people - now)]
         self.people = now
         if entities or deletions:
