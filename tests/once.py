@@ -75,11 +75,8 @@ def start_in_background(config: pytest.Config, name: str, builder: str) -> subpr
 
 def build_in_background(folder: Path, builder: str) -> None:
     """The child of :func:`start_in_background`: build ``folder``, mark it built, or leave the failure beside it."""
-    from hil.bridge.process import PARENT_ENV
-
-    # spawn() tied this process to the session; what it starts with plain Popen must not inherit that tie (a
-    # child whose HIL_PARENT_PID is not its parent takes its parent for gone: a crowd stops answering)
-    os.environ.pop(PARENT_ENV, None)
+    # spawn() tied this process to the session; what the build starts goes through spawn() too (tied to this
+    # process), so killing this one (the session ends, or is stopped midway) ends all of it
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     module, function = builder.split(":")
     try:

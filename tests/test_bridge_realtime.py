@@ -20,6 +20,7 @@ from conftest import hil_command
 from waiting import wait_for as shared_wait_for
 
 from hil.bridge.envelope import pack, unpack
+from hil.bridge.process import spawn
 from hil.bridge.realtime import (
     CONNECTED,
     LOST,
@@ -51,8 +52,8 @@ class CrowdProcess:
 
     def __init__(self, endpoint: str, *args: str):
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([*hil_command(), "crowd", *CROWD_ARGS, "--serve", endpoint, "--realtime", *args],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
+        self.proc = spawn([*hil_command(), "crowd", *CROWD_ARGS, "--serve", endpoint, "--realtime", *args],  # dies with us
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
         try:
             line = self._first_line().split()
             assert len(line) == 2 and line[0] == "crowd", (line, self.stderr())

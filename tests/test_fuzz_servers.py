@@ -24,6 +24,7 @@ from waiting import HangGuard
 from hil.bridge.crowd_link import CrowdClient, tick_payload
 from hil.bridge.envelope import VERSION, pack, unpack
 from hil.bridge.lockstep import ClockServer, LockstepCore, LockstepError, RemoteParticipant
+from hil.bridge.process import spawn
 from hil.bridge.realtime import ask, reachable
 from hil.devices.protocol import BROADCAST_ID, Ping, Read, StreamDecoder, SyncRead, encode_request
 
@@ -196,9 +197,9 @@ def test_virtual_device_survives_oversized_reads_and_random_frames():
 class Crowd:
     def __init__(self, *args: str):
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([*hil_command(), "crowd", "--map", "arcade", "--seed", "1", "--serve",
-                                      "tcp://127.0.0.1:*", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=self._stderr)
+        self.proc = spawn([*hil_command(), "crowd", "--map", "arcade", "--seed", "1", "--serve",  # dies with us
+                           "tcp://127.0.0.1:*", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=self._stderr)
         line = self.proc.stdout.readline().split()
         assert len(line) == 2 and line[0] == b"crowd", (line, self.stderr())
         self.endpoint = line[1].decode()

@@ -149,14 +149,22 @@ thread.start()  # as Foxglove's service call does: from a thread of the SDK's th
 thread.join()
 print(box["started"]["pid"], flush=True)
 """
-KINDS = {"crowd": CROWD, "hil sim --pty": SIM_PTY, "sweep runner": SWEEP_RUNNER, "retry": RETRY}
+REALTIME_CROWD = """
+sys.path.insert(0, "tests")  # as pytest has it: the suite's helpers import each other by module name
+from test_bridge_realtime import CrowdProcess, free_endpoint
+crowd = CrowdProcess(free_endpoint())  # what the suite's background mixed-calibration build starts
+print(crowd.proc.pid, flush=True)
+"""
+KINDS = {"crowd": CROWD, "hil sim --pty": SIM_PTY, "sweep runner": SWEEP_RUNNER, "retry": RETRY,
+         "the suite's real-time crowd": REALTIME_CROWD}
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_kind_of_child_dies_when_its_parent_is_sigkilled(kind, tmp_path, monkeypatch):
     """The crowd of a trial, a served device, a sweep's trial process, a retried trial (the last two asked for by
-    a thread that ends once its child is ready): alive while the parent lives, gone once it is SIGKILLed. (A
-    native program's: tests/test_native_clock.py test_the_program_dies_with_hil.)"""
+    a thread that ends once its child is ready), and the real-time crowd the suite's own helpers start (a killed
+    background build once left two serving, orphaned): alive while the parent lives, gone once it is SIGKILLed.
+    (A native program's: tests/test_native_clock.py test_the_program_dies_with_hil.)"""
     monkeypatch.setenv("HIL_CROWD_POOL", "0")
     code = "import sys, threading, time\nfrom pathlib import Path\n" + KINDS[kind] + "time.sleep(600)\n"
     with _parent(code, str(tmp_path)) as (parent, children):
