@@ -214,6 +214,19 @@ class CrowdClient:
         except EnvelopeError as exc:
             raise CrowdLinkError(f"the crowd at {self.endpoint} sent a bad reply to tick {self.seq}: {exc}") from None
 
+    def request(self, kind: str, payload: dict, t_s: float, timeout_s: float) -> bytes:
+        """One request beside ``tick`` (a saved state's ``crowd_state`` and ``crowd_replay``,
+        bridge/crowd_state.py), sent with the next ``seq``; the reply's bytes, for the caller to read. A crowd that
+        takes no request, dies or stays silent for ``timeout_s`` is a CrowdLinkError stamped with ``t_s``."""
+        self.seq += 1
+        try:
+            self._socket.send(pack(kind, payload, seq=self.seq))
+        except zmq.Again:
+            raise CrowdLinkError(f"the crowd at {self.endpoint} took no {kind} request (t={t_s:.3f} s): no "
+                                 "connection to send on") from None
+        self.await_reply(t_s, kind, timeout_s)
+        return self._socket.recv()
+
     def await_reply(self, t_s: float, what: str | None = None, timeout_s: float | None = None) -> None:
         """Wait up to ``timeout_s`` (the link's) for the answer to ``what`` (tick ``seq``), checking
         :attr:`liveness` every LIVENESS_EVERY_S: CrowdLinkError saying how the crowd died, or that it did not

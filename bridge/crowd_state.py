@@ -16,21 +16,18 @@ from __future__ import annotations
 from typing import Any
 
 from .crowd_link import CrowdClient, CrowdLinkError, tick_payload
-from .envelope import EnvelopeError, pack, unpack
+from .envelope import EnvelopeError, unpack
 from .schema import MAX_REPLAY_TICKS
 
 STATE_REPLIES = ("crowd_state", "crowd_replayed", "error")
 
 
 def _ask(client: CrowdClient, kind: str, payload: dict, timeout_s: float) -> dict:
-    client.seq += 1
-    socket = client._socket
-    socket.send(pack(kind, payload, seq=client.seq))
     # a crowd process that dies meanwhile is named at once (its signal, its last words), as during a tick
-    client.await_reply(float(payload.get("from_t", 0.0)) if kind == "crowd_replay" else client.last_t, kind,
-                       timeout_s)
+    data = client.request(kind, payload, float(payload.get("from_t", 0.0)) if kind == "crowd_replay" else client.last_t,
+                          timeout_s)
     try:
-        reply = unpack(socket.recv(), STATE_REPLIES)
+        reply = unpack(data, STATE_REPLIES)
     except EnvelopeError as exc:
         raise CrowdLinkError(f"the crowd at {client.endpoint} sent a bad reply to {kind}: {exc}") from None
     if reply.type == "error":

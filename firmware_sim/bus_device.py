@@ -65,6 +65,16 @@ class VirtualBusDevice:
     def part(self, device_id: int) -> PartFirmware:
         return self._by_id[device_id][0]
 
+    def replace_part(self, old: PartFirmware, new: PartFirmware) -> None:
+        """Put ``new`` where ``old`` was on the bus (a swap); the ID index follows. The caller holds :attr:`lock`."""
+        self.parts[self.parts.index(old)] = new
+        self._index()
+
+    def add_part(self, part: PartFirmware) -> None:
+        """Plug ``part`` into the bus; the ID index follows. The caller holds :attr:`lock`."""
+        self.parts.append(part)
+        self._index()
+
     def _present(self, device_id: int) -> list[PartFirmware]:
         if self.faults is not None and device_id in self.faults.vanished:
             return []

@@ -99,9 +99,8 @@ def swap(device: VirtualBusDevice, device_id: int, new_part: str | PartDescripto
         part = _build(desc, device_id, serial, kept)
         for hook in device.swap_hooks:  # a world gives the new part its physics (embodied/reembody.py)
             part = hook(old, part)
-        device.parts[device.parts.index(old)] = part
+        device.replace_part(old, part)
         device.silent_until.pop(device_id, None)
-        device._index()
         return part
 
 
@@ -128,8 +127,7 @@ def add(device: VirtualBusDevice, device_id: int, new_part: str | PartDescriptor
         table = bytearray(parent.memory.get("port_table").to_bytes(MAX_PORTS, "little"))
         table[ports.index(port)] = device_id
         parent.memory.set("port_table", int.from_bytes(table, "little"))
-        device.parts.append(part)
-        device._index()
+        device.add_part(part)
         return part
 
 

@@ -23,6 +23,20 @@ def test_free_walking_reaches_the_intended_velocity_and_people_are_removed():
         assert [s.id for s in people.states()] == [2] and 1 not in people.bodies
 
 
+def test_intended_velocities_change_through_the_drive_never_in_place():
+    """The drive keeps its own list of who pushes how hard: a velocity changed in place would never reach it, so
+    the mapping refuses it; a new mapping assigned whole (a restored state) does reach the people."""
+    with World() as world:
+        people = Pedestrians(world)
+        people.sync([PedestrianIntent(1, 0.0, 0.0, 1.0, 0.0)])
+        with pytest.raises(TypeError):
+            people.intended[1] = (0.0, 0.5)
+        people.intended = {1: (0.0, 0.5)}
+        world.advance_to(2.0)
+        (one,) = people.states()
+        assert (one.vx, one.vy) == pytest.approx((0.0, 0.5), abs=0.02)
+
+
 WALL_FACE_X = 1.5 - 0.05  # the wall's face: a 0.1 m box centred at x = 1.5
 RADIUS_M = 0.25
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import pybullet as p
 
@@ -87,14 +88,15 @@ class Pedestrians:
         world.add_pre_step(self._drive)
 
     @property
-    def intended(self) -> dict[int, tuple[float, float]]:
-        """Each person's intended velocity (m/s, world frame) since the last crowd tick. Changing it in place
-        does not reach the drive: assign a new dict (a restored state does) or use :meth:`sync` / :meth:`stand`."""
-        return self._intended
+    def intended(self) -> Mapping[int, tuple[float, float]]:
+        """Each person's intended velocity (m/s, world frame) since the last crowd tick, read-only: the drive
+        keeps its own list of it, so a change goes through :meth:`sync` / :meth:`stand`, or a new dict assigned
+        whole (a restored state), never in place."""
+        return MappingProxyType(self._intended)
 
     @intended.setter
-    def intended(self, value: dict[int, tuple[float, float]]) -> None:
-        self._intended, self._driven = value, None
+    def intended(self, value: Mapping[int, tuple[float, float]]) -> None:
+        self._intended, self._driven = dict(value), None
 
     def record_history(self) -> list[list]:
         """Start recording every spawn and remove (if not started yet; before the first one, for a history that
