@@ -171,3 +171,14 @@ def test_a_malformed_stream_item_is_skipped_whole():
     live.control.step()
     live.apply({"done": {"metrics": {"goal": None}, "error": None}})
     assert sent == ["step"] and live.done.is_set() and live.metrics == {"goal": None}
+
+
+def test_the_page_says_done_for_a_trial_that_ended_while_paused():
+    from hil.trial.view.app import live_state
+    from hil.trial.view.remote import RemoteLive
+
+    live = RemoteLive("demo", lambda ask: None)
+    live.apply({"m": [["/clock", 0.1, {"t": 0.1}]], "s": {"rtf": 0.0, "available": True, "paused": True}})
+    assert live_state(live) == "paused"
+    live.apply({"done": {"metrics": {"goal": None}, "error": None}})
+    assert live.control.paused and live_state(live) == "done"

@@ -32,6 +32,16 @@ SPEEDS = ("0.25", "0.5", "1", "2", "4", "8", "16")
 DEFAULT_HOST = "127.0.0.1"
 
 
+
+def live_state(live: Any) -> str:
+    """What the page says of a live trial (a LiveTrial, or the page process's RemoteLive): done, paused or
+    running, and why it cannot be paused where it cannot. A trial that ended while paused is done: its pause
+    holds nothing back any more."""
+    state = "done" if live.done.is_set() else "paused" if live.control.paused else "running"
+    if live.control.available is False:
+        state += f" ({live.control.why_not})"
+    return state
+
 class Viewer:
     """The served page. ``show_live(live)`` / ``show_replay(timeline, metrics)`` choose what it shows;
     ``run_spec`` (a TrialSpec) enables run-from-the-page with that trial as the template."""
@@ -304,10 +314,7 @@ class Viewer:
 
     def _panels(self, frame: Frame, timeline: Timeline, live: LiveTrial | None) -> None:
         if live is not None:
-            state = ("paused" if live.control.paused else "done" if live.done.is_set() else "running")
-            if live.control.available is False:
-                state += f" ({live.control.why_not})"
-            rtf = live.rtf
+            state, rtf = live_state(live), live.rtf
         else:
             state = "playing" if self.playing else "replay paused"
             rtf = self.speed if self.playing else 0.0
