@@ -24,8 +24,8 @@ STATE_REPLIES = ("crowd_state", "crowd_replayed", "error")
 
 def _ask(client: CrowdClient, kind: str, payload: dict, timeout_s: float) -> dict:
     # a crowd process that dies meanwhile is named at once (its signal, its last words), as during a tick
-    data = client.request(kind, payload, float(payload.get("from_t", 0.0)) if kind == "crowd_replay" else client.last_t,
-                          timeout_s)
+    at_t = float(payload.get("from_t", 0.0)) if kind == "crowd_replay" else client.last_t
+    data = client.request(kind, payload, at_t, timeout_s)
     try:
         reply = unpack(data, STATE_REPLIES)
     except EnvelopeError as exc:

@@ -32,7 +32,6 @@ SPEEDS = ("0.25", "0.5", "1", "2", "4", "8", "16")
 DEFAULT_HOST = "127.0.0.1"
 
 
-
 def live_state(live: Any) -> str:
     """What the page says of a live trial (a LiveTrial, or the page process's RemoteLive): done, paused or
     running, and why it cannot be paused where it cannot. A trial that ended while paused is done: its pause
