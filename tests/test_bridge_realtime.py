@@ -52,7 +52,8 @@ class CrowdProcess:
 
     def __init__(self, endpoint: str, *args: str):
         self._stderr = tempfile.TemporaryFile()
-        self.proc = spawn([*hil_command(), "crowd", *CROWD_ARGS, "--serve", endpoint, "--realtime", *args],  # dies with us
+        # spawn: the crowd dies with whoever started it (a killed background build left two serving, once)
+        self.proc = spawn([*hil_command(), "crowd", *CROWD_ARGS, "--serve", endpoint, "--realtime", *args],
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
         try:
             line = self._first_line().split()
