@@ -20,7 +20,8 @@
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
 
 --smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 400 people in the station, 1 s trials at
-crowd_scale 1 and 3, a section's trials in one child process (exits 0, prints the tables; its figures mean nothing).
+crowd_scale 1 and 3; (a)'s trials in one child process, (c)'s in this process (trial_walls' two smoke paths: the
+child's code either way); exits 0, prints the tables; its figures mean nothing.
 Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
 """
 from __future__ import annotations
@@ -73,6 +74,7 @@ class CpuMeter:
 
 
 # --- (a) the demo trial's loop against bare pybullet of the merged world ---------------------------------------
+# the trial child's functions (also run here: trial_walls(..., here=True)); _TRIAL_CHILD_MAIN runs them on its argv
 _TRIAL_CHILD = """
 import gc, json, os, resource, statistics, sys, tempfile, time
 from pathlib import Path
@@ -113,9 +115,12 @@ def one(duration, extra, warm):
     return {"wall_s": wall, "cpu_s": cpu, "mean_people": statistics.fmean(counts) if counts else 0.0,
             "max_people": max(counts, default=0)}
 
+"""
+_TRIAL_CHILD_MAIN = """
 for duration, extra, warm in json.loads(sys.argv[1]):  # [[duration s, demo_spec extras, warm-up first], ...]
     print(json.dumps(one(float(duration), extra, bool(warm))), flush=True)
 """
+_here: dict = {}  # _TRIAL_CHILD's functions, defined in this process once (trial_walls(..., here=True))
 
 
 def trial_wall(root: Path, duration_s: float, extra: dict | None = None, warm: bool = True) -> dict:
@@ -124,14 +129,24 @@ def trial_wall(root: Path, duration_s: float, extra: dict | None = None, warm: b
     return trial_walls(root, [(duration_s, extra or {}, warm)])[0]
 
 
-def trial_walls(root: Path, jobs: list[tuple[float, dict, bool]], one_process: bool = False) -> list[dict]:
+def trial_walls(root: Path, jobs: list[tuple[float, dict, bool]], one_process: bool = False,
+                here: bool = False) -> list[dict]:
     """:func:`trial_wall` of each (duration_s, extra, warm) in ``jobs``, each in a child process of its own, or
     with ``one_process`` all in one (the smoke run: a child's start-up and first trial cost more than a short
-    trial; later trials in it find imports and the crowd process warm, so its figures mean nothing)."""
+    trial; later trials in it find imports and the crowd process warm, so its figures mean nothing), or with
+    ``here`` in this process (a smoke run that has run a trial already: the child's code, no new interpreter and
+    crowd process; only for this checkout)."""
+    if here:
+        if Path(root).resolve() != ROOT:
+            raise ValueError(f"trials of another checkout ({root}) run in a child process, not here")
+        if not _here:
+            exec(compile(_TRIAL_CHILD, "<bench.loop child>", "exec"), _here)
+        return [_here["one"](float(duration), extra, bool(warm)) for duration, extra, warm in jobs]
     if not one_process:
         return [got for job in jobs for got in trial_walls(root, [job], one_process=True)]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, "-c", _TRIAL_CHILD, json.dumps([list(job) for job in jobs])],
+    code = _TRIAL_CHILD + _TRIAL_CHILD_MAIN
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps([list(job) for job in jobs])],
                           cwd=str(root), env=env, capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"the trial in {root} failed: {proc.stderr.strip()[-2000:]}")
@@ -385,7 +400,7 @@ def people_section(duration_s: float, scales: tuple[float, float], warm: bool = 
     with CpuMeter() as cpu:
         jobs = [(duration_s, {"crowd_scale": scale, "crowd_start": "sat 14:00", "scenario": None}, warm)
                 for scale in scales]
-        for scale, got in zip(scales, trial_walls(ROOT, jobs, one_process)):
+        for scale, got in zip(scales, trial_walls(ROOT, jobs, one_process, here=one_process)):
             rows[scale] = {"rtf": duration_s / got["wall_s"], **got}
     low, high = (rows[s] for s in scales)
     out(f"(c) the demo trial in the arcade ({duration_s:g} s, background crowd only, Saturday 14:00) at two crowd "
