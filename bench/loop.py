@@ -19,9 +19,9 @@
 
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
 
---smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 400 people in the station, 1 s trials at
-crowd_scale 1 and 3; (a)'s trials in one child process, (c)'s in this process (trial_walls' two smoke paths: the
-child's code either way); exits 0, prints the tables; its figures mean nothing.
+--smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 100 people in the station stepped 3
+times, 0.5 s trials at crowd_scale 1 and 3; (a)'s trials in one child process, (c)'s in this process (trial_walls'
+two smoke paths, the child's code either way); exits 0, prints the tables; its figures mean nothing.
 Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
 """
 from __future__ import annotations
@@ -134,8 +134,8 @@ def trial_walls(root: Path, jobs: list[tuple[float, dict, bool]], one_process: b
     """:func:`trial_wall` of each (duration_s, extra, warm) in ``jobs``, each in a child process of its own, or
     with ``one_process`` all in one (the smoke run: a child's start-up and first trial cost more than a short
     trial; later trials in it find imports and the crowd process warm, so its figures mean nothing), or with
-    ``here`` in this process (a smoke run that has run a trial already: the child's code, no new interpreter and
-    crowd process; only for this checkout)."""
+    ``here`` in this process (a smoke run: the child's code without a new interpreter, and without a new crowd
+    process when this one has run a trial already; only for this checkout)."""
     if here:
         if Path(root).resolve() != ROOT:
             raise ValueError(f"trials of another checkout ({root}) run in a child process, not here")
@@ -430,8 +430,8 @@ def main(argv: list[str] | None = None) -> dict:
     against = None if args.against == "none" else Path(args.against) if args.against else (
         DEFAULT_AGAINST if (DEFAULT_AGAINST / "trial").is_dir() and DEFAULT_AGAINST.resolve() != ROOT else None)
     if args.smoke:
-        args.long, args.short, args.sizes, args.crowd_seconds = 1.0, 0.5, "400", 0.3
-        args.people_duration, args.scales, against = 1.0, "1,3", None
+        args.long, args.short, args.sizes, args.crowd_seconds = 1.0, 0.5, "100", 0.0  # (b): its 3 timed steps
+        args.people_duration, args.scales, against = 0.5, "1,3", None
     sizes = [int(s) for s in args.sizes.split(",") if s]
     scales = tuple(float(s) for s in args.scales.split(","))
     results: dict = {}
