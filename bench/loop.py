@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from hil.bridge.process import spawn
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AGAINST = Path("/work/main")
 STATION = "station"
@@ -136,9 +138,9 @@ class TrialChild:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._err = tempfile.TemporaryFile("w+")  # the child's log (its crowd's lines): said when it fails
-        self.proc = subprocess.Popen([sys.executable, "-c", _TRIAL_CHILD + _TRIAL_CHILD_MAIN], cwd=str(root),
-                                     env={**os.environ, "PYTHONPATH": str(root)}, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._err, text=True)
+        self.proc = spawn([sys.executable, "-c", _TRIAL_CHILD + _TRIAL_CHILD_MAIN], cwd=str(root),
+                          env={**os.environ, "PYTHONPATH": str(root)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=self._err, text=True)  # dies with the bench
 
     def run(self, jobs: list[tuple[float, dict, bool]]) -> list[dict]:
         """The result of each (duration_s, extra, warm) job, in order; RuntimeError when the child fails."""
@@ -166,16 +168,12 @@ class TrialChild:
         return self._err.read().strip()[-2000:]
 
     def close(self) -> None:
+        """Its stdin closed, the child's loop ends and so does it (killed if it has not within a minute)."""
         try:
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            self.proc.wait(timeout=60)
+            self.proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
+            self.proc.communicate()
         self._err.close()
 
     def __enter__(self) -> TrialChild:
