@@ -112,26 +112,20 @@ def algorithms(model, pin, seed: int = 16) -> list[tuple[str, Callable, Callable
     ]
 
 
-def reference_us(model, most_calls: int = 20) -> dict[str, float]:
-    """The per-link reference implementation, timed with few calls (it is slow): 20 of forward kinematics, 5 of
-    RNEA and of gravity, 1 of the others, at most ``most_calls`` each (a smoke run's 1)."""
+def reference_us(model) -> dict[str, float]:
+    """The per-link reference implementation, timed with few calls (it is slow)."""
     data = reference.ReferenceData.for_model(model)
     q, qd, qdd = random_state(model, np.random.default_rng(16))
     tau = reference.rnea(model, data, q, qd, qdd, GRAVITY)
-
-    def calls(n: int) -> int:
-        return min(n, most_calls)
-
-    return {"forward kinematics": per_call_us(lambda: reference.forward_kinematics(model, data, q), calls(20)),
-            "rnea": per_call_us(lambda: reference.rnea(model, data, q, qd, qdd, GRAVITY), calls(5)),
-            "gravity torques": per_call_us(lambda: reference.gravity_torques(model, data, q, GRAVITY), calls(5)),
+    return {"forward kinematics": per_call_us(lambda: reference.forward_kinematics(model, data, q), 20),
+            "rnea": per_call_us(lambda: reference.rnea(model, data, q, qd, qdd, GRAVITY), 5),
+            "gravity torques": per_call_us(lambda: reference.gravity_torques(model, data, q, GRAVITY), 5),
             "crba (mass matrix)": per_call_us(lambda: reference.mass_matrix(model, data, q), 1),
             "aba (forward dynamics)": per_call_us(lambda: reference.forward_dynamics(model, data, q, qd, tau,
                                                                                       GRAVITY), 1)}
 
 
-def robot_section(name: str, model, pin, calls: int, rounds: int, with_targets: bool,
-                  reference_calls: int = 20) -> list[str]:
+def robot_section(name: str, model, pin, calls: int, rounds: int, with_targets: bool) -> list[str]:
     rows = algorithms(model, pin)
     times: dict[str, dict[str, list[float]]] = {algo: {"ours": [], "pin": [], "cpu": []} for algo, _, _ in rows}
     for r in range(rounds):
@@ -142,7 +136,7 @@ def robot_section(name: str, model, pin, calls: int, rounds: int, with_targets: 
                 times[algo][side].append(wall)
                 if side == "ours":
                     times[algo]["cpu"].append(cpu)
-    ref = reference_us(model, reference_calls) if with_targets else {}
+    ref = reference_us(model) if with_targets else {}
     lines = [f"{name}: {model.nq} joints, {len(model.links)} links -> {len(model.tree.mass)} bodies, "
              f"{len(model.tree.levels)} levels; {rounds} alternating rounds of {calls} calls",
              f"  {'algorithm':<24}{'ours us':>9}{'(cpu)':>8}{'pin us':>9}{'ours/pin':>10}"
@@ -208,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                   ("serial arm", scanned_model(f"sim://{arm}"), False))
     for name, model, with_targets in robots:
         with CpuMeter() as cpu:
-            lines = robot_section(name, model, pin, args.calls, args.rounds, with_targets,
-                                  reference_calls=1 if args.smoke else 20)
+            lines = robot_section(name, model, pin, args.calls, args.rounds, with_targets)
         print("\n".join(lines))
         print(f"  {cpu.note()}")
     with CpuMeter() as cpu:
