@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of plain / published / subscribed (3)")
     parser.add_argument("--camera-rate", type=float, default=0.0, metavar="HZ",
                         help="record (and so publish) the cameras with depth at HZ (default 0: none, as the demo)")
-    args = parse_with_smoke(parser, argv, duration=0.5, rounds=1)
+    args = parse_with_smoke(parser, argv, duration=1.0, rounds=1)
     os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))  # the bench's own, unless given
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
