@@ -742,8 +742,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="simulated seconds of the profiled trial, 0: none (default 30; quick 5)")
     parser.add_argument("--seed", type=int, default=0, help="trial seed (default 0)")
     parser.add_argument("--only", choices=("tick", "trial"), help="run one part only")
-    args = parse_with_smoke(parser, argv, ticks=30, full_ticks=10, rounds=1, trial_seconds=2.0, trial_rounds=1,
-                            profile_seconds=0.0)
+    # a smoke's profile section is left out: tests/test_bench_bridge.py runs it (a 1 s profiled trial)
+    args = parse_with_smoke(parser, argv, people=5, ticks=30, full_ticks=10, rounds=1, trial_seconds=2.0,
+                            trial_rounds=1, profile_seconds=0.0)
 
     def pick(value, default, quick):
         return value if value is not None else (quick if args.quick else default)

@@ -37,9 +37,10 @@ NOISE = ((0.003, 0.01), (0.01, 0.015))
 
 
 TURN = "{rate_deg_s: 15, turns: 1.0, step_deg: 6}"
-# a smoke run's quarter turn: with the ring's 12 sensors 30 deg apart, every sensor still meets each wall at every
-# angle the fit needs, in a quarter of the simulated time (its figures mean nothing either way)
-SMOKE_TURN = "{rate_deg_s: 15, turns: 0.25, step_deg: 6}"
+# a smoke run's tenth of a turn in 10 deg steps: with the ring's 12 sensors 30 deg apart, 36 deg still brings each
+# wall to every angle the fit needs, with readings enough for it (the fit runs and prints; a 6 deg step, or a 15 deg
+# step over a quarter turn, leaves it short of sure echoes); its figures mean nothing either way
+SMOKE_TURN = "{rate_deg_s: 15, turns: 0.1, step_deg: 10}"
 
 
 def rig_text(near: float, far: float, turn: str = TURN) -> str:

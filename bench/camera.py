@@ -286,14 +286,14 @@ def served_costs(frames: int) -> list[tuple[str, float, float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.camera", description=__doc__.split("\n")[0])
     parser.add_argument("--smoke", action="store_true", help="the smallest settings (a few frames at "
-                        "320x240 only, a 1 s trial)")
+                        "320x240 only, 0.5 s trials)")
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--duration", type=float, default=30.0, help="simulated seconds of the demo per trial")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--surfaces", action="store_true", help="only what per-pixel surfaces cost")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.frames, args.duration, args.rounds = 3, 1.0, 1
+        args.frames, args.duration, args.rounds = 3, 0.5, 1
     if args.surfaces:
         print(f"320x240 frame with per-pixel surfaces, {PEOPLE} people in view ({args.rounds} alternating rounds x "
               f"{args.frames} frames; machine shared, loaded)")

@@ -89,8 +89,9 @@ def encode_section(n: int, out=print) -> dict:
 
 def trial_section(duration_s: float, rates: list[float], rounds: int, against: Path | None, warm: bool = True,
                   out=print, one_process: bool = False) -> dict:
-    """(b): the demo at each camera rate, each trial in a child process of its own, or with ``one_process`` each
-    round's trials of a checkout in one (the smoke run: bench.loop's ``trial_walls``; its figures mean nothing)."""
+    """(b): the demo at each camera rate, each trial in a child process of its own, or with ``one_process`` (the
+    smoke run: bench.loop's ``trial_walls``; its figures mean nothing) this checkout's trials in this process, whose
+    crowd is warm from (a)'s trial, and another checkout's each round in one child."""
     sides = [(f"this checkout, cameras {r:g} Hz" if r else "this checkout, no cameras", ROOT, r) for r in rates]
     if against is not None:
         sides += [(f"{against}, cameras {r:g} Hz" if r else f"{against}, no cameras", against, r) for r in (0.0, 5.0)]
@@ -101,11 +102,12 @@ def trial_section(duration_s: float, rates: list[float], rounds: int, against: P
             order = sides if r % 2 == 0 else sides[::-1]
             for root in dict.fromkeys(root for _, root, _ in order):
                 mine = [(label, rate) for label, where, rate in order if where == root]
-                gots = trial_walls(root, [(duration_s, {"camera_rate": rate}, warm) for _, rate in mine], one_process)
+                jobs = [(duration_s, {"camera_rate": rate}, warm) for _, rate in mine]
+                gots = trial_walls(root, jobs, one_process, here=one_process and root == ROOT)
                 for (label, _), got in zip(mine, gots):
                     walls[label].append(got["wall_s"])
                     cpus[label].append(got["cpu_s"])
-    each = "one process per checkout" if one_process else "each trial in its own process"
+    each = "this checkout's in this process" if one_process else "each trial in its own process"
     out(f"(b) the demo, {duration_s:g} s simulated, {each}"
         f"{' after a 1 s warm-up trial' if warm else ''}, {rounds} alternating round(s), min wall per side")
     result = {}

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waits", type=int, default=2000)
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--trips", type=int, default=300)
-    args = parse_with_smoke(parser, argv, rounds=1, waits=50, duration=1.0, trips=10)
+    args = parse_with_smoke(parser, argv, rounds=1, waits=50, duration=0.5, trips=10)
     example_trial(args.duration, max(2, args.rounds))
     print()
     patched_each = per_wait(args.waits, args.rounds)

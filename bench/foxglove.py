@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of plain / served / subscribed (3)")
     parser.add_argument("--frames", type=int, default=300, help="frames of the page's robot drawn each way (300)")
     parser.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)  # the client process
-    args = parse_with_smoke(parser, argv, duration=2.0, rounds=1, frames=20)
+    args = parse_with_smoke(parser, argv, duration=0.5, rounds=1, frames=3)
     if args.client:
         return client_main(args.client)
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

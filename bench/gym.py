@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--envs", default=",".join(ENV_IDS), help="the hil envs to step, comma-separated")
     parser.add_argument("--depth", action=argparse.BooleanOptionalAction, default=True,
                         help="also the lab with walkers observing the head camera's depth")
-    args = parse_with_smoke(parser, argv, steps=20, vector=2, envs=ENV_IDS[0], depth=False)
+    args = parse_with_smoke(parser, argv, steps=20, vector=1, envs=ENV_IDS[0], depth=False)
     print(f"{'env':34s} {'steps/s':>8s} {'reset s':>8s} {'least':>8s} {'episodes':>8s}  (cores: {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f})")
     env_ids = [e for e in args.envs.split(",") if e]

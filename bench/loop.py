@@ -19,21 +19,26 @@
 
     .venv/bin/python -m bench.loop [--smoke] [--only loop|crowd|people] [--long 80 --short 20] [--against DIR]
 
---smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 400 people in the station, 1 s trials at
-crowd_scale 1 and 3, a section's trials in one child process (exits 0, prints the tables; its figures mean nothing).
+--smoke: 1 s and 0.5 s trials (cameras off, lockstep, no warm-up trial), 100 people in the station stepped 3
+times, 0.5 s trials at crowd_scale 1 and 3; the trials of (a) and (c) in one child process (TrialChild), so
+one interpreter and one crowd process serve them all; exits 0, prints the tables; its figures mean nothing.
 Figures on a loaded machine are depressed and noisy; every section prints the other processes' CPU.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+from hil.bridge.process import spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AGAINST = Path("/work/main")
@@ -73,6 +78,7 @@ class CpuMeter:
 
 
 # --- (a) the demo trial's loop against bare pybullet of the merged world ---------------------------------------
+# the trial child's functions (also run here: trial_walls(..., here=True)); _TRIAL_CHILD_MAIN runs them on its argv
 _TRIAL_CHILD = """
 import gc, json, os, resource, statistics, sys, tempfile, time
 from pathlib import Path
@@ -113,9 +119,68 @@ def one(duration, extra, warm):
     return {"wall_s": wall, "cpu_s": cpu, "mean_people": statistics.fmean(counts) if counts else 0.0,
             "max_people": max(counts, default=0)}
 
-for duration, extra, warm in json.loads(sys.argv[1]):  # [[duration s, demo_spec extras, warm-up first], ...]
-    print(json.dumps(one(float(duration), extra, bool(warm))), flush=True)
 """
+_TRIAL_CHILD_MAIN = """
+for line in sys.stdin:  # a JSON list of [duration s, demo_spec extras, warm-up first] jobs a line, until EOF
+    for duration, extra, warm in json.loads(line):
+        print("RESULT", json.dumps(one(float(duration), extra, bool(warm))), flush=True)
+"""
+_here: dict = {}  # _TRIAL_CHILD's functions, defined in this process once (trial_walls(..., here=True))
+TRIAL_TIMEOUT_S = 3600.0  # a run of trials in a child that takes longer is taken for a hang: the child is killed
+
+
+class TrialChild:
+    """A child process (this interpreter, checkout ``root`` on its path) running demo trials with _TRIAL_CHILD's
+    ``one``: each :meth:`run` sends it a list of jobs and reads a result per job, until :meth:`close`. A full run
+    starts one per trial (a trial's imports and caches stay out of the next one's figures); a smoke run gives one
+    to every section, whose later trials find the imports and the crowd process warm."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._err = tempfile.TemporaryFile("w+")  # the child's log (its crowd's lines): said when it fails
+        self.proc = spawn([sys.executable, "-c", _TRIAL_CHILD + _TRIAL_CHILD_MAIN], cwd=str(root),
+                          env={**os.environ, "PYTHONPATH": str(root)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=self._err, text=True)  # dies with the bench
+
+    def run(self, jobs: list[tuple[float, dict, bool]]) -> list[dict]:
+        """The result of each (duration_s, extra, warm) job, in order; RuntimeError when the child fails."""
+        hang = threading.Timer(TRIAL_TIMEOUT_S, self.proc.kill)
+        hang.start()
+        try:
+            self.proc.stdin.write(json.dumps([list(job) for job in jobs]) + "\n")
+            self.proc.stdin.flush()
+            got = []
+            while len(got) < len(jobs):
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"the trial in {self.root} failed: {self._said()}")
+                if line.startswith("RESULT "):  # other lines are the trial's own (pybullet's banner)
+                    got.append(json.loads(line[len("RESULT "):]))
+            return got
+        except BrokenPipeError:
+            raise RuntimeError(f"the trial in {self.root} failed: {self._said()}") from None
+        finally:
+            hang.cancel()
+
+    def _said(self) -> str:
+        self.proc.wait(timeout=60)
+        self._err.seek(0)
+        return self._err.read().strip()[-2000:]
+
+    def close(self) -> None:
+        """Its stdin closed, the child's loop ends and so does it (killed if it has not within a minute)."""
+        try:
+            self.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+        self._err.close()
+
+    def __enter__(self) -> TrialChild:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def trial_wall(root: Path, duration_s: float, extra: dict | None = None, warm: bool = True) -> dict:
@@ -124,18 +189,27 @@ def trial_wall(root: Path, duration_s: float, extra: dict | None = None, warm: b
     return trial_walls(root, [(duration_s, extra or {}, warm)])[0]
 
 
-def trial_walls(root: Path, jobs: list[tuple[float, dict, bool]], one_process: bool = False) -> list[dict]:
+def trial_walls(root: Path, jobs: list[tuple[float, dict, bool]], one_process: bool = False,
+                here: bool = False, child: TrialChild | None = None) -> list[dict]:
     """:func:`trial_wall` of each (duration_s, extra, warm) in ``jobs``, each in a child process of its own, or
     with ``one_process`` all in one (the smoke run: a child's start-up and first trial cost more than a short
-    trial; later trials in it find imports and the crowd process warm, so its figures mean nothing)."""
+    trial; later trials in it find imports and the crowd process warm, so its figures mean nothing), or in
+    ``child`` (a smoke run's child for all its sections), or with ``here`` in this process (a smoke run that has
+    run a trial already: the child's code, no new interpreter and crowd process; only for this checkout)."""
+    if here:
+        if Path(root).resolve() != ROOT:
+            raise ValueError(f"trials of another checkout ({root}) run in a child process, not here")
+        if not _here:
+            exec(compile(_TRIAL_CHILD, "<bench.loop child>", "exec"), _here)
+        return [_here["one"](float(duration), extra, bool(warm)) for duration, extra, warm in jobs]
+    if child is not None:
+        if child.root.resolve() != Path(root).resolve():
+            raise ValueError(f"a child of {child.root} cannot run the trials of {root}")
+        return child.run(jobs)
     if not one_process:
         return [got for job in jobs for got in trial_walls(root, [job], one_process=True)]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, "-c", _TRIAL_CHILD, json.dumps([list(job) for job in jobs])],
-                          cwd=str(root), env=env, capture_output=True, text=True, timeout=3600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the trial in {root} failed: {proc.stderr.strip()[-2000:]}")
-    return [json.loads(line) for line in proc.stdout.strip().splitlines()[-len(jobs):]]
+    with TrialChild(root) as one_child:
+        return one_child.run(jobs)
 
 
 class BareMerged:
@@ -204,7 +278,8 @@ SIDES = {  # name: (label, demo_spec extras, this checkout?)
 
 
 def loop_section(long_s: float, short_s: float, against: Path | None, rounds: int, sides=("this", "cameras",
-                 "pipelined"), warm: bool = True, out=print, one_process: bool = False) -> dict:
+                 "pipelined"), warm: bool = True, out=print, one_process: bool = False,
+                 child: TrialChild | None = None) -> dict:
     """(a): every side's loop cost per simulated second (LONG - SHORT), by wall and by CPU (the trial's process
     and its crowd's: what the load of other processes moves least), beside bare pybullet of the merged world."""
     names = [n for n in sides if n != "other"] + (["other"] if against is not None else [])
@@ -217,7 +292,8 @@ def loop_section(long_s: float, short_s: float, against: Path | None, rounds: in
             order = names if r % 2 == 0 else names[::-1]
             for name in order:
                 durations = (long_s, short_s) if r % 2 == 0 else (short_s, long_s)
-                gots = trial_walls(roots[name], [(d, SIDES[name][1], warm) for d in durations], one_process)
+                gots = trial_walls(roots[name], [(d, SIDES[name][1], warm) for d in durations], one_process,
+                                   child=child if roots[name] == ROOT else None)
                 for duration, got in zip(durations, gots):
                     walls[name][duration].append(got["wall_s"])
                     cpus[name][duration].append(got.get("cpu_s", float("nan")))
@@ -380,12 +456,12 @@ def crowd_section(sizes: list[int], seconds: float, dt: float = 0.1, out=print) 
 
 # --- (c) a trial with many people --------------------------------------------------------------------------------
 def people_section(duration_s: float, scales: tuple[float, float], warm: bool = True, out=print,
-                   one_process: bool = False) -> dict:
+                   one_process: bool = False, child: TrialChild | None = None) -> dict:
     rows = {}
     with CpuMeter() as cpu:
         jobs = [(duration_s, {"crowd_scale": scale, "crowd_start": "sat 14:00", "scenario": None}, warm)
                 for scale in scales]
-        for scale, got in zip(scales, trial_walls(ROOT, jobs, one_process)):
+        for scale, got in zip(scales, trial_walls(ROOT, jobs, one_process, child=child)):
             rows[scale] = {"rtf": duration_s / got["wall_s"], **got}
     low, high = (rows[s] for s in scales)
     out(f"(c) the demo trial in the arcade ({duration_s:g} s, background crowd only, Saturday 14:00) at two crowd "
@@ -415,19 +491,21 @@ def main(argv: list[str] | None = None) -> dict:
     against = None if args.against == "none" else Path(args.against) if args.against else (
         DEFAULT_AGAINST if (DEFAULT_AGAINST / "trial").is_dir() and DEFAULT_AGAINST.resolve() != ROOT else None)
     if args.smoke:
-        args.long, args.short, args.sizes, args.crowd_seconds = 1.0, 0.5, "400", 0.3
-        args.people_duration, args.scales, against = 1.0, "1,3", None
+        args.long, args.short, args.sizes, args.crowd_seconds = 1.0, 0.5, "100", 0.0  # (b): its 3 timed steps
+        args.people_duration, args.scales, against = 0.5, "1,3", None
     sizes = [int(s) for s in args.sizes.split(",") if s]
     scales = tuple(float(s) for s in args.scales.split(","))
     results: dict = {}
-    if args.only in (None, "loop"):
-        results["loop"] = loop_section(args.long, args.short, against, args.rounds,
-                                       sides=("this",) if args.smoke else ("this", "cameras", "pipelined"),
-                                       warm=not args.smoke, one_process=args.smoke)
-    if args.only in (None, "crowd"):
-        results["crowd"] = crowd_section(sizes, args.crowd_seconds)
-    if args.only in (None, "people"):
-        results["people"] = people_section(args.people_duration, scales, warm=not args.smoke, one_process=args.smoke)
+    with TrialChild(ROOT) if args.smoke else contextlib.nullcontext() as child:  # a smoke's trials: one child
+        if args.only in (None, "loop"):
+            results["loop"] = loop_section(args.long, args.short, against, args.rounds,
+                                           sides=("this",) if args.smoke else ("this", "cameras", "pipelined"),
+                                           warm=not args.smoke, one_process=args.smoke, child=child)
+        if args.only in (None, "crowd"):
+            results["crowd"] = crowd_section(sizes, args.crowd_seconds)
+        if args.only in (None, "people"):
+            results["people"] = people_section(args.people_duration, scales, warm=not args.smoke,
+                                               one_process=args.smoke, child=child)
     return results
 
 

@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="wall seconds of driving (default 10)")
     parser.add_argument("--hz", type=float, default=20.0, help="control loop rate (default 20)")
     parser.add_argument("--out", type=Path, help="trial folder (default: a temporary one, removed at the end)")
-    args = parse_with_smoke(parser, argv, seconds=1.0)
+    args = parse_with_smoke(parser, argv, seconds=0.5)
     with tempfile.TemporaryDirectory(prefix="hil-bench-mixed-") as tmp:
         out = args.out or Path(tmp) / "trial"
         result = run(args.seconds, args.hz, out, Path(tmp))

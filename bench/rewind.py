@@ -13,6 +13,9 @@ firmware and host state, the crowd's ticks replayed) timed apart from the re-sim
 saved state and at 4.9 s after one (the most a 5 s interval re-simulates).
 
     .venv/bin/python -m bench.rewind [--seconds 60] [--rounds 2] [--smoke]
+
+--smoke: 1.2 s trials saving every 0.5 s, one round, no warm-up; the starts at 0.5 s (on a state) and 0.7 s
+(0.2 s re-simulated): every section runs, its figures mean nothing.
 """
 from __future__ import annotations
 
@@ -20,6 +23,10 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
+
+
+EVERY_S = 5.0  # the saving side's state interval (the default)
+SMOKE_EVERY_S = 0.5  # a smoke run's: two states within its 1.2 s trial
 
 
 def trial_keys(seconds: float) -> dict:
@@ -92,10 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="simulated seconds per trial (default 60)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
-    parser.add_argument("--smoke", action="store_true", help="smallest settings: 6 s trials, one round, "
-                        "no warm-up")
+    parser.add_argument("--smoke", action="store_true", help="smallest settings: 1.2 s trials saving every 0.5 s, "
+                        "one round, no warm-up")
     args = parser.parse_args(argv)
-    seconds, rounds = (6.0, 1) if args.smoke else (args.seconds, args.rounds)
+    seconds, rounds = (1.2, 1) if args.smoke else (args.seconds, args.rounds)
+    every_s = SMOKE_EVERY_S if args.smoke else EVERY_S
     keys = trial_keys(seconds)
     rtf = {"saving": [], "no states": []}
     inside_share: list[float] = []
@@ -104,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.smoke:  # a smoke run's figures mean nothing: no warm-up
             run({**keys, "duration": 2.0}, root / "warm-up", 0.0)  # first-time costs (imports, caches) counted nowhere
         for k in range(rounds):
-            for name, every in (("saving", 5.0), ("no states", 0.0)) if k % 2 == 0 else \
-                    (("no states", 0.0), ("saving", 5.0)):
+            for name, every in (("saving", every_s), ("no states", 0.0)) if k % 2 == 0 else \
+                    (("no states", 0.0), ("saving", every_s)):
                 result, inside = run(keys, root / f"{name}-{k}", every)
                 result.raise_for_status()
                 rtf[name].append(result.sim_s / result.wall_s)
@@ -121,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * sum(inside_share) / len(inside_share):.2f} % of the saving trial's wall time")
         print()
         print(f"{'--from':14s} {'restore s':>10s} {'re-sim s':>9s} {'cycles':>7s} {'whole start s':>14s}")
-        at_state = 5.0 if seconds > 5.0 else 0.0
-        for label, t in (("on a state", at_state), ("+4.9 s", min(at_state + 4.9, seconds - 0.5))):
+        at_state = every_s if seconds > every_s else 0.0
+        late = every_s - 0.1 if not args.smoke else 0.2  # the most an interval re-simulates (a smoke's: a little)
+        for label, t in (("on a state", at_state), (f"+{late:g} s", min(at_state + late, seconds - 0.5))):
             restore_s, resim_s, whole, cycles = timed_resume(keys, saving_dir, root / f"from-{t:g}", t)
             print(f"{label:14s} {restore_s:10.3f} {resim_s:9.3f} {cycles:7d} {whole:14.3f}")
         print("(restore target <= 1 s; 'whole start' includes starting the crowd process and opening the robot)")

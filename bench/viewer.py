@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--browser-nice", type=int, default=0, metavar="N", help="start Chromium at niceness N")
     parser.add_argument("--privileged-browser", action="store_true",
                         help="as root, let Chromium keep CAP_SYS_NICE (its GPU threads then run at nice -8)")
-    args = parse_with_smoke(parser, argv, duration=1.0, rounds=1, replay_s=1.0, modes="viewer", no_gui=True)
+    args = parse_with_smoke(parser, argv, duration=0.5, rounds=1, replay_s=0.5, modes="viewer", no_gui=True)
     if args.pin and len(os.sched_getaffinity(0)) < 2:
         parser.error("--pin needs two CPUs")
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

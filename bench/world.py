@@ -416,7 +416,8 @@ def fair_section(long_s: float, short_s: float, rounds: int, extra: dict, label:
     """hil's loop against the fair bare world of its own log: the demo trial (cameras off, ``extra``) LONG and
     SHORT s each in a child process (bench.loop: start-up apart, wall and CPU with the crowd's), the bare world
     of the LONG trial's log stepped LONG - SHORT s; alternating rounds, least of each; hil/bare by wall and CPU.
-    A ``smoke`` run puts both trials in one child without warm-ups (bench.loop's smoke does the same)."""
+    A ``smoke`` run runs both trials without warm-ups in this process, whose crowd is warm from the log's trial
+    (bench.loop's ``trial_walls(..., here=True)``: the child's code, no second interpreter and crowd)."""
     from hil.trial import Trial
     from hil.trial.presets import demo_spec
 
@@ -433,7 +434,7 @@ def fair_section(long_s: float, short_s: float, rounds: int, extra: dict, label:
                 for side in (("hil", "bare") if r % 2 == 0 else ("bare", "hil")):
                     if side == "hil":
                         got = trial_walls(ROOT, [(long_s, spec_extra, not smoke), (short_s, spec_extra, not smoke)],
-                                          one_process=smoke)
+                                          here=smoke)
                         hil_wall.append((got[0]["wall_s"] - got[1]["wall_s"]) / (long_s - short_s))
                         hil_cpu.append((got[0]["cpu_s"] - got[1]["cpu_s"]) / (long_s - short_s))
                     else:
@@ -464,7 +465,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.world", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds per round (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per side (default 5)")
-    parser.add_argument("--smoke", action="store_true", help="smallest settings (0.5 s, 2 rounds): runs, prints")
+    parser.add_argument("--smoke", action="store_true", help="smallest settings (0.1 s, 1 round, 3 people, 1 s "
+                        "trials): runs, prints")
     parser.add_argument("--fair", default="demo,crowded", help="fair bare world sections: demo, crowded, none "
                                                                "(default demo,crowded)")
     parser.add_argument("--fair-rounds", type=int, default=2, help="alternating rounds of each fair section")
@@ -477,9 +479,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.only_fair:
         return fair_sections(fair, args.fair_rounds, args.smoke, args.fair_seconds)
     if args.only_drive:
-        return drive_section((3, 30) if args.smoke else (3, 30, 100, 373), 0.3 if args.smoke else 1.0)
+        return drive_section(*DRIVE_SMOKE if args.smoke else DRIVE_FULL)
     if args.smoke:
-        args.seconds, args.rounds = 0.5, 2
+        args.seconds, args.rounds = 0.1, 1
     dt = DEFAULT_TIME_STEP_S
     steps = max(1, round(args.seconds / dt))
 
@@ -514,14 +516,17 @@ def main(argv: list[str] | None = None) -> dict:
         finally:
             for side in sides:
                 side.close()
-    for line in sensor_ring_section(dt, min(steps, 1200)) + embodied_section(steps, max(2, args.rounds // 2)):
+    embodied_rounds = 1 if args.smoke else max(2, args.rounds // 2)
+    for line in sensor_ring_section(dt, min(steps, 1200)) + embodied_section(steps, embodied_rounds):
         print(line)
     out = {"rtf_hil": rtf_hil, "rtf_bare_merged": rtf_merged, "rtf_bare": rtf_bare, "ratio": rtf_hil / rtf_merged}
-    out["drive"] = drive_section((3, 30) if args.smoke else (3, 30, 100, 373), 0.3 if args.smoke else 1.0)
+    out["drive"] = drive_section(*DRIVE_SMOKE if args.smoke else DRIVE_FULL)
     out.update(fair_sections(fair, args.fair_rounds, args.smoke, args.fair_seconds))
     return out
 
 
+DRIVE_FULL = ((3, 30, 100, 373), 1.0, 2)  # the drive section's (people, simulated s, rounds)
+DRIVE_SMOKE = ((3,), 0.1, 1)  # a smoke's: one size, a tick's worth of steps, one round (both sides still run)
 CROWDED = {"crowd_start": "sat 14:00", "crowd_scale": 100.0, "scenario": None}
 
 
@@ -532,7 +537,7 @@ def fair_sections(names: list[str], rounds: int, smoke: bool, seconds: str = "30
     if names:
         print("the trial's loop against the fair bare world of its own log (bench.world FairBare)")
     if "demo" in names:
-        out["fair_demo"] = fair_section(2.0 if smoke else long_s, 1.0 if smoke else short_s, 1 if smoke else rounds, {},
+        out["fair_demo"] = fair_section(1.0 if smoke else long_s, 0.5 if smoke else short_s, 1 if smoke else rounds, {},
                                         "the demo", smoke)
     if "crowded" in names and smoke and "demo" in names:  # a smoke's crowded section would run the demo's code again
         print("  crowd_scale 100, Saturday 14:00: left out of a smoke run (the demo's section runs the same code)")
