@@ -6,9 +6,6 @@ the default 5 Hz on a machine without a GPU (Mesa's llvmpipe) adds ~40 % to a tr
 whenever a controller asks for a frame. ``$HIL_CAMERA_RATE`` is hil's own switch (trial/spec.py); a value set
 outside wins.
 
-``-n auto`` (pyproject's addopts) starts one pytest-xdist worker more than the machine has cores
-(:func:`pytest_xdist_auto_num_workers`); ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` or ``-n N`` choose otherwise.
-
 A test still running after ``$HIL_TEST_HANG_S`` (600 s) has hung: it is ended from here, for tests/ and
 examples/tests alike (:func:`pytest_runtest_protocol`).
 """
@@ -21,17 +18,6 @@ import pytest
 os.environ.setdefault("HIL_CAMERA_RATE", "0")
 
 HANG_S = float(os.environ.get("HIL_TEST_HANG_S", "600"))  # 0: no bound (make fuzz, whose runs are long)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_xdist_auto_num_workers(config) -> int | None:
-    """One worker more than the cores: about a quarter of the suite's test time is spent waiting, not computing
-    (the real clock, a browser page, a child process starting, a trial that must time out), and a third worker
-    on two cores fills it. Measured on the 2-core VM, the whole suite one run after another: 2 workers 525-537 s,
-    3 workers 459 s, 4 workers 495 s (bench/README.md "The suite")."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # xdist's own hook reads it
-    return len(os.sched_getaffinity(0)) + 1
 
 
 _STDERR: list[int] = []  # a copy of the terminal's stderr, taken before a test's output capture replaces fd 2
